@@ -1,0 +1,43 @@
+# Every target bootstraps .venv/ from uv.lock on a fresh machine.
+PY ?= python3
+VENV := .venv
+UV := $(VENV)/bin/uv
+STAMP := $(VENV)/.synced
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+
+.PHONY: install run test lint typecheck imports deps bench check clean
+
+install: $(STAMP)
+
+$(UV):
+	$(PY) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check "uv>=0.9,<1"
+
+$(STAMP): pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen --inexact --all-groups --quiet
+	touch $(STAMP)
+
+run: install
+	$(VENV)/bin/massgen-bot start
+
+test: install
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+imports: install
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/deptry .
+
+bench: install
+	$(VENV)/bin/python -m bench
+
+check: lint typecheck imports test
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Slack adapter and composition root: the only place that wires everything together."""

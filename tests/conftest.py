@@ -1,0 +1,35 @@
+"""Suite-wide guards: no real provider or Slack traffic, no ambient credentials."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+_AMBIENT = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_ORG_ID",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "SLACK_BOT_TOKEN",
+    "SLACK_APP_TOKEN",
+    "SLACK_SIGNING_SECRET",
+    "SLACK_API_URL",
+    "DATABASE_URL",
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_real_providers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point every SDK default at a closed loopback port so a forgotten base_url fails instead of leaking."""
+    for name in _AMBIENT:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("SLACK_API_URL", "http://127.0.0.1:9/api/")
+
+
+def postgres_url() -> str | None:
+    """The throwaway server `.ci/run` starts; tests marked `postgres` skip without it."""
+    return os.environ.get("DATABASE_URL_POSTGRES")

@@ -25,6 +25,8 @@ class Decision:
     rule: str | None = None
     # Side-effect class for the orchestrator's "side effects once" rule: push/publish/post actions.
     side_effect: bool = False
+    # The action needs the network (the sandbox opens it only for an approved egress action).
+    egress: bool = False
     # True when an "always" approval (a persisted allow rule) may be offered for this action.
     always_offerable: bool = False
 
@@ -37,4 +39,5 @@ class Decision:
             "reason": self.reason,
             "rule": self.rule,
             "side_effect": self.side_effect,
+            "egress": self.egress,
         }

@@ -1,0 +1,252 @@
+"""Everything a run emits, in order: persisted as the run's event log and streamed to subscribers.
+
+Each event is a frozen, keyword-only dataclass with a `kind` discriminator. The runner creates
+events with `run_id`/`seq`/`at` left at their defaults and the emitter stamps them, so `seq` is
+dense and ordered per run. `RUN_EVENT_ADAPTER` is the stable JSON schema (`to_json`/`from_json`).
+Coordination state is a fold over these events (answers, votes, decisions), so a run can be
+rebuilt from its log after a crash.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+AgentState = Literal[
+    "waiting", "thinking", "tool", "awaiting_approval", "answered", "voted", "presenting", "failed", "done"
+]
+Phase = Literal["coordinating", "presenting", "done"]
+Outcome = Literal["allow", "ask", "deny"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Event:
+    run_id: str = ""
+    seq: int = 0
+    at: float = 0.0  # Unix time in seconds
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentInfo:
+    agent_id: str
+    label: str  # anonymised label shown to peers, e.g. "agent2"
+    backend: str
+    model: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(_Event):
+    kind: Literal["started"] = "started"
+    task: str
+    agents: tuple[AgentInfo, ...]
+    requester: str | None = None
+    context: str | None = None  # e.g. a previous run's final answer for a follow-up
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentStatus(_Event):
+    kind: Literal["agent_status"] = "agent_status"
+    agent_id: str
+    status: AgentState
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta(_Event):
+    """Throttled model text, coalesced by the runner."""
+
+    kind: Literal["text_delta"] = "text_delta"
+    agent_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCalled(_Event):
+    kind: Literal["tool_call"] = "tool_call"
+    agent_id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolDecided(_Event):
+    """The permission engine's decision on a tool call, and what happened."""
+
+    kind: Literal["tool_decision"] = "tool_decision"
+    agent_id: str
+    call_id: str
+    tool: str
+    action: str  # e.g. "command(git push origin main)"
+    decision: Outcome  # after policy and any approval
+    risk: str
+    layer: str
+    reason: str
+    executed: bool
+    result_preview: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequested(_Event):
+    kind: Literal["approval_requested"] = "approval_requested"
+    agent_id: str
+    request_id: str
+    action: str
+    risk: str
+    layer: str
+    reason: str
+    rule: str | None = None
+    expires_at: float
+    scopes: tuple[str, ...] = ("once", "run")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalResolved(_Event):
+    kind: Literal["approval_resolved"] = "approval_resolved"
+    agent_id: str
+    request_id: str
+    status: Literal["approved", "denied", "expired", "cancelled"]
+    decided_by: str | None = None
+    scope: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnswerSubmitted(_Event):
+    kind: Literal["answer"] = "answer"
+    agent_id: str
+    label: str  # versioned anonymised label, e.g. "agent2.1"
+    content: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VoteCast(_Event):
+    kind: Literal["vote"] = "vote"
+    agent_id: str
+    voted_for: str  # agent id
+    voted_for_label: str  # answer label the vote is for, e.g. "agent1.2"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VoteIgnored(_Event):
+    kind: Literal["vote_ignored"] = "vote_ignored"
+    agent_id: str
+    voted_for: str
+    reason: str  # why it was ignored, e.g. "cast before seeing agent3.1"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentRestarted(_Event):
+    kind: Literal["restart"] = "restart"
+    agent_id: str
+    reason: str
+    new_answers: tuple[str, ...] = ()  # labels the agent is restarted to see
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentFailed(_Event):
+    kind: Literal["agent_failed"] = "agent_failed"
+    agent_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsensusReached(_Event):
+    kind: Literal["consensus"] = "consensus"
+    winner: str  # agent id
+    winner_label: str
+    tally: dict[str, int]  # agent id -> votes
+    tie_break: str | None = None  # how a tie was broken, when there was one
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinalDelta(_Event):
+    kind: Literal["final_delta"] = "final_delta"
+    agent_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsageUpdated(_Event):
+    kind: Literal["usage"] = "usage"
+    agent_id: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    run_input_tokens: int
+    run_output_tokens: int
+    run_cost_usd: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(_Event):
+    kind: Literal["finished"] = "finished"
+    winner: str | None
+    answer: str
+    tally: dict[str, int] = field(default_factory=dict)
+    # None for a converged run; otherwise why the answer was salvaged ("timeout", "budget", "finish_now",
+    # "max_rounds") and from what ("most_voted" or "latest_answer").
+    salvage: str | None = None
+    patch: str | None = None  # the winner's workspace changes as a unified diff
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFailed(_Event):
+    kind: Literal["failed"] = "failed"
+    reasons: dict[str, str]  # agent id (or "run") -> reason
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunCancelled(_Event):
+    kind: Literal["cancelled"] = "cancelled"
+    by: str | None = None
+
+
+RunEvent = Annotated[
+    RunStarted
+    | AgentStatus
+    | TextDelta
+    | ToolCalled
+    | ToolDecided
+    | ApprovalRequested
+    | ApprovalResolved
+    | AnswerSubmitted
+    | VoteCast
+    | VoteIgnored
+    | AgentRestarted
+    | AgentFailed
+    | ConsensusReached
+    | FinalDelta
+    | UsageUpdated
+    | RunFinished
+    | RunFailed
+    | RunCancelled,
+    Field(discriminator="kind"),
+]
+TERMINAL_KINDS = frozenset({"finished", "failed", "cancelled"})
+
+RUN_EVENT_ADAPTER: TypeAdapter[RunEvent] = TypeAdapter(RunEvent)
+
+
+def to_json(event: RunEvent) -> str:
+    return RUN_EVENT_ADAPTER.dump_json(event).decode()
+
+
+def from_json(data: str | bytes) -> RunEvent:
+    return RUN_EVENT_ADAPTER.validate_json(data)
+
+
+def json_schema() -> dict[str, Any]:
+    return RUN_EVENT_ADAPTER.json_schema()
+
+
+def to_line(event: RunEvent) -> str:
+    """One JSON line, keys sorted, for `--json` output and logs."""
+    return json.dumps(RUN_EVENT_ADAPTER.dump_python(event, mode="json"), sort_keys=True)

@@ -1,0 +1,120 @@
+"""Bot settings, read once at start-up from the environment (and `.env`), then passed down."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+Mode = Literal["socket", "http"]
+
+DEFAULT_SLACK_API_URL = "https://slack.com/api/"
+
+# Where each secret lives in the Slack app configuration (api.slack.com/apps → your app).
+WHERE_TO_GET: dict[str, str] = {
+    "SLACK_BOT_TOKEN": "OAuth & Permissions → Bot User OAuth Token (xoxb-…), after 'Install to Workspace'",
+    "SLACK_SIGNING_SECRET": "Basic Information → App Credentials → Signing Secret",
+    "SLACK_APP_TOKEN": (
+        "Basic Information → App-Level Tokens → Generate Token with scope connections:write (xapp-…); "
+        "enable Socket Mode under Settings → Socket Mode"
+    ),
+}
+
+
+class BotSettings(BaseSettings):
+    """Everything `massgen-bot serve|socket|start` needs; secrets stay `SecretStr` until used."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+
+    slack_bot_token: SecretStr | None = Field(default=None, validation_alias="SLACK_BOT_TOKEN")
+    slack_signing_secret: SecretStr | None = Field(default=None, validation_alias="SLACK_SIGNING_SECRET")
+    slack_app_token: SecretStr | None = Field(default=None, validation_alias="SLACK_APP_TOKEN")
+    slack_api_url: str = Field(default=DEFAULT_SLACK_API_URL, validation_alias="SLACK_API_URL")
+    database_url: str | None = Field(default=None, validation_alias="DATABASE_URL")
+    state_dir: Path | None = Field(default=None, validation_alias="MASSGEN_STATE_DIR")
+    teams_dir: Path = Field(default=Path("teams"), validation_alias="MASSGEN_TEAMS_DIR")
+    team_file: Path | None = Field(default=None, validation_alias="MASSGEN_TEAM")
+    port: int = Field(default=3000, ge=0, le=65535, validation_alias=AliasChoices("PORT", "MASSGEN_PORT"))
+    host: str = Field(default="0.0.0.0", validation_alias="MASSGEN_HOST")  # noqa: S104 - a server binds all
+    # Seconds an approver's group membership (usergroups.users.list) is trusted before asking Slack again.
+    group_cache_ttl: float = Field(default=60.0, gt=0, validation_alias="MASSGEN_GROUP_CACHE_TTL")
+
+    @classmethod
+    def load(cls, *, env_file: str | None = ".env") -> BotSettings:
+        """Read the environment (and `env_file` when it exists)."""
+        return cls(_env_file=env_file)  # type: ignore[call-arg]
+
+    def resolved_database_url(self) -> str:
+        """`DATABASE_URL`, else SQLite under `MASSGEN_STATE_DIR`, else `./massgen.db`."""
+        if self.database_url:
+            return self.database_url
+        if self.state_dir is not None:
+            return f"sqlite:///{(self.state_dir / 'massgen.db').as_posix()}"
+        return "sqlite:///./massgen.db"
+
+    def api_url(self) -> str:
+        """The Web API base URL with the trailing slash slack_sdk expects."""
+        url = self.slack_api_url.strip() or DEFAULT_SLACK_API_URL
+        return url if url.endswith("/") else url + "/"
+
+    def missing(self, mode: Mode) -> list[str]:
+        """Names of the variables `mode` needs that are unset or blank."""
+        needed = (
+            ["SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"]
+            if mode == "socket"
+            else [
+                "SLACK_BOT_TOKEN",
+                "SLACK_SIGNING_SECRET",
+            ]
+        )
+        values = {
+            "SLACK_BOT_TOKEN": self.slack_bot_token,
+            "SLACK_SIGNING_SECRET": self.slack_signing_secret,
+            "SLACK_APP_TOKEN": self.slack_app_token,
+        }
+        return [name for name in needed if not _present(values[name])]
+
+    def start_mode(self) -> Mode | None:
+        """What `start` runs: Socket Mode when its tokens are set, else HTTP when its are, else nothing."""
+        if not self.missing("socket"):
+            return "socket"
+        if not self.missing("http"):
+            return "http"
+        return None
+
+
+def _present(value: SecretStr | None) -> bool:
+    return value is not None and bool(value.get_secret_value().strip())
+
+
+def secret(value: SecretStr | None) -> str:
+    """The plain value of an optional secret ("" when unset)."""
+    return "" if value is None else value.get_secret_value().strip()
+
+
+def missing_settings_help(settings: BotSettings) -> str:
+    """What `make run` prints on a fresh machine: which variables are missing, where to get them."""
+    socket_missing = settings.missing("socket")
+    http_missing = settings.missing("http")
+    names = sorted(set(socket_missing) | set(http_missing), key=list(WHERE_TO_GET).index)
+    lines = [
+        "massgen-bot: Slack settings are missing, so the bot cannot connect to Slack.",
+        "",
+        "Set these in the environment or in a .env file (copy .env.example):",
+    ]
+    lines += [f"  {name:<22} {WHERE_TO_GET[name]}" for name in names]
+    lines += [
+        "",
+        "All of them are under https://api.slack.com/apps → your app. To create the app in one step,",
+        "use 'Create New App → From a manifest' with deploy/slack-manifest.yml.",
+        "",
+        "Socket Mode (no public URL needed) needs SLACK_BOT_TOKEN + SLACK_APP_TOKEN;",
+        "HTTP mode (`massgen-bot serve`) needs SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET.",
+        "",
+        "Meanwhile, try the agents locally without Slack:",
+        '  .venv/bin/massgen-bot run "write a haiku about flaky tests"',
+        "(set OPENAI_API_KEY / ANTHROPIC_API_KEY, or pass --team FILE).",
+    ]
+    return "\n".join(lines)

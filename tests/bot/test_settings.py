@@ -1,0 +1,74 @@
+"""`bot.settings`: env → typed settings, start mode, and the fresh-machine guidance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.settings import BotSettings, missing_settings_help, secret
+
+
+def _settings(monkeypatch: pytest.MonkeyPatch, **env: str) -> BotSettings:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return BotSettings.load(env_file=None)
+
+
+@pytest.mark.parametrize(
+    ("env", "mode"),
+    [
+        ({}, None),
+        ({"SLACK_BOT_TOKEN": "xoxb-1"}, None),
+        ({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"}, "http"),
+        ({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}, "socket"),
+        ({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1", "SLACK_SIGNING_SECRET": "s"}, "socket"),
+        ({"SLACK_BOT_TOKEN": "  ", "SLACK_SIGNING_SECRET": "s"}, None),
+    ],
+)
+def test_start_mode(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], mode: str | None) -> None:
+    assert _settings(monkeypatch, **env).start_mode() == mode
+
+
+@pytest.mark.parametrize(
+    ("env", "url"),
+    [
+        ({}, "sqlite:///./massgen.db"),
+        ({"MASSGEN_STATE_DIR": "/var/lib/mg"}, "sqlite:////var/lib/mg/massgen.db"),
+        ({"DATABASE_URL": "postgresql://x@h/db", "MASSGEN_STATE_DIR": "/s"}, "postgresql://x@h/db"),
+    ],
+)
+def test_database_url(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], url: str) -> None:
+    assert _settings(monkeypatch, **env).resolved_database_url() == url
+
+
+def test_values_and_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = _settings(
+        monkeypatch, SLACK_API_URL="http://127.0.0.1:5/api", PORT="4111", SLACK_SIGNING_SECRET="sss"
+    )
+    assert s.api_url() == "http://127.0.0.1:5/api/"
+    assert s.port == 4111
+    assert s.teams_dir == Path("teams")
+    assert secret(s.slack_signing_secret) == "sss"
+    assert "sss" not in repr(s)
+
+
+def test_bad_port_fails_at_boot_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match="PORT"):
+        _settings(monkeypatch, PORT="seventy")
+
+
+def test_help_names_exactly_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = missing_settings_help(_settings(monkeypatch, SLACK_BOT_TOKEN="xoxb-1"))
+    assert "SLACK_BOT_TOKEN " not in text.split("Set these")[1].split("All of them")[0]
+    assert "Signing Secret" in text
+    assert "connections:write" in text
+    assert "api.slack.com/apps" in text
+    assert "massgen-bot run" in text
+
+
+def test_env_file_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    env = tmp_path / ".env"
+    env.write_text("SLACK_BOT_TOKEN=xoxb-file\nSLACK_SIGNING_SECRET=from-file\n")
+    s = BotSettings.load(env_file=str(env))
+    assert s.start_mode() == "http"

@@ -71,7 +71,7 @@ class Conversation:
 
 
 def unescape_slack(text: str) -> str:
-    """Undo Slack's `&amp; &lt; &gt;` escaping of incoming text (ampersand last, so `&amp;lt;` stays `&lt;`)."""
+    """Undo Slack's `&amp; &lt; &gt;` escaping of incoming text (`&amp;` last: `&amp;lt;` stays `&lt;`)."""
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 

@@ -83,7 +83,8 @@ def test_task_at_the_limit_is_accepted() -> None:
 def test_parse_never_raises_and_usage_errors_never_echo_control_characters(text: str) -> None:
     result = parse_command(text)
     if isinstance(result, UsageError):
-        assert "<" not in result.message and "&" not in result.message
+        assert "<" not in result.message
+        assert "&" not in result.message
     if isinstance(result, StartRun):
         assert 0 < len(result.task) <= MAX_TASK_CHARS
 

@@ -1,0 +1,23 @@
+"""The orchestrator's exception root; every error it raises derives from `OrchestratorError`."""
+
+from __future__ import annotations
+
+
+class OrchestratorError(Exception):
+    """Root of every error raised by `orchestrator`."""
+
+
+class SandboxUnavailable(OrchestratorError):
+    """Commands cannot run: bubblewrap is missing or cannot create a sandbox here."""
+
+
+class WorkspaceError(OrchestratorError):
+    """A workspace could not be created, read or compared."""
+
+
+class PatchConflict(WorkspaceError):
+    """The source changed since the run copied it, so the winner's patch would overwrite someone's work."""
+
+    def __init__(self, message: str, *, paths: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.paths = paths

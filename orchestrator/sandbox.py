@@ -1,0 +1,239 @@
+"""Run one shell command confined by bubblewrap: read-only system, writable workspace, no network.
+
+The engine judges the command text; this is the second wall behind it (pitfall 7: `python -c
+"open('.env')"` slips past any text rule, so the OS must refuse what the rules cannot see). A
+command that is approved as egress gets the network; nothing else does. The environment is
+rebuilt from scratch so no API key or token of the bot reaches an agent's command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from orchestrator.errors import SandboxUnavailable
+
+SandboxMode = Literal["bwrap", "none"]
+
+_SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Any variable whose name contains one of these is dropped, whatever its value.
+_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
+# Harmless variables worth keeping for ordinary tools (locale, terminal width, language runtimes).
+_PASSTHROUGH = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "COLUMNS")
+_KILL_GRACE_S = 0.5
+_SANDBOX_TMP = "/tmp"  # noqa: S108 - a fresh tmpfs inside the sandbox, not the host's /tmp
+_READ_CHUNK = 65536
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommandResult:
+    """What a command did: its exit code (None when killed), capped combined output, and why it ended."""
+
+    exit_code: int | None
+    output: bytes
+    dropped_bytes: int = 0
+    timed_out: bool = False
+    duration_s: float = 0.0
+
+    def render(self) -> str:
+        """The tool result the model sees: output, a truncation marker, then the exit status."""
+        text = self.output.decode("utf-8", errors="replace")
+        if self.dropped_bytes:
+            text += f"\n[truncated {self.dropped_bytes} bytes]"
+        if self.timed_out:
+            status = f"[timed out after {self.duration_s:.1f}s; process group killed]"
+        else:
+            status = f"[exit code {self.exit_code}]"
+        return f"{text.rstrip()}\n{status}" if text.strip() else status
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SandboxSpec:
+    """Where one command may write and read: its own workspace, plus read-only peers."""
+
+    workspace: Path
+    read_only: Sequence[Path] = ()
+    hidden: Sequence[Path] = ()  # directories replaced by an empty tmpfs (other runs, home)
+    network: bool = False
+    timeout_s: float = 120.0
+    output_limit: int = 65536
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+
+def scrubbed_env(source: Mapping[str, str], *, home: Path, extra: Mapping[str, str] = {}) -> dict[str, str]:
+    """A fresh environment: fixed PATH and HOME, a few harmless variables, never a credential."""
+    env = {"PATH": _SAFE_PATH, "HOME": str(home), "TMPDIR": _SANDBOX_TMP, "LANG": "C.UTF-8"}
+    for name in _PASSTHROUGH:
+        if name in source:
+            env[name] = source[name]
+    for name, value in extra.items():
+        if not _looks_secret(name):
+            env[name] = value
+    return env
+
+
+def _looks_secret(name: str) -> bool:
+    upper = name.upper()
+    return any(marker in upper for marker in _SECRET_MARKERS)
+
+
+class Sandbox:
+    """Runs commands under bubblewrap (`mode="bwrap"`) or, only when the team says so, unconfined."""
+
+    def __init__(self, mode: SandboxMode = "bwrap", *, bwrap_path: str | None = None) -> None:
+        self.mode: SandboxMode = mode
+        self._bwrap = bwrap_path if bwrap_path is not None else (shutil.which("bwrap") or "/usr/bin/bwrap")
+        self._probe: asyncio.Task[str | None] | None = None
+
+    async def check(self) -> None:
+        """Raise `SandboxUnavailable` unless commands can run; the trial run happens once per sandbox."""
+        if self.mode == "none":
+            return
+        if self._probe is None:
+            self._probe = asyncio.ensure_future(self._trial_run())
+        problem = await asyncio.shield(self._probe)
+        if problem is not None:
+            raise SandboxUnavailable(problem)
+
+    async def _trial_run(self) -> str | None:
+        if not _is_executable(self._bwrap):
+            return (
+                f"bubblewrap not found at {self._bwrap}: commands are refused. Install bubblewrap, "
+                "or set `sandbox: none` in the team file to run commands unconfined."
+            )
+        argv = [self._bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all"]
+        argv += ["--die-with-parent", "--clearenv", "--", "/bin/true"]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+            )
+            _, err = await asyncio.wait_for(proc.communicate(), timeout=10)
+        except (OSError, TimeoutError) as exc:
+            return f"bubblewrap at {self._bwrap} could not start a sandbox: {exc}"
+        if proc.returncode != 0:
+            detail = err.decode(errors="replace").strip()
+            return f"bubblewrap at {self._bwrap} could not start a sandbox: {detail or proc.returncode}"
+        return None
+
+    async def run(self, command: str, spec: SandboxSpec) -> CommandResult:
+        """Run `command` with bash in the workspace; kill the whole group at the time limit."""
+        await self.check()
+        home = spec.workspace
+        env = scrubbed_env(os.environ, home=home, extra=spec.extra_env)
+        if self.mode == "none":
+            argv = ["/bin/bash", "-c", command]
+            return await _execute(argv, env=env, cwd=spec.workspace, spec=spec)
+        argv = self.bwrap_argv(command, spec, env)
+        return await _execute(argv, env={}, cwd=spec.workspace, spec=spec)
+
+    def bwrap_argv(self, command: str, spec: SandboxSpec, env: Mapping[str, str]) -> list[str]:
+        """The bubblewrap command line; mount order matters (later mounts cover earlier ones)."""
+        ws = str(spec.workspace)
+        argv = [
+            self._bwrap,
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            _SANDBOX_TMP,
+        ]
+        for hidden in _hidden_dirs(spec):
+            argv += ["--tmpfs", str(hidden)]
+        for peer in spec.read_only:
+            argv += ["--ro-bind", str(peer), str(peer)]
+        argv += ["--bind", ws, ws, "--unshare-all"]
+        if spec.network:
+            argv.append("--share-net")
+        argv += ["--die-with-parent", "--new-session", "--chdir", ws, "--clearenv"]
+        for name, value in env.items():
+            argv += ["--setenv", name, value]
+        argv += ["--", "/bin/bash", "-c", command]
+        return argv
+
+
+def _is_executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _hidden_dirs(spec: SandboxSpec) -> list[Path]:
+    """Home directories (keys, tokens, shell history) plus whatever the caller hides, never `/`."""
+    candidates = [Path("/root"), Path.home(), *spec.hidden]
+    seen: list[Path] = []
+    for path in candidates:
+        if path != Path("/") and path.is_dir() and path not in seen:
+            seen.append(path)
+    return seen
+
+
+async def _execute(argv: list[str], *, env: Mapping[str, str], cwd: Path, spec: SandboxSpec) -> CommandResult:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        cwd=cwd,
+        env=dict(env),
+        start_new_session=True,  # its own process group, so a timeout kills every descendant
+    )
+    assert proc.stdout is not None
+    reader = asyncio.ensure_future(_read_capped(proc.stdout, spec.output_limit))
+    timed_out = False
+    try:
+        await asyncio.wait_for(proc.wait(), timeout=spec.timeout_s)
+    except TimeoutError:
+        timed_out = True
+        await _kill_group(proc)
+    finally:
+        if proc.returncode is None:  # cancelled: never leave the command running
+            await _kill_group(proc)
+        else:  # reap background leftovers (`cmd &`) that would otherwise outlive the call
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        output, dropped = await asyncio.wait_for(reader, timeout=_KILL_GRACE_S * 4)
+    except TimeoutError:
+        # A daemonised grandchild may hold the pipe open; what we have is what the model gets.
+        output, dropped = b"", 0
+    return CommandResult(
+        exit_code=None if timed_out else proc.returncode,
+        output=output,
+        dropped_bytes=dropped,
+        timed_out=timed_out,
+        duration_s=loop.time() - started,
+    )
+
+
+async def _read_capped(stream: asyncio.StreamReader, limit: int) -> tuple[bytes, int]:
+    """Keep the first `limit` bytes and count the rest (still drained, so the command never blocks)."""
+    kept = bytearray()
+    dropped = 0
+    while chunk := await stream.read(_READ_CHUNK):
+        room = limit - len(kept)
+        kept += chunk[: max(room, 0)]
+        dropped += max(len(chunk) - max(room, 0), 0)
+    return bytes(kept), dropped
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the process group, then SIGKILL after a short grace."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=_KILL_GRACE_S)
+            return
+        except TimeoutError:
+            continue

@@ -1,0 +1,256 @@
+"""Per-run, per-agent workspaces: copies of the source, a snapshot to diff against, and apply-back.
+
+Layout: `<root>/<run_id>/<agent_id>/` per agent and `<root>/<run_id>.source/`, a private copy of
+the source taken at the start, so the winner's patch is against what the agents saw even if the
+source moves on meanwhile. Applying the patch back refuses files that changed since (no silent
+overwrite) and is all-or-nothing. Symlinks are never followed while diffing: an agent's link to
+`/etc/shadow` must not smuggle that file's content into a patch posted to Slack.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+import stat
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from orchestrator.errors import PatchConflict, WorkspaceError
+
+ChangeKind = Literal["added", "modified", "deleted"]
+_SKIP_DIRS = frozenset({".git"})  # repository internals are not part of the patch
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entry:
+    """One file as stored: its bytes (a symlink's target text for links) and whether it is a link."""
+
+    data: bytes
+    link: bool = False
+    executable: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileChange:
+    """A path (relative, POSIX) whose entry differs between the snapshot and a workspace."""
+
+    path: str
+    kind: ChangeKind
+    old: Entry | None
+    new: Entry | None
+
+
+# Stands for a directory or device where the snapshot had a file: never equal to a real entry.
+_NOT_A_FILE = Entry(data=b"\x00not a regular file", link=True, executable=True)
+
+
+class RunWorkspaces:
+    """The workspaces of one run; create with `await RunWorkspaces.create(...)`, remove with `close()`."""
+
+    def __init__(self, *, root: Path, run_id: str, agent_ids: Sequence[str], source: Path | None) -> None:
+        _check_name(run_id, "run id")
+        for agent_id in agent_ids:
+            _check_name(agent_id, "agent id")
+        self.root = root
+        self.run_dir = root / run_id
+        self.source = source
+        self.snapshot = root / f"{run_id}.source"
+        self.agent_ids = tuple(agent_ids)
+
+    @classmethod
+    def create(
+        cls, *, root: Path, run_id: str, agent_ids: Sequence[str], source: Path | None
+    ) -> RunWorkspaces:
+        """Copy the source once per agent (symlinks kept as links), or make empty directories."""
+        if source is not None and not source.is_dir():
+            raise WorkspaceError(f"workspace source {source} is not a directory")
+        spaces = cls(root=root, run_id=run_id, agent_ids=agent_ids, source=source)
+        if spaces.run_dir.exists():
+            raise WorkspaceError(f"workspaces for run {run_id} already exist at {spaces.run_dir}")
+        try:
+            spaces.run_dir.mkdir(parents=True)
+            if source is not None:
+                shutil.copytree(source, spaces.snapshot, symlinks=True)
+            for agent_id in spaces.agent_ids:
+                if source is None:
+                    spaces.path(agent_id).mkdir()
+                else:
+                    shutil.copytree(spaces.snapshot, spaces.path(agent_id), symlinks=True)
+        except OSError as exc:
+            spaces.close()
+            raise WorkspaceError(f"could not create workspaces under {spaces.run_dir}: {exc}") from exc
+        return spaces
+
+    def path(self, agent_id: str) -> Path:
+        """The agent's own (writable) workspace."""
+        if agent_id not in self.agent_ids:
+            raise WorkspaceError(f"no workspace for agent {agent_id!r}")
+        return self.run_dir / agent_id
+
+    def peers(self, agent_id: str) -> tuple[Path, ...]:
+        """The other agents' workspaces: readable by `agent_id`, never writable."""
+        return tuple(self.run_dir / other for other in self.agent_ids if other != agent_id)
+
+    def changes(self, agent_id: str) -> list[FileChange]:
+        """Every file added, modified or deleted in the agent's workspace relative to the snapshot."""
+        before = _tree(self.snapshot) if self.source is not None else {}
+        after = _tree(self.path(agent_id))
+        changes: list[FileChange] = []
+        for rel in sorted(before.keys() | after.keys()):
+            old, new = before.get(rel), after.get(rel)
+            if old == new:
+                continue
+            kind: ChangeKind = "added" if old is None else "deleted" if new is None else "modified"
+            changes.append(FileChange(path=rel, kind=kind, old=old, new=new))
+        return changes
+
+    def patch(self, agent_id: str) -> str | None:
+        """The agent's changes as a git-style unified diff, or None when it changed nothing."""
+        changes = self.changes(agent_id)
+        return "".join(render_change(change) for change in changes) or None
+
+    def close(self) -> None:
+        """Remove every directory of the run (idempotent)."""
+        for directory in (self.run_dir, self.snapshot):
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _check_name(value: str, what: str) -> None:
+    # These become directory names: one plain path component, nothing that climbs out.
+    if not value or value in {".", ".."} or "/" in value or "\x00" in value or value.endswith(".source"):
+        raise WorkspaceError(f"{what} {value!r} cannot name a workspace directory")
+
+
+def _tree(top: Path) -> dict[str, Entry]:
+    return dict(_walk(top, top))
+
+
+def _walk(top: Path, directory: Path) -> Iterator[tuple[str, Entry]]:
+    try:
+        items = sorted(os.scandir(directory), key=lambda item: item.name)
+    except FileNotFoundError:
+        return
+    for item in items:
+        info = item.stat(follow_symlinks=False)
+        rel = Path(item.path).relative_to(top).as_posix()
+        if stat.S_ISLNK(info.st_mode):
+            yield rel, Entry(data=os.readlink(item.path).encode(), link=True)
+        elif stat.S_ISDIR(info.st_mode):
+            if item.name not in _SKIP_DIRS:
+                yield from _walk(top, Path(item.path))
+        elif stat.S_ISREG(info.st_mode):
+            executable = bool(info.st_mode & stat.S_IXUSR)
+            yield rel, Entry(data=Path(item.path).read_bytes(), executable=executable)
+
+
+def _mode(entry: Entry) -> str:
+    return "120000" if entry.link else "100755" if entry.executable else "100644"
+
+
+def _text_lines(entry: Entry | None) -> list[str] | None:
+    """The entry as lines for difflib, or None when it is binary (NUL byte or not UTF-8)."""
+    if entry is None:
+        return []
+    if b"\x00" in entry.data:
+        return None
+    try:
+        text = entry.data.decode()
+    except UnicodeDecodeError:
+        return None
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n\\ No newline at end of file\n"
+    return lines
+
+
+def render_change(change: FileChange) -> str:
+    """One file's section of the patch, in the shape `git apply` understands."""
+    a, b = f"a/{change.path}", f"b/{change.path}"
+    head = [f"diff --git {a} {b}\n"]
+    if change.kind == "added" and change.new is not None:
+        head.append(f"new file mode {_mode(change.new)}\n")
+    elif change.kind == "deleted" and change.old is not None:
+        head.append(f"deleted file mode {_mode(change.old)}\n")
+    elif change.old is not None and change.new is not None and _mode(change.old) != _mode(change.new):
+        head += [f"old mode {_mode(change.old)}\n", f"new mode {_mode(change.new)}\n"]
+    old_lines, new_lines = _text_lines(change.old), _text_lines(change.new)
+    if old_lines is None or new_lines is None:
+        return "".join(head) + f"Binary files {a} and {b} differ\n"
+    from_name = "/dev/null" if change.kind == "added" else a
+    to_name = "/dev/null" if change.kind == "deleted" else b
+    body = list(difflib.unified_diff(old_lines, new_lines, from_name, to_name))
+    return "".join(head + body)
+
+
+def source_target(source: Path, rel: str) -> Path:
+    """The file in `source` a change writes; refuses paths that climb out of it, also via a symlink."""
+    target = source / rel
+    real_source = os.path.realpath(source)
+    real_parent = os.path.realpath(target.parent)
+    inside = real_parent == real_source or real_parent.startswith(real_source + os.sep)
+    if Path(rel).is_absolute() or ".." in Path(rel).parts or not inside:
+        raise WorkspaceError(f"refusing to write outside the source: {rel}")
+    return target
+
+
+def apply_changes(source: Path, changes: Sequence[FileChange]) -> None:
+    """Write `changes` into `source`, all or nothing; raise `PatchConflict` if the source moved on."""
+    conflicts = tuple(c.path for c in changes if _current(source_target(source, c.path)) != c.old)
+    if conflicts:
+        raise PatchConflict(
+            f"the source changed since the run started; not applying ({', '.join(conflicts)})",
+            paths=conflicts,
+        )
+    for change in changes:
+        if change.new is not None and change.new.link:
+            _check_link(source, change.path, change.new.data.decode(errors="replace"))
+    done: list[FileChange] = []
+    try:
+        for change in changes:
+            _put(source_target(source, change.path), change.new)
+            done.append(change)
+    except OSError as exc:
+        for change in reversed(done):  # the old entries were verified equal to the snapshot above
+            _put(source_target(source, change.path), change.old)
+        raise WorkspaceError(f"applying the patch failed and was rolled back: {exc}") from exc
+
+
+def _current(target: Path) -> Entry | None:
+    try:
+        info = target.lstat()
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        return Entry(data=os.readlink(target).encode(), link=True)
+    if stat.S_ISREG(info.st_mode):
+        return Entry(data=target.read_bytes(), executable=bool(info.st_mode & stat.S_IXUSR))
+    return _NOT_A_FILE
+
+
+def _check_link(source: Path, rel: str, link_target: str) -> None:
+    resolved = os.path.normpath(os.path.join(os.path.dirname(rel), link_target))
+    if os.path.isabs(link_target) or resolved.startswith(".."):
+        raise WorkspaceError(
+            f"refusing to apply symlink {rel} -> {link_target}: it points outside the source"
+        )
+
+
+def _put(target: Path, entry: Entry | None) -> None:
+    """Replace `target` with `entry` (None deletes) through a temporary file and an atomic rename."""
+    if entry is None:
+        if target.is_symlink() or target.exists():
+            target.unlink()
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = target.with_name(f".{target.name}.massgen-tmp")
+    if temp.is_symlink() or temp.exists():
+        temp.unlink()
+    if entry.link:
+        os.symlink(entry.data.decode(), temp)
+    else:
+        temp.write_bytes(entry.data)
+        temp.chmod(0o755 if entry.executable else 0o644)
+    os.replace(temp, target)

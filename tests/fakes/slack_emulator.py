@@ -1,0 +1,381 @@
+"""A local Slack Web API emulator (aiohttp on loopback) for the test suite.
+
+Point the real `AsyncWebClient(base_url=emulator.api_url)` at it. It records every call, answers
+with Slack's response shapes, keeps messages per channel so `chat.update` of an unknown `ts`
+fails like Slack does, enforces Slack's rate limits (HTTP 429 + `Retry-After`) and Block Kit
+limits, and flags unescaped mentions. Anything the bot should never do becomes a *violation*;
+`assert_clean()` (or the `slack_emulator` fixture) fails the test on one. Faults a test wants
+(a 429, a 500 after the message was stored, a slow answer) are injected with `inject()` and are
+not violations. `/socket` is a Socket Mode stand-in speaking Slack's envelope protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+import uuid
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+from aiohttp import WSMsgType, web
+
+from tests.fakes.slack_blockkit import (
+    find_mentions,
+    iter_texts,
+    validate_blocks,
+    validate_text,
+    validate_view,
+)
+from tests.fakes.slack_emulator_methods import MethodsMixin
+
+__all__ = ["Call", "Fault", "Limits", "SlackEmulator", "validate_blocks", "validate_view"]
+
+# Slack's documented tiers (docs.slack.dev/apis/web-api/rate-limits), per method per workspace.
+# 5 stands for the "special" methods with generous limits.
+METHOD_TIERS = {
+    "auth.test": 5,
+    "apps.connections.open": 1,
+    "chat.update": 3,
+    "chat.delete": 3,
+    "chat.postEphemeral": 4,
+    "chat.getPermalink": 5,
+    "views.open": 4,
+    "views.update": 4,
+    "views.publish": 4,
+    "views.push": 4,
+    "usergroups.users.list": 2,
+    "users.info": 4,
+    "conversations.info": 3,
+    "conversations.replies": 3,
+    "conversations.history": 3,
+    "reactions.add": 3,
+}
+_JSON_FIELDS = ("blocks", "view", "metadata", "attachments")
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One request the emulator received."""
+
+    method: str
+    params: dict[str, Any]
+    at: float
+    status: int
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class Fault:
+    """A scripted failure for the next `times` calls of a method."""
+
+    error: str = "ratelimited"
+    status: int = 429
+    retry_after: float | None = 1
+    times: int = 1
+    commit: bool = False  # handle the call first, then fail: "the request reached Slack, the answer was lost"
+    delay: float = 0.0  # seconds to hold the answer (client timeouts)
+
+
+@dataclass(slots=True)
+class Limits:
+    """Rate limits; tests may tighten `window` to keep per-minute budgets fast."""
+
+    window: float = 60.0  # the "per minute" of the tiers
+    tiers: dict[int, int] = field(default_factory=lambda: {1: 5, 2: 20, 3: 50, 4: 100, 5: 1000})
+    post_interval: float = 1.0  # chat.postMessage: ~1 per second per channel...
+    post_burst: int = 3  # ...with short bursts allowed
+    post_per_window: int = 300  # workspace-wide chat.postMessage cap (undocumented; generous)
+    retry_after: int = 1
+
+
+class _RateLimiter:
+    """Sliding windows per method, a token bucket per channel for chat.postMessage."""
+
+    def __init__(self, limits: Limits, clock: Callable[[], float]) -> None:
+        self.limits = limits
+        self._clock = clock
+        self._windows: dict[str, deque[float]] = defaultdict(deque)
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def _window_ok(self, key: str, limit: int, now: float) -> bool:
+        calls = self._windows[key]
+        while calls and calls[0] <= now - self.limits.window:
+            calls.popleft()
+        return len(calls) < limit
+
+    def check(self, method: str, channel: str | None) -> str | None:
+        """Count the call if allowed; otherwise say which limit it breaks."""
+        now = self._clock()
+        if method == "chat.postMessage":
+            if not self._window_ok(method, self.limits.post_per_window, now):
+                return f"chat.postMessage workspace cap {self.limits.post_per_window}/window"
+            burst = float(self.limits.post_burst)
+            tokens, last = self._buckets.get(channel or "", (burst, now))
+            tokens = min(burst, tokens + (now - last) / self.limits.post_interval)
+            if tokens < 1.0:
+                return f"chat.postMessage > 1 per {self.limits.post_interval}s in {channel} (burst {burst:g})"
+            self._buckets[channel or ""] = (tokens - 1.0, now)
+        else:
+            limit = self.limits.tiers[METHOD_TIERS.get(method, 3)]
+            if not self._window_ok(method, limit, now):
+                return f"{method} > {limit} per {self.limits.window:g}s (tier {METHOD_TIERS.get(method, 3)})"
+        self._windows[method].append(now)
+        return None
+
+
+class SlackEmulator(MethodsMixin):
+    """The emulator: `async with SlackEmulator() as slack: AsyncWebClient(base_url=slack.api_url)`."""
+
+    def __init__(
+        self,
+        *,
+        bot_token: str = "xoxb-test",
+        app_token: str = "xapp-test",
+        limits: Limits | None = None,
+        allowed_mentions: set[str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.bot_token, self.app_token = bot_token, app_token
+        self.limits = limits or Limits()
+        self.allowed_mentions: set[str] = allowed_mentions if allowed_mentions is not None else set()
+        self.clock = clock
+        self.calls: list[Call] = []
+        self.violations: list[str] = []
+        self.faults: dict[str, deque[Fault]] = defaultdict(deque)
+        self.team_id, self.bot_user_id, self.bot_id, self.app_id = "T0001", "U0BOT", "B0001", "A0001"
+        self.usergroups: dict[str, list[str]] = {}
+        self.users: dict[str, dict[str, Any]] = {}
+        self.channels: dict[str, dict[str, Any]] = {}
+        self.messages: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+        self.ephemerals: list[dict[str, Any]] = []
+        self.views: dict[str, dict[str, Any]] = {}
+        self.home_views: dict[str, dict[str, Any]] = {}
+        self._limiter = _RateLimiter(self.limits, clock)
+        self._ts_counter = itertools.count(1)
+        self._ts_base = int(time.time())
+        self._changed = asyncio.Condition()
+        self._sockets: list[web.WebSocketResponse] = []
+        self._acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Listen on a free loopback port."""
+        app = web.Application()
+        app.router.add_get("/socket", self._socket)
+        app.router.add_route("*", "/api/{method}", self._handle)
+        self._runner = web.AppRunner(app, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+
+    async def close(self) -> None:
+        """Close sockets and stop listening."""
+        for ws in list(self._sockets):
+            await ws.close()
+        for fut in self._acks.values():
+            fut.cancel()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> SlackEmulator:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/"
+
+    @property
+    def socket_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/socket"
+
+    # -- test helpers ----------------------------------------------------------------------------
+
+    def inject(self, method: str, fault: Fault | None = None, **kwargs: Any) -> None:
+        """Fail the next call(s) of `method` as described (default: one 429 with Retry-After 1)."""
+        self.faults[method].append(fault or Fault(**kwargs))
+
+    def calls_to(self, method: str, *, ok: bool | None = None) -> list[Call]:
+        return [c for c in self.calls if c.method == method and (ok is None or (c.error is None) == ok)]
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Return once `predicate()` holds; re-checked after every call and socket ack."""
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(predicate)
+
+    def assert_clean(self) -> None:
+        assert not self.violations, "Slack emulator violations:\n" + "\n".join(self.violations)
+
+    def thread(self, channel: str, root_ts: str) -> list[dict[str, Any]]:
+        """The root message and its replies, oldest first."""
+        msgs = self.messages.get(channel, {})
+        return [m for ts, m in sorted(msgs.items()) if ts == root_ts or m.get("thread_ts") == root_ts]
+
+    def violate(self, problem: str) -> None:
+        self.violations.append(problem)
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    def next_ts(self) -> str:
+        """Unique and increasing across channels, like Slack's per-channel message ids."""
+        return f"{self._ts_base}.{next(self._ts_counter):06d}"
+
+    # -- HTTP ------------------------------------------------------------------------------------
+
+    async def _params(self, request: web.Request) -> dict[str, Any]:
+        params: dict[str, Any] = dict(request.query)
+        raw = await request.text()
+        if raw:
+            if request.content_type == "application/json":
+                params.update(json.loads(raw))
+            else:
+                params.update(parse_qsl(raw, keep_blank_values=True))
+        for key in _JSON_FIELDS:
+            if isinstance(params.get(key), str) and params[key][:1] in "[{":
+                params[key] = json.loads(params[key])
+        return params
+
+    def _token_error(self, method: str, request: web.Request, params: dict[str, Any]) -> str | None:
+        auth = request.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else params.get("token")
+        if not token:
+            return "not_authed"
+        expected = self.app_token if method == "apps.connections.open" else self.bot_token
+        return None if token == expected else "invalid_auth"
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params = await self._params(request)
+        status, body, headers = await self._dispatch(method, request, params)
+        self.calls.append(
+            Call(method, params, self.clock(), status, None if body.get("ok") else body.get("error"))
+        )
+        await self._notify()
+        return web.json_response(body, status=status, headers=headers)
+
+    async def _dispatch(
+        self, method: str, request: web.Request, params: dict[str, Any]
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        if error := self._token_error(method, request, params):
+            self.violate(f"{method}: {error} (token)")
+            return 200, {"ok": False, "error": error}, {}
+        fault = self._take_fault(method)
+        if fault is not None and fault.delay:
+            await asyncio.sleep(fault.delay)  # emulating a slow server, not waiting for a condition
+        if fault is not None and not fault.commit:
+            return self._fault_response(fault)
+        if (broken := self._limiter.check(method, params.get("channel"))) is not None:
+            self.violate(f"rate limit: {broken}")
+            retry = str(self.limits.retry_after)
+            return 429, {"ok": False, "error": "ratelimited"}, {"Retry-After": retry}
+        self._check_payload(method, params)
+        if self._payload_invalid(method, params):
+            return 200, {"ok": False, "error": "invalid_blocks"}, {}
+        handler = self.method_handlers().get(method)
+        body = handler(params) if handler else {"ok": False, "error": "unknown_method"}
+        if fault is not None:
+            return self._fault_response(fault)
+        return 200, body, {}
+
+    def _take_fault(self, method: str) -> Fault | None:
+        queue = self.faults.get(method)
+        if not queue:
+            return None
+        fault = queue[0]
+        fault.times -= 1
+        if fault.times <= 0:
+            queue.popleft()
+        return fault
+
+    @staticmethod
+    def _fault_response(fault: Fault) -> tuple[int, dict[str, Any], dict[str, str]]:
+        headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else {}
+        return fault.status, {"ok": False, "error": fault.error}, headers
+
+    # -- payload checks --------------------------------------------------------------------------
+
+    def _payload_invalid(self, method: str, params: dict[str, Any]) -> bool:
+        problems: list[str] = []
+        if "blocks" in params:
+            problems += validate_blocks(params["blocks"])
+        if "view" in params and method.startswith("views."):
+            problems += validate_view(params["view"])
+        for p in problems:
+            self.violate(f"{method}: invalid_blocks: {p}")
+        return bool(problems)
+
+    def _check_payload(self, method: str, params: dict[str, Any]) -> None:
+        if method in ("chat.postMessage", "chat.update", "chat.postEphemeral"):
+            for p in validate_text(params.get("text")):
+                self.violate(f"{method}: {p}")
+        texts = [params["text"]] if isinstance(params.get("text"), str) else []
+        texts += iter_texts(params.get("blocks")) if "blocks" in params else []
+        texts += iter_texts(params.get("view")) if "view" in params else []
+        for p in find_mentions(texts, self.allowed_mentions):
+            self.violate(f"{method}: {p}")
+
+    # -- Socket Mode -----------------------------------------------------------------------------
+
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        self._sockets.append(ws)
+        hello = {
+            "type": "hello",
+            "num_connections": len(self._sockets),
+            "connection_info": {"app_id": self.app_id},
+        }
+        await ws.send_json(hello)
+        await self._notify()
+        try:
+            async for msg in ws:
+                if msg.type == WSMsgType.TEXT:
+                    self._on_ack(json.loads(msg.data))
+                    await self._notify()
+        finally:
+            self._sockets.remove(ws)
+        return ws
+
+    def _on_ack(self, data: dict[str, Any]) -> None:
+        fut = self._acks.pop(str(data.get("envelope_id")), None)
+        if fut is None:
+            self.violate(f"socket: ack for unknown envelope {data.get('envelope_id')!r}")
+        elif not fut.done():
+            fut.set_result(data.get("payload") or {})
+
+    @property
+    def socket_connected(self) -> bool:
+        return bool(self._sockets)
+
+    async def socket_send(
+        self, type_: str, payload: dict[str, Any], *, timeout: float = 5.0
+    ) -> dict[str, Any]:
+        """Deliver an envelope to the connected client and return its ack payload ({} if none)."""
+        await self.wait_for(lambda: self.socket_connected, timeout)
+        envelope_id = str(uuid.uuid4())
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._acks[envelope_id] = fut
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": type_,
+            "payload": payload,
+            "accepts_response_payload": type_ in ("slash_commands", "interactive"),
+        }
+        await self._sockets[-1].send_json(envelope)
+        async with asyncio.timeout(timeout):
+            return await fut

@@ -21,3 +21,21 @@ class PatchConflict(WorkspaceError):
     def __init__(self, message: str, *, paths: tuple[str, ...]) -> None:
         super().__init__(message)
         self.paths = paths
+
+
+class TeamConfigError(OrchestratorError):
+    """A team file is invalid; the message names the file, the line and the key."""
+
+    def __init__(
+        self, message: str, *, path: str | None = None, line: int | None = None, key: str = ""
+    ) -> None:
+        self.path = path
+        self.line = line
+        self.key = key
+        self.detail = message
+        where = f"{path or '<team>'}:{line}: " if line is not None else f"{path or '<team>'}: "
+        super().__init__(f"{where}{key + ': ' if key else ''}{message}")
+
+
+class RunStoreError(OrchestratorError):
+    """The run store could not persist or read a run's events."""

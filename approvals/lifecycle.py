@@ -1,0 +1,134 @@
+"""The approval state machine as a pure function: `transition(request, event, now)`.
+
+`pending → approved | denied | expired | cancelled`; terminal states never change. Time comes in
+as `now`; nothing here awaits, stores or emits. The service persists the returned request with
+a compare-and-set, so the first decision to reach the store wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from approvals.models import (
+    SCOPE_ORDER,
+    AlreadyDecided,
+    ApprovalRequest,
+    NotAuthorised,
+    Principal,
+    Rejection,
+    Scope,
+    ScopeNotOffered,
+    Status,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Vote:
+    """A principal approves or denies; `scope` only matters for an approval."""
+
+    principal: Principal
+    approve: bool
+    scope: str = "once"
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Expire:
+    """The deadline passed: an expiry is a denial that nobody typed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cancel:
+    """The run ended (or was stopped) while the request was pending."""
+
+    reason: str = "run cancelled"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Remind:
+    """Mark the one reminder as sent."""
+
+
+LifecycleEvent = Vote | Expire | Cancel | Remind
+
+
+def authorise(request: ApprovalRequest, principal: Principal, *, approve: bool) -> str | None:
+    """Why `principal` may not cast this vote, or None when it may."""
+    if request.approvers.empty:
+        return "no approvers are configured for this request"
+    if not request.approvers.lists(principal):
+        return f"{principal.id} is not an approver for this request"
+    # Denying your own run's request is always safe; approving it needs explicit configuration.
+    if approve and principal.id == request.requester_id and not request.approvers.allow_self_approval:
+        return "the requester may not approve their own request"
+    return None
+
+
+def transition(request: ApprovalRequest, event: LifecycleEvent, now: datetime) -> ApprovalRequest | Rejection:
+    """The request after `event` at `now`, or the typed reason nothing changed."""
+    if request.terminal:
+        return AlreadyDecided(request=request)
+    match event:
+        case Vote():
+            return _vote(request, event, now)
+        case Expire():
+            return _close(request, "expired", now, by=None, reason="no decision before the deadline")
+        case Cancel(reason=reason):
+            return _close(request, "cancelled", now, by=None, reason=reason)
+        case Remind():
+            if request.reminded_at is not None:
+                return AlreadyDecided(request=request)
+            return replace(request, reminded_at=now)
+
+
+def _vote(request: ApprovalRequest, vote: Vote, now: datetime) -> ApprovalRequest | Rejection:
+    # A click that arrives after the deadline must not read as an approval (hermes#68597):
+    # the request expires instead, and the caller reports "already decided".
+    if now >= request.expires_at:
+        return _close(request, "expired", now, by=None, reason="no decision before the deadline")
+    why = authorise(request, vote.principal, approve=vote.approve)
+    if why is not None:
+        return NotAuthorised(request=request, principal=vote.principal, why=why)
+    if not vote.approve:
+        # Any single denial vetoes, whatever the quorum.
+        return _close(request, "denied", now, by=vote.principal.id, reason=vote.reason)
+    scope = _offered(request, vote.scope)
+    if scope is None:
+        return ScopeNotOffered(request=request, scope=vote.scope)
+    if vote.principal.id in request.approvals_so_far:
+        return AlreadyDecided(request=request)
+    approvals = (*request.approvals_so_far, vote.principal.id)
+    narrowest = scope
+    if request.decision_scope is not None and SCOPE_ORDER[request.decision_scope] < SCOPE_ORDER[scope]:
+        narrowest = request.decision_scope
+    counted = replace(request, approvals_so_far=approvals, decision_scope=narrowest)
+    if len(approvals) < max(1, request.approvers.quorum):
+        return counted
+    return _close(counted, "approved", now, by=vote.principal.id, reason=vote.reason, scope=narrowest)
+
+
+def _offered(request: ApprovalRequest, scope: str) -> Scope | None:
+    for offered in request.scopes:
+        if offered == scope:
+            return offered
+    return None
+
+
+def _close(
+    request: ApprovalRequest,
+    status: Status,
+    now: datetime,
+    *,
+    by: str | None,
+    reason: str | None,
+    scope: Scope | None = None,
+) -> ApprovalRequest:
+    return replace(
+        request,
+        status=status,
+        decided_by=by,
+        decided_at=now,
+        decision_scope=scope,
+        decision_reason=reason,
+    )

@@ -1,0 +1,160 @@
+"""Value objects of the approval lifecycle: who asks, who may answer, and the request itself.
+
+Slack identifiers enter here only as opaque strings. Every object is frozen: a state change is a
+new `ApprovalRequest` produced by `approvals.lifecycle.transition`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Literal, get_args
+
+from approvals.actions import Action
+from approvals.decisions import Layer, Risk
+
+Scope = Literal["once", "run", "always"]
+Status = Literal["pending", "approved", "denied", "expired", "cancelled"]
+
+SCOPES: tuple[Scope, ...] = get_args(Scope)
+STATUSES: tuple[Status, ...] = get_args(Status)
+TERMINAL: frozenset[Status] = frozenset({"approved", "denied", "expired", "cancelled"})
+# Narrowest first: with a quorum the granted scope is the narrowest any approver chose.
+SCOPE_ORDER: dict[Scope, int] = {"once": 0, "run": 1, "always": 2}
+
+
+def _empty_context() -> Mapping[str, str]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Principal:
+    """Someone acting on a request: a Slack user id, `cli:<name>`, or a file-handshake identity.
+
+    `groups` come from a trusted directory lookup (e.g. Slack user groups), never from the actor.
+    """
+
+    id: str
+    groups: frozenset[str] = frozenset()
+    display: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Approvers:
+    """Who may decide a request. Empty means nobody (fail closed), never everybody."""
+
+    users: frozenset[str] = frozenset()
+    groups: frozenset[str] = frozenset()
+    allow_self_approval: bool = False
+    quorum: int = 1  # approvals needed; any single denial vetoes
+
+    def lists(self, principal: Principal) -> bool:
+        """True when the principal is named directly or through one of its groups."""
+        return principal.id in self.users or bool(principal.groups & self.groups)
+
+    @property
+    def empty(self) -> bool:
+        return not self.users and not self.groups
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequest:
+    """One pending (or decided) ask, bound to the exact tool input through `digest`."""
+
+    id: str
+    run_id: str
+    agent_id: str
+    requester_id: str | None
+    action: Action
+    digest: str
+    risk: Risk
+    layer: Layer
+    reason: str
+    rule: str | None
+    scopes: tuple[Scope, ...]
+    approvers: Approvers
+    status: Status
+    created_at: datetime
+    expires_at: datetime
+    nonce: str
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    # While a quorum is pending this holds the narrowest scope chosen so far.
+    decision_scope: Scope | None = None
+    decision_reason: str | None = None
+    approvals_so_far: tuple[str, ...] = ()
+    context: Mapping[str, str] = field(default_factory=_empty_context)
+    # Added fields: when the reminder went out (so a restart does not remind twice), and the
+    # row version used for compare-and-set in the store.
+    reminded_at: datetime | None = None
+    version: int = 0
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decided:
+    """The decision (or the vote completing the quorum) won; `request` is terminal."""
+
+    request: ApprovalRequest
+    kind: Literal["decided"] = "decided"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuorumPending:
+    """The approval was counted but more are needed."""
+
+    request: ApprovalRequest
+    approvals: int
+    needed: int
+    kind: Literal["quorum_pending"] = "quorum_pending"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlreadyDecided:
+    """The request is no longer pending, or this principal already voted; nothing changed."""
+
+    request: ApprovalRequest
+    kind: Literal["already_decided"] = "already_decided"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NotAuthorised:
+    """The principal may not decide this request; nothing changed (the attempt is audited)."""
+
+    request: ApprovalRequest
+    principal: Principal
+    why: str
+    kind: Literal["not_authorised"] = "not_authorised"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NotFound:
+    """No request has this id."""
+
+    request_id: str
+    kind: Literal["not_found"] = "not_found"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScopeNotOffered:
+    """The scope asked for (typically `always`) was not offered for this request."""
+
+    request: ApprovalRequest
+    scope: str
+    kind: Literal["scope_not_offered"] = "scope_not_offered"
+
+
+DecideResult = Decided | QuorumPending | AlreadyDecided | NotAuthorised | NotFound | ScopeNotOffered
+Rejection = AlreadyDecided | NotAuthorised | ScopeNotOffered
+
+
+def offered_scopes(*, always_offerable: bool, risk: Risk) -> tuple[Scope, ...]:
+    """`always` only when the engine says its full scope can be shown, and never at high risk."""
+    if always_offerable and risk in ("low", "medium"):
+        return ("once", "run", "always")
+    return ("once", "run")

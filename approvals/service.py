@@ -1,0 +1,386 @@
+"""ApprovalService: asks, decisions, expiry and audit around the pure `lifecycle.transition`.
+
+Every state change is read → `transition` → compare-and-set in the store; a lost race re-reads
+and re-evaluates, so the first decision to reach the database wins and every later one gets a
+typed `AlreadyDecided`. Waiters wake at once for decisions made in this process and poll the
+store for decisions made elsewhere (the CLI, another bot replica).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from datetime import timedelta
+from types import MappingProxyType
+
+from approvals.actions import Action
+from approvals.audit import AuditEntry, AuditLog, Outcome, entry_for
+from approvals.decisions import Decision
+from approvals.errors import ApprovalMisuseError, ApprovalNotFoundError, StoreError
+from approvals.events import (
+    ApprovalCancelled,
+    ApprovalDecided,
+    ApprovalEvent,
+    ApprovalExpired,
+    ApprovalReminder,
+    ApprovalRequested,
+    DecisionRejected,
+)
+from approvals.lifecycle import Cancel, Expire, LifecycleEvent, Remind, Vote, transition
+from approvals.models import (
+    AlreadyDecided,
+    ApprovalRequest,
+    Approvers,
+    Decided,
+    DecideResult,
+    NotAuthorised,
+    NotFound,
+    Principal,
+    QuorumPending,
+    Scope,
+    ScopeNotOffered,
+    offered_scopes,
+)
+from approvals.ports import ApprovalStore, Clock, ExpiryTimer, SystemClock
+
+log = logging.getLogger(__name__)
+
+Subscriber = Callable[[ApprovalEvent], Awaitable[None] | None]
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+# Every failed compare-and-set means another writer changed the row, and a request admits only
+# a bounded number of changes (one vote per approver, one terminal state), so this is never hit
+# in practice; it turns a store bug into an error instead of a spin.
+_MAX_CAS_ATTEMPTS = 1000
+
+
+class ApprovalService:
+    """The approval lifecycle over a store, an audit log and a clock."""
+
+    def __init__(
+        self,
+        store: ApprovalStore,
+        audit: AuditLog,
+        clock: Clock | None = None,
+        *,
+        poll_interval: float = 0.25,
+        new_id: Callable[[], str] = lambda: secrets.token_urlsafe(18),
+        new_nonce: Callable[[], str] = lambda: secrets.token_urlsafe(24),
+    ) -> None:
+        self._store = store
+        self._audit = audit
+        self._clock: Clock = clock or SystemClock()
+        self._poll_interval = poll_interval
+        self._new_id = new_id
+        self._new_nonce = new_nonce
+        self._subscribers: list[Subscriber] = []
+        self._wakeups: dict[str, asyncio.Event] = {}
+        self._timer: ExpiryTimer | None = None
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    def use_timer(self, timer: ExpiryTimer | None) -> None:
+        """Attach the expiry scheduler (or detach it with None)."""
+        self._timer = timer
+
+    async def request(
+        self,
+        *,
+        run_id: str,
+        agent_id: str,
+        requester_id: str | None,
+        action: Action,
+        digest: str,
+        decision: Decision,
+        approvers: Approvers,
+        timeout: timedelta,  # noqa: ASYNC109  # the request's lifetime, not a call timeout
+        context: Mapping[str, str] = _EMPTY,
+    ) -> ApprovalRequest:
+        """Open a pending request for an engine `ask`; audited, announced and timed."""
+        _check_request(decision=decision, approvers=approvers, timeout=timeout, digest=digest)
+        now = self._clock.now()
+        request = ApprovalRequest(
+            id=self._new_id(),
+            run_id=run_id,
+            agent_id=agent_id,
+            requester_id=requester_id,
+            action=action,
+            digest=digest,
+            risk=decision.risk,
+            layer=decision.layer,
+            reason=decision.reason,
+            rule=decision.rule,
+            scopes=offered_scopes(always_offerable=decision.always_offerable, risk=decision.risk),
+            approvers=approvers,
+            status="pending",
+            created_at=now,
+            expires_at=now + timeout,
+            nonce=self._new_nonce(),
+            context=MappingProxyType(dict(context)),
+        )
+        await self._store.insert(request)
+        await self._audit.record(entry_for(request, "ask", at=now, actor="engine", reason=decision.reason))
+        await self._emit(ApprovalRequested(request=request))
+        if self._timer is not None:
+            self._timer.schedule(request)
+        return request
+
+    async def decide(
+        self,
+        request_id: str,
+        principal: Principal,
+        *,
+        approve: bool,
+        scope: Scope = "once",
+        reason: str | None = None,
+    ) -> DecideResult:
+        """Apply one human decision; first decision wins, everything else changes nothing."""
+        vote = Vote(principal=principal, approve=approve, scope=scope, reason=reason)
+        outcome = await self._apply(request_id, vote)
+        now = self._clock.now()
+        if outcome is None:
+            await self._reject(request_id, None, principal.id, "no such request")
+            return NotFound(request_id=request_id)
+        after = outcome[1]
+        if isinstance(after, NotAuthorised | ScopeNotOffered | AlreadyDecided):
+            why = _rejection_reason(after)
+            await self._reject(request_id, after.request, principal.id, why)
+            return after
+        if after.status == "expired":
+            # The vote arrived after the deadline: the request expires, the vote counts for nothing.
+            await self._expired(after)
+            await self._reject(request_id, after, principal.id, "arrived after the deadline")
+            return AlreadyDecided(request=after)
+        if after.status == "pending":
+            await self._audit.record(
+                entry_for(after, "vote", at=now, actor=principal.id, reason=reason, scope=scope)
+            )
+            await self._emit(ApprovalDecided(request=after, principal_id=principal.id, final=False))
+            return QuorumPending(
+                request=after, approvals=len(after.approvals_so_far), needed=after.approvers.quorum
+            )
+        await self._decided(after, principal.id)
+        return Decided(request=after)
+
+    async def wait(self, request_id: str) -> ApprovalRequest:
+        """Return the request once it is terminal; an overdue request is expired here (fail closed)."""
+        wakeup = self._wakeups.setdefault(request_id, asyncio.Event())
+        try:
+            while True:
+                wakeup.clear()
+                current = await self._store.get(request_id)
+                if current is None:
+                    raise ApprovalNotFoundError(request_id)
+                if current.terminal:
+                    return current
+                if self._clock.now() >= current.expires_at:
+                    await self._expire_one(request_id)
+                    continue
+                # On timeout, poll the store again: another process may have decided.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wakeup.wait(), self._poll_interval)
+        finally:
+            self._wakeups.pop(request_id, None)
+
+    async def get(self, request_id: str) -> ApprovalRequest | None:
+        return await self._store.get(request_id)
+
+    async def pending(
+        self, *, principal: Principal | None = None, run_id: str | None = None
+    ) -> list[ApprovalRequest]:
+        """Pending requests, optionally only those `principal` is listed to decide."""
+        rows = await self._store.query(status="pending", run_id=run_id)
+        if principal is None:
+            return rows
+        return [r for r in rows if r.approvers.lists(principal)]
+
+    async def cancel_run(self, run_id: str, reason: str = "run cancelled") -> int:
+        """Cancel every pending request of `run_id`; returns how many this call cancelled."""
+        cancelled = 0
+        for request in await self._store.query(status="pending", run_id=run_id):
+            outcome = await self._apply(request.id, Cancel(reason=reason))
+            if outcome is None or not isinstance(outcome[1], ApprovalRequest):
+                continue
+            after = outcome[1]
+            now = self._clock.now()
+            await self._audit.record(entry_for(after, "cancelled", at=now, actor="engine", reason=reason))
+            await self._finish(after, ApprovalCancelled(request=after))
+            cancelled += 1
+        return cancelled
+
+    async def expire_due(self) -> list[ApprovalRequest]:
+        """Expire every pending request whose deadline has passed; returns those this call expired."""
+        due = await self._store.query(status="pending", expires_before=self._clock.now())
+        expired = []
+        for request in due:
+            after = await self._expire_one(request.id)
+            if after is not None:
+                expired.append(after)
+        return expired
+
+    async def remind_due(self, *, within: timedelta = timedelta(minutes=1)) -> list[ApprovalRequest]:
+        """Send the one reminder for pending requests expiring within `within`."""
+        now = self._clock.now()
+        reminded = []
+        for request in await self._store.query(status="pending", expires_before=now + within):
+            if request.reminded_at is not None or request.expires_at <= now:
+                continue
+            outcome = await self._apply(request.id, Remind())
+            if outcome is None or not isinstance(outcome[1], ApprovalRequest):
+                continue
+            after = outcome[1]
+            await self._audit.record(entry_for(after, "reminded", at=now, actor="engine"))
+            await self._emit(ApprovalReminder(request=after))
+            reminded.append(after)
+        return reminded
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call `callback` with every event; returns the unsubscribe function."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    async def record_decision(self, entry: AuditEntry) -> None:
+        """Audit an allow/deny the engine took without asking anyone."""
+        await self._audit.record(entry)
+
+    async def always_rules(self) -> list[str]:
+        """Allow rules persisted by `always` approvals, e.g. `command(make test)`."""
+        return await self._store.always_rules()
+
+    async def reject(self, request_id: str, principal_id: str, why: str) -> None:
+        """Audit and announce a refused attempt made outside `decide` (e.g. a wrong handshake nonce)."""
+        request = await self._store.get(request_id)
+        await self._reject(request_id, request, principal_id, why)
+
+    # -- internals -------------------------------------------------------------------------
+
+    async def _apply(
+        self, request_id: str, event: LifecycleEvent
+    ) -> tuple[ApprovalRequest, ApprovalRequest | NotAuthorised | ScopeNotOffered | AlreadyDecided] | None:
+        """Read, transition and compare-and-set until the write lands or nothing is to change."""
+        for _ in range(_MAX_CAS_ATTEMPTS):
+            current = await self._store.get(request_id)
+            if current is None:
+                return None
+            after = transition(current, event, self._clock.now())
+            if not isinstance(after, ApprovalRequest):
+                return current, after
+            if await self._store.replace(after, expected_version=current.version):
+                return current, _bumped(after, current.version)
+        raise StoreError(f"compare-and-set on request {request_id!r} never settled")
+
+    async def _expire_one(self, request_id: str) -> ApprovalRequest | None:
+        current = await self._store.get(request_id)
+        if current is None or current.terminal or self._clock.now() < current.expires_at:
+            return None
+        outcome = await self._apply(request_id, Expire())
+        if outcome is None or not isinstance(outcome[1], ApprovalRequest):
+            return None
+        await self._expired(outcome[1])
+        return outcome[1]
+
+    async def _expired(self, request: ApprovalRequest) -> None:
+        at = request.decided_at or self._clock.now()
+        await self._audit.record(
+            entry_for(request, "expired", at=at, actor="engine", reason=request.decision_reason)
+        )
+        await self._finish(request, ApprovalExpired(request=request))
+
+    async def _decided(self, request: ApprovalRequest, principal_id: str) -> None:
+        at = request.decided_at or self._clock.now()
+        outcome: Outcome = "approved" if request.status == "approved" else "denied"
+        scope = request.decision_scope if outcome == "approved" else None
+        await self._audit.record(
+            entry_for(
+                request, outcome, at=at, actor=principal_id, reason=request.decision_reason, scope=scope
+            )
+        )
+        if outcome == "approved" and scope == "always":
+            await self._store.add_always_rule(
+                str(request.action), request_id=request.id, decided_by=principal_id, at=at
+            )
+        await self._finish(request, ApprovalDecided(request=request, principal_id=principal_id))
+
+    async def _finish(self, request: ApprovalRequest, event: ApprovalEvent) -> None:
+        if self._timer is not None:
+            self._timer.unschedule(request.id)
+        wakeup = self._wakeups.get(request.id)
+        if wakeup is not None:
+            wakeup.set()
+        await self._emit(event)
+
+    async def _reject(
+        self, request_id: str, request: ApprovalRequest | None, principal_id: str, why: str
+    ) -> None:
+        at = self._clock.now()
+        if request is None:
+            entry = AuditEntry(
+                at=at,
+                run_id="",
+                agent_id="",
+                actor=principal_id,
+                action="",
+                outcome="rejected",
+                reason=why,
+                request_id=request_id,
+            )
+        else:
+            entry = entry_for(request, "rejected", at=at, actor=principal_id, reason=why)
+        await self._audit.record(entry)
+        await self._emit(
+            DecisionRejected(
+                request_id=request_id, principal_id=principal_id, why=why, at=at, request=request
+            )
+        )
+
+    async def _emit(self, event: ApprovalEvent) -> None:
+        for callback in list(self._subscribers):
+            try:
+                result = callback(event)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                # A broken renderer must not undo or block a decision that is already stored.
+                log.exception("approval subscriber failed on %s", event.kind)
+
+
+def _bumped(request: ApprovalRequest, previous_version: int) -> ApprovalRequest:
+    return replace(request, version=previous_version + 1)
+
+
+def _rejection_reason(result: NotAuthorised | ScopeNotOffered | AlreadyDecided) -> str:
+    match result:
+        case NotAuthorised(why=why):
+            return why
+        case ScopeNotOffered(scope=scope):
+            return f"scope {scope!r} was not offered for this request"
+        case AlreadyDecided(request=request):
+            if request.terminal:
+                return f"already {request.status}"
+            return "this approver's vote is already counted"
+
+
+def _check_request(*, decision: Decision, approvers: Approvers, timeout: timedelta, digest: str) -> None:
+    if decision.resolved != "ask":
+        raise ApprovalMisuseError(f"only an 'ask' opens a request; the engine resolved {decision.resolved!r}")
+    if approvers.empty:
+        raise ApprovalMisuseError("no approvers configured: nobody could approve this request")
+    if approvers.quorum < 1:
+        raise ApprovalMisuseError(f"quorum must be at least 1, got {approvers.quorum}")
+    if not approvers.groups and len(approvers.users) < approvers.quorum:
+        raise ApprovalMisuseError(f"quorum {approvers.quorum} exceeds the {len(approvers.users)} approvers")
+    if timeout <= timedelta(0):
+        raise ApprovalMisuseError(f"timeout must be positive, got {timeout}")
+    if not digest:
+        raise ApprovalMisuseError("an approval must bind to the action digest")

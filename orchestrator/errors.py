@@ -39,3 +39,34 @@ class TeamConfigError(OrchestratorError):
 
 class RunStoreError(OrchestratorError):
     """The run store could not persist or read a run's events."""
+
+
+class ProviderConfigError(OrchestratorError):
+    """A model client cannot be built: unknown backend type, or no API key where one is needed."""
+
+
+class ProviderError(OrchestratorError):
+    """A model call failed; `retryable` says whether trying again later may succeed.
+
+    `status` is the HTTP status (None for timeouts, connection and stream errors); `retry_after`
+    is the wait in seconds the provider asked for, when it said.
+    """
+
+    def __init__(
+        self,
+        provider: str,
+        model: str,
+        status: int | None,
+        retryable: bool,
+        message: str,
+        *,
+        retry_after: float | None = None,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.status = status
+        self.retryable = retryable
+        self.message = message
+        self.retry_after = retry_after
+        where = f"{provider} {model}" + (f" HTTP {status}" if status is not None else "")
+        super().__init__(f"{where}: {message}")

@@ -1,0 +1,51 @@
+"""`fetch_url`: one HTTP GET, text only, size-capped, no redirects followed.
+
+Redirects are reported rather than followed: the approver approved one URL, and a redirect to
+another host is a different action that needs its own decision (pitfall 18, exact action).
+"""
+
+from __future__ import annotations
+
+import httpx2
+
+_TEXTUAL = ("text/", "application/json", "application/xml", "application/xhtml", "application/javascript")
+_MAX_HEADERS_SHOWN = ("content-type", "content-length", "location")
+
+
+async def fetch_text(url: str, *, timeout_s: float, limit: int) -> str:
+    """GET `url` and return status, a few headers and at most `limit` bytes of a textual body."""
+    # trust_env=False: no proxy, netrc or certificate overrides from the bot's environment.
+    async with httpx2.AsyncClient(timeout=timeout_s, follow_redirects=False, trust_env=False) as client:
+        try:
+            async with client.stream("GET", url) as response:
+                head = _head(response)
+                if response.is_redirect:
+                    location = response.headers.get("location", "?")
+                    return f"{head}\nredirect not followed: fetch {location} separately if you need it"
+                content_type = response.headers.get("content-type", "").lower()
+                if content_type and not content_type.startswith(_TEXTUAL):
+                    return f"{head}\nnot a text document ({content_type}); body not shown"
+                body, dropped = await _read_capped(response, limit)
+        except httpx2.HTTPError as exc:
+            return f"fetch failed: {type(exc).__name__}: {exc}"
+    text = body.decode(response.encoding or "utf-8", errors="replace")
+    marker = f"\n[truncated {dropped} bytes]" if dropped else ""
+    return f"{head}\n\n{text}{marker}"
+
+
+def _head(response: httpx2.Response) -> str:
+    lines = [f"HTTP {response.status_code} {response.reason_phrase}"]
+    lines += [f"{name}: {response.headers[name]}" for name in _MAX_HEADERS_SHOWN if name in response.headers]
+    return "\n".join(lines)
+
+
+async def _read_capped(response: httpx2.Response, limit: int) -> tuple[bytes, int]:
+    kept = bytearray()
+    dropped = 0
+    async for chunk in response.aiter_bytes():
+        room = max(limit - len(kept), 0)
+        kept += chunk[:room]
+        dropped += len(chunk) - min(len(chunk), room)
+        if dropped > limit * 16:  # stop downloading a huge body; the count is then a lower bound
+            break
+    return bytes(kept), dropped

@@ -1,0 +1,141 @@
+"""The bubblewrap sandbox: confinement, network, environment, time limit, output cap, refusal."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from orchestrator.errors import SandboxUnavailable
+from orchestrator.sandbox import Sandbox, SandboxSpec, scrubbed_env
+from tests.orchestrator.tools.conftest import needs_bwrap
+
+pytestmark = pytest.mark.sandbox
+
+
+def _spec(ws: Path, **kw: object) -> SandboxSpec:
+    return SandboxSpec(workspace=ws, timeout_s=kw.pop("timeout_s", 10.0), **kw)  # type: ignore[arg-type]
+
+
+def _connect(url: str) -> str:
+    port = urlparse(url).port
+    return f"(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo CONNECTED || echo UNREACHABLE"
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    ("command", "expect"),
+    [
+        ("echo hi > inside.txt && cat inside.txt", "hi"),
+        ("touch /etc/escaped 2>&1; echo rc=$?", "rc=1"),
+        ("touch /usr/escaped 2>&1; echo rc=$?", "rc=1"),
+        ("ls -A /root | wc -l", "0"),  # home (keys, tokens, history) is an empty tmpfs
+        ("pwd", "{ws}"),
+        ("echo $HOME", "{ws}"),
+    ],
+)
+async def test_bwrap_confines_writes_to_the_workspace(tmp_path: Path, command: str, expect: str) -> None:
+    result = await Sandbox("bwrap").run(command, _spec(tmp_path))
+    assert result.exit_code == 0
+    assert expect.format(ws=tmp_path) in result.output.decode()
+    assert not Path("/etc/escaped").exists()
+
+
+@needs_bwrap
+async def test_network_only_when_egress_was_approved(tmp_path: Path, http_server: str) -> None:
+    sandbox = Sandbox("bwrap")
+    closed = await sandbox.run(_connect(http_server), _spec(tmp_path))
+    opened = await sandbox.run(_connect(http_server), _spec(tmp_path, network=True))
+    assert "UNREACHABLE" in closed.output.decode()
+    assert "CONNECTED" in opened.output.decode()
+
+
+@pytest.mark.parametrize("mode", [pytest.param("bwrap", marks=needs_bwrap), "none"])
+async def test_environment_has_no_credentials(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-should-not-leak")
+    monkeypatch.setenv("MY_DB_PASSWORD", "hunter2")
+    result = await Sandbox(mode).run("env", _spec(tmp_path))  # type: ignore[arg-type]
+    output = result.output.decode()
+    assert "PATH=" in output
+    for leaked in ("OPENAI_API_KEY", "should-not-leak", "hunter2", "SLACK_BOT_TOKEN"):
+        assert leaked not in output
+
+
+def test_scrubbed_env_drops_secret_names_even_when_passed_explicitly(tmp_path: Path) -> None:
+    env = scrubbed_env({"LANG": "C", "GH_TOKEN": "x"}, home=tmp_path, extra={"API_KEY": "k", "FOO": "1"})
+    assert env["HOME"] == str(tmp_path)
+    assert env["FOO"] == "1"
+    assert "API_KEY" not in env
+    assert "GH_TOKEN" not in env
+
+
+@pytest.mark.parametrize("mode", [pytest.param("bwrap", marks=needs_bwrap), "none"])
+async def test_timeout_kills_the_whole_process_group(tmp_path: Path, mode: str) -> None:
+    started = time.monotonic()
+    command = "sleep 100 & sleep 100; echo never"
+    result = await Sandbox(mode).run(command, _spec(tmp_path, timeout_s=0.5))  # type: ignore[arg-type]
+    assert result.timed_out
+    assert result.exit_code is None
+    assert time.monotonic() - started < 5
+    assert "timed out" in result.render()
+    # No `sleep 100` survives the call (checked through /proc, with a deadline).
+    deadline = time.monotonic() + 3
+    while _sleepers() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not _sleepers()
+
+
+def _sleepers() -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if cmdline.read_bytes() == b"sleep\x00100\x00":
+                found.append(cmdline.parent.name)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("mode", [pytest.param("bwrap", marks=needs_bwrap), "none"])
+async def test_output_is_capped_with_a_marker(tmp_path: Path, mode: str) -> None:
+    spec = _spec(tmp_path, output_limit=1000)
+    result = await Sandbox(mode).run("head -c 50000 /dev/zero | tr '\\0' a; exit 3", spec)  # type: ignore[arg-type]
+    assert len(result.output) == 1000
+    assert result.dropped_bytes == 49000
+    assert result.exit_code == 3
+    assert "[truncated 49000 bytes]" in result.render()
+    assert "[exit code 3]" in result.render()
+
+
+@needs_bwrap
+async def test_peers_are_readable_not_writable(tmp_path: Path) -> None:
+    own, peer = tmp_path / "alpha", tmp_path / "beta"
+    own.mkdir()
+    peer.mkdir()
+    (peer / "notes.txt").write_text("peer work\n")
+    command = f"cat {peer}/notes.txt; echo x > {peer}/notes.txt 2>&1; echo rc=$?"
+    result = await Sandbox("bwrap").run(command, _spec(own, read_only=(peer,)))
+    output = result.output.decode()
+    assert "peer work" in output
+    assert "rc=1" in output
+    assert (peer / "notes.txt").read_text() == "peer work\n"
+
+
+async def test_none_mode_runs_in_the_workspace(tmp_path: Path) -> None:
+    result = await Sandbox("none").run("pwd; echo made > f.txt", _spec(tmp_path))
+    assert result.exit_code == 0
+    assert str(tmp_path) in result.output.decode()
+    assert (tmp_path / "f.txt").read_text() == "made\n"
+
+
+async def test_missing_bwrap_refuses_with_a_clear_error(tmp_path: Path) -> None:
+    sandbox = Sandbox("bwrap", bwrap_path=str(tmp_path / "no-such-bwrap"))
+    with pytest.raises(SandboxUnavailable, match="sandbox: none"):
+        await sandbox.run("touch should-not-exist", _spec(tmp_path))
+    assert not (tmp_path / "should-not-exist").exists()

@@ -13,10 +13,48 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from approvals.actions import Action
 from approvals.audit import AuditEntry
-from approvals.models import ApprovalRequest, Status
+from approvals.decisions import Decision, Risk
+from approvals.models import ApprovalRequest, Approvers, Status, offered_scopes
 
 EPOCH = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def ask_decision(*, risk: Risk = "medium", always_offerable: bool = False, reason: str = "asked") -> Decision:
+    """An engine decision that asks a human."""
+    return Decision(
+        verdict="ask",
+        resolved="ask",
+        risk=risk,
+        layer="risk",
+        reason=reason,
+        always_offerable=always_offerable,
+    )
+
+
+def sample_request(**overrides: object) -> ApprovalRequest:
+    """A pending request with sensible defaults; override any field by keyword."""
+    fields: dict[str, object] = {
+        "id": "req-1",
+        "run_id": "run-1",
+        "agent_id": "agent1",
+        "requester_id": "U_REQ",
+        "action": Action(kind="command", target="make test"),
+        "digest": "d" * 64,
+        "risk": "medium",
+        "layer": "risk",
+        "reason": "asked",
+        "rule": None,
+        "scopes": offered_scopes(always_offerable=True, risk="medium"),
+        "approvers": Approvers(users=frozenset({"U_A", "U_B", "U_REQ"}), groups=frozenset({"S_OPS"})),
+        "status": "pending",
+        "created_at": EPOCH,
+        "expires_at": EPOCH + timedelta(minutes=5),
+        "nonce": "nonce-1",
+    }
+    fields.update(overrides)
+    return ApprovalRequest(**fields)  # type: ignore[arg-type]
 
 
 class FrozenClock:

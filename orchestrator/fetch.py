@@ -25,11 +25,14 @@ async def fetch_text(url: str, *, timeout_s: float, limit: int) -> str:
                 content_type = response.headers.get("content-type", "").lower()
                 if content_type and not content_type.startswith(_TEXTUAL):
                     return f"{head}\nnot a text document ({content_type}); body not shown"
-                body, dropped = await _read_capped(response, limit)
+                body, dropped, complete = await _read_capped(response, limit)
         except httpx2.HTTPError as exc:
             return f"fetch failed: {type(exc).__name__}: {exc}"
     text = body.decode(response.encoding or "utf-8", errors="replace")
-    marker = f"\n[truncated {dropped} bytes]" if dropped else ""
+    declared = response.headers.get("content-length", "")
+    if not complete and declared.isdigit():
+        dropped, complete = int(declared) - len(body), True
+    marker = f"\n[truncated {'' if complete else 'at least '}{dropped} bytes]" if dropped else ""
     return f"{head}\n\n{text}{marker}"
 
 
@@ -39,7 +42,8 @@ def _head(response: httpx2.Response) -> str:
     return "\n".join(lines)
 
 
-async def _read_capped(response: httpx2.Response, limit: int) -> tuple[bytes, int]:
+async def _read_capped(response: httpx2.Response, limit: int) -> tuple[bytes, int, bool]:
+    """(first `limit` bytes, bytes dropped, whether the whole body was read)."""
     kept = bytearray()
     dropped = 0
     async for chunk in response.aiter_bytes():
@@ -47,5 +51,5 @@ async def _read_capped(response: httpx2.Response, limit: int) -> tuple[bytes, in
         kept += chunk[:room]
         dropped += len(chunk) - min(len(chunk), room)
         if dropped > limit * 16:  # stop downloading a huge body; the count is then a lower bound
-            break
-    return bytes(kept), dropped
+            return bytes(kept), dropped, False
+    return bytes(kept), dropped, True

@@ -258,7 +258,7 @@ def read_file(args: ReadFileArgs, env: ToolEnv) -> str:
 def write_file(args: WriteFileArgs, env: ToolEnv) -> str:
     """Write inside the own workspace only: peers' workspaces and anything outside are refused."""
     target = resolve(args.path, env.workspace)
-    real = os.path.join(os.path.realpath(target.parent), target.name)
+    real = os.path.realpath(target)  # a link to a file inside the workspace is fine, outside is not
     if not _inside(real, env.workspace) or real == os.path.realpath(env.workspace):
         return f"refused: write_file writes only inside your own workspace ({env.workspace}), not {target}"
     data = args.content.encode()

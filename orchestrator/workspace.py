@@ -5,17 +5,20 @@ the source taken at the start, so the winner's patch is against what the agents 
 source moves on meanwhile. Applying the patch back refuses files that changed since (no silent
 overwrite) and is all-or-nothing. Symlinks are never followed while diffing: an agent's link to
 `/etc/shadow` must not smuggle that file's content into a patch posted to Slack.
+Applying uses `git apply`, which checks every hunk before writing anything.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import re
 import shutil
 import stat
+import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from orchestrator.errors import PatchConflict, WorkspaceError
@@ -41,10 +44,6 @@ class FileChange:
     kind: ChangeKind
     old: Entry | None
     new: Entry | None
-
-
-# Stands for a directory or device where the snapshot had a file: never equal to a real entry.
-_NOT_A_FILE = Entry(data=b"\x00not a regular file", link=True, executable=True)
 
 
 class RunWorkspaces:
@@ -185,72 +184,45 @@ def render_change(change: FileChange) -> str:
     return "".join(head + body)
 
 
-def source_target(source: Path, rel: str) -> Path:
-    """The file in `source` a change writes; refuses paths that climb out of it, also via a symlink."""
-    target = source / rel
-    real_source = os.path.realpath(source)
-    real_parent = os.path.realpath(target.parent)
-    inside = real_parent == real_source or real_parent.startswith(real_source + os.sep)
-    if Path(rel).is_absolute() or ".." in Path(rel).parts or not inside:
-        raise WorkspaceError(f"refusing to write outside the source: {rel}")
-    return target
+_DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.MULTILINE)
 
 
-def apply_changes(source: Path, changes: Sequence[FileChange]) -> None:
-    """Write `changes` into `source`, all or nothing; raise `PatchConflict` if the source moved on."""
-    conflicts = tuple(c.path for c in changes if _current(source_target(source, c.path)) != c.old)
-    if conflicts:
-        raise PatchConflict(
-            f"the source changed since the run started; not applying ({', '.join(conflicts)})",
-            paths=conflicts,
+def patch_paths(patch: str) -> tuple[str, ...]:
+    """The relative paths a patch touches; refuses absolute paths and `..` (it must stay in the source)."""
+    paths: list[str] = []
+    for match in _DIFF_HEADER.finditer(patch):
+        for rel in {match.group(1), match.group(2)}:
+            parts = PurePosixPath(rel).parts
+            if rel.startswith("/") or ".." in parts or not parts or parts[0] == ".git":
+                raise WorkspaceError(f"refusing a patch that touches {rel!r} outside the source tree")
+            if rel not in paths:
+                paths.append(rel)
+    if not paths:
+        raise WorkspaceError("not a patch: no 'diff --git' sections found")
+    return tuple(paths)
+
+
+def apply_patch_to_source(patch: str, source: Path) -> None:
+    """Apply `patch` to `source` with `git apply`: checked first, then applied as a whole or not at all.
+
+    git refuses paths beyond a symlink and hunks whose context moved, so a source that changed
+    since the run started is reported as a conflict instead of being overwritten.
+    """
+    patch_paths(patch)
+    if not source.is_dir():
+        raise WorkspaceError(f"source {source} is not a directory")
+    git = shutil.which("git")
+    if git is None:
+        raise WorkspaceError("git is needed to apply a patch and was not found")
+    for extra in (["--check"], []):
+        proc = subprocess.run(  # fixed argv; the patch goes through stdin
+            [git, "apply", "--whitespace=nowarn", *extra, "-"],
+            input=patch.encode(),
+            cwd=source,
+            capture_output=True,
+            timeout=120,
+            check=False,
         )
-    for change in changes:
-        if change.new is not None and change.new.link:
-            _check_link(source, change.path, change.new.data.decode(errors="replace"))
-    done: list[FileChange] = []
-    try:
-        for change in changes:
-            _put(source_target(source, change.path), change.new)
-            done.append(change)
-    except OSError as exc:
-        for change in reversed(done):  # the old entries were verified equal to the snapshot above
-            _put(source_target(source, change.path), change.old)
-        raise WorkspaceError(f"applying the patch failed and was rolled back: {exc}") from exc
-
-
-def _current(target: Path) -> Entry | None:
-    try:
-        info = target.lstat()
-    except FileNotFoundError:
-        return None
-    if stat.S_ISLNK(info.st_mode):
-        return Entry(data=os.readlink(target).encode(), link=True)
-    if stat.S_ISREG(info.st_mode):
-        return Entry(data=target.read_bytes(), executable=bool(info.st_mode & stat.S_IXUSR))
-    return _NOT_A_FILE
-
-
-def _check_link(source: Path, rel: str, link_target: str) -> None:
-    resolved = os.path.normpath(os.path.join(os.path.dirname(rel), link_target))
-    if os.path.isabs(link_target) or resolved.startswith(".."):
-        raise WorkspaceError(
-            f"refusing to apply symlink {rel} -> {link_target}: it points outside the source"
-        )
-
-
-def _put(target: Path, entry: Entry | None) -> None:
-    """Replace `target` with `entry` (None deletes) through a temporary file and an atomic rename."""
-    if entry is None:
-        if target.is_symlink() or target.exists():
-            target.unlink()
-        return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.with_name(f".{target.name}.massgen-tmp")
-    if temp.is_symlink() or temp.exists():
-        temp.unlink()
-    if entry.link:
-        os.symlink(entry.data.decode(), temp)
-    else:
-        temp.write_bytes(entry.data)
-        temp.chmod(0o755 if entry.executable else 0o644)
-    os.replace(temp, target)
+        if proc.returncode != 0:
+            detail = proc.stderr.decode(errors="replace").strip()
+            raise PatchConflict(f"the patch does not apply to {source}: {detail}", paths=patch_paths(patch))

@@ -12,7 +12,6 @@ not violations. `/socket` is a Socket Mode stand-in speaking Slack's envelope pr
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import time
 import uuid
@@ -73,12 +72,12 @@ class Call:
 class Fault:
     """A scripted failure for the next `times` calls of a method."""
 
-    error: str = "ratelimited"
+    error: str | None = "ratelimited"  # None with `commit`: answer normally, after `delay`
     status: int = 429
     retry_after: float | None = 1
     times: int = 1
     commit: bool = False  # handle the call first, then fail: "the request reached Slack, the answer was lost"
-    delay: float = 0.0  # seconds to hold the answer (client timeouts)
+    delay: float = 0.0  # seconds to hold the answer (to trip client timeouts)
 
 
 @dataclass(slots=True)
@@ -156,8 +155,7 @@ class SlackEmulator(MethodsMixin):
         self.views: dict[str, dict[str, Any]] = {}
         self.home_views: dict[str, dict[str, Any]] = {}
         self._limiter = _RateLimiter(self.limits, clock)
-        self._ts_counter = itertools.count(1)
-        self._ts_base = int(time.time())
+        self._last_ts = 0.0
         self._changed = asyncio.Condition()
         self._sockets: list[web.WebSocketResponse] = []
         self._acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -232,8 +230,9 @@ class SlackEmulator(MethodsMixin):
             self._changed.notify_all()
 
     def next_ts(self) -> str:
-        """Unique and increasing across channels, like Slack's per-channel message ids."""
-        return f"{self._ts_base}.{next(self._ts_counter):06d}"
+        """Wall-clock seconds, unique and increasing across channels, like Slack's message ids."""
+        self._last_ts = max(round(time.time(), 6), round(self._last_ts + 1e-6, 6))
+        return f"{self._last_ts:.6f}"
 
     # -- HTTP ------------------------------------------------------------------------------------
 
@@ -261,10 +260,10 @@ class SlackEmulator(MethodsMixin):
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         params = await self._params(request)
+        arrived = self.clock()
         status, body, headers = await self._dispatch(method, request, params)
-        self.calls.append(
-            Call(method, params, self.clock(), status, None if body.get("ok") else body.get("error"))
-        )
+        error = None if body.get("ok") else str(body.get("error"))
+        self.calls.append(Call(method, params, arrived, status, error))
         await self._notify()
         return web.json_response(body, status=status, headers=headers)
 
@@ -275,9 +274,8 @@ class SlackEmulator(MethodsMixin):
             self.violate(f"{method}: {error} (token)")
             return 200, {"ok": False, "error": error}, {}
         fault = self._take_fault(method)
-        if fault is not None and fault.delay:
-            await asyncio.sleep(fault.delay)  # emulating a slow server, not waiting for a condition
         if fault is not None and not fault.commit:
+            await asyncio.sleep(fault.delay)  # emulating a slow server, not waiting for a condition
             return self._fault_response(fault)
         if (broken := self._limiter.check(method, params.get("channel"))) is not None:
             self.violate(f"rate limit: {broken}")
@@ -289,7 +287,8 @@ class SlackEmulator(MethodsMixin):
         handler = self.method_handlers().get(method)
         body = handler(params) if handler else {"ok": False, "error": "unknown_method"}
         if fault is not None:
-            return self._fault_response(fault)
+            await asyncio.sleep(fault.delay)  # the call took effect; its answer is late or lost
+            return self._fault_response(fault) if fault.error else (200, body, {})
         return 200, body, {}
 
     def _take_fault(self, method: str) -> Fault | None:

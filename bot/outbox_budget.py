@@ -1,0 +1,98 @@
+"""Rate budgets and failure classification for the outbox (pure, no I/O)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Literal
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+
+# docs.slack.dev/apis/web-api/rate-limits and each method's page; 5 = "special", treated as Tier 4.
+_TIERS = {
+    "chat.update": 3,
+    "chat.delete": 3,
+    "reactions.add": 3,
+    "conversations.info": 3,
+    "conversations.replies": 3,
+    "conversations.history": 3,
+    "usergroups.users.list": 2,
+    "chat.postEphemeral": 4,
+    "views.open": 4,
+    "views.update": 4,
+    "views.push": 4,
+    "views.publish": 4,
+    "users.info": 4,
+    "auth.test": 5,
+    "chat.getPermalink": 5,
+}
+
+FailureKind = Literal["ratelimited", "unsent", "ambiguous", "fatal"]
+
+
+def method_tier(method: str) -> int:
+    """The method's Slack tier; unknown methods get Tier 2 to stay safe."""
+    return _TIERS.get(method, 2)
+
+
+@dataclass(slots=True)
+class TokenBucket:
+    """`capacity` calls at once, refilled at `rate` per second.
+
+    Any window of W seconds then admits at most capacity + rate * W calls, so a bucket sized
+    `per(45, 60)` stays under Slack's 50 per minute even after an idle spell.
+    """
+
+    capacity: float
+    rate: float
+    tokens: float = -1.0
+    updated: float = 0.0
+
+    @classmethod
+    def per(cls, per_window: int, window: float) -> TokenBucket:
+        return cls(capacity=max(1.0, per_window // 10), rate=per_window / window)
+
+    def _refill(self, now: float) -> None:
+        if self.tokens < 0:
+            self.tokens, self.updated = self.capacity, now
+        self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
+        self.updated = now
+
+    def wait_time(self, now: float) -> float:
+        """Seconds until one token is available (0 when it is now)."""
+        self._refill(now)
+        return 0.0 if self.tokens >= 1.0 else (1.0 - self.tokens) / self.rate
+
+    def take(self, now: float) -> None:
+        self._refill(now)
+        self.tokens -= 1.0
+
+
+def _retry_after(exc: SlackApiError) -> float | None:
+    headers = getattr(exc.response, "headers", None) or {}
+    for key, value in dict(headers).items():
+        if key.lower() == "retry-after":
+            try:
+                return max(0.0, float(value))
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def classify(exc: BaseException) -> tuple[FailureKind, float | None]:
+    """How a failed call may be retried, and Slack's Retry-After when it gave one.
+
+    `unsent`: the request never reached Slack (safe to resend); `ambiguous`: it may have been
+    processed (timeouts, 5xx, a connection dropped after sending); `fatal`: Slack said no.
+    """
+    if isinstance(exc, SlackApiError):
+        status = getattr(exc.response, "status_code", 200)
+        if status == 429:
+            return "ratelimited", _retry_after(exc)
+        return ("ambiguous", None) if status >= 500 else ("fatal", None)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return "unsent", None
+    if isinstance(exc, (asyncio.TimeoutError, aiohttp.ClientError)):
+        return "ambiguous", None
+    return "fatal", None

@@ -52,6 +52,9 @@ class AgentStatus(_Event):
     agent_id: str
     status: AgentState
     detail: str = ""
+    # On a turn start ("thinking"): the answer labels the agent's prompt shows, so a vote can be checked
+    # against what the agent had seen (coordination state is a fold over events).
+    seen: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

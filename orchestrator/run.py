@@ -1,0 +1,372 @@
+"""The runner: one supervisor task per run, one task per agent, all owned and drained by the run.
+
+`start_run` emits `RunStarted`, builds the tools and returns a `RunHandle` at once. The supervisor
+waits on the coordination state (a fold over the events, see `coordination.py`) until the agents
+converge, all fail, get stuck at `max_rounds`, or the spend cap is reached; then it stops every
+agent task and finishes: a presentation by the winner, or a salvage without any model call. Run
+timeout, `cancel()` and `finish_now()` interrupt it at any point; nothing keeps running afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import os
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, Literal
+
+from orchestrator.agent import AgentDropped, AgentSession, BudgetReached
+from orchestrator.config import LOCAL_PRESETS, AgentConfig, TeamConfig
+from orchestrator.coordination import Choice, CoordinationState
+from orchestrator.cost import Price, cost_usd, resolve_price
+from orchestrator.emitter import Emitter, Subscriber
+from orchestrator.events import (
+    AgentFailed,
+    AgentInfo,
+    ConsensusReached,
+    RunCancelled,
+    RunEvent,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    UsageUpdated,
+)
+from orchestrator.final import present
+from orchestrator.llm.base import ModelClient, Usage
+from orchestrator.ports import RunContext, RunTools, RunToolsFactory
+from orchestrator.store import RunStore
+
+Terminal = RunFinished | RunFailed | RunCancelled
+ModelFactory = Callable[[AgentConfig], ModelClient]
+log = logging.getLogger(__name__)
+
+
+def default_models(agent: AgentConfig) -> ModelClient:
+    """A real provider client from the backend config (keys from the config or the preset's variable)."""
+    factory: Any = importlib.import_module("orchestrator.llm.factory")
+    backend = agent.backend
+    api_key = backend.api_key.get_secret_value() if backend.api_key is not None else None
+    if api_key is None and backend.api_key_env:
+        api_key = os.environ.get(backend.api_key_env)
+    client: ModelClient = factory.make_model_client(
+        type=backend.type,
+        model=backend.model,
+        base_url=backend.base_url,
+        api_key=api_key,
+        extra=dict(backend.extras),
+    )
+    return client
+
+
+async def start_run(
+    team: TeamConfig,
+    task: str,
+    *,
+    models: ModelFactory | None = None,
+    tools: RunToolsFactory | None = None,
+    store: RunStore | None = None,
+    run_id: str | None = None,
+    requester: str | None = None,
+    context: str | None = None,
+    clock: Callable[[], float] = time.time,
+    subscribers: Sequence[Subscriber] = (),
+) -> RunHandle:
+    """Start a run in the background and return its handle; `subscribers` see every event from the first."""
+    run = _Run(team, run_id or f"run-{secrets.token_hex(6)}", clock=clock, store=store)
+    run.requester = requester
+    for callback in subscribers:
+        run.emitter.subscribe(callback)
+    run.emitter.start()
+    agents = tuple(
+        AgentInfo(
+            agent_id=a.id,
+            label=f"agent{i}",
+            backend=a.backend.preset or a.backend.type,
+            model=a.backend.model,
+        )
+        for i, a in enumerate(team.agents, start=1)
+    )
+    run.emit(RunStarted(task=task, agents=agents, requester=requester, context=context))
+    run.main_task = asyncio.create_task(run.main(models or default_models, tools, context), name=run.run_id)
+    return RunHandle(run)
+
+
+class RunHandle:
+    """Control and observe one run."""
+
+    def __init__(self, run: _Run) -> None:
+        self._run = run
+        self.run_id = run.run_id
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Receive every event from now on (nothing is replayed); returns an unsubscribe function."""
+        return self._run.emitter.subscribe(callback)
+
+    def events(self) -> AsyncIterator[RunEvent]:
+        """Live events from now on, ending with the terminal event."""
+        return self._run.emitter.stream()
+
+    def snapshot(self) -> CoordinationState:
+        """The current coordination state (immutable)."""
+        return self._run.state
+
+    async def cancel(self, by: str | None = None) -> None:
+        """Stop everything now; the run ends with `RunCancelled`."""
+        await self._run.stop("cancel", by)
+
+    async def finish_now(self, by: str | None = None) -> None:
+        """Stop the agents now and end with the best answer so far (salvage `finish_now:...`)."""
+        await self._run.stop("finish_now", by)
+
+    async def wait(self) -> Terminal:
+        """The terminal event, once every task of the run has ended and every event was delivered."""
+        return await asyncio.shield(self._run.done)
+
+
+class _Run:
+    """The supervisor of one run (also the `Host` its agent sessions talk to)."""
+
+    def __init__(self, team: TeamConfig, run_id: str, *, clock: Callable[[], float], store: RunStore | None):
+        self.team = team
+        self.run_id = run_id
+        self.emitter = Emitter(run_id, clock=clock, store=store, state=CoordinationState())
+        self.done: asyncio.Future[Terminal] = asyncio.get_running_loop().create_future()
+        self.main_task: asyncio.Task[None] | None = None
+        self.tools: RunTools | None = None
+        self.sessions: dict[str, AgentSession] = {}
+        self._prices: dict[str, Price] = {}
+        self._agent_tasks: dict[str, asyncio.Task[None]] = {}
+        self._in_turn: set[str] = set()
+        self._stop: tuple[Literal["cancel", "finish_now"], str | None] | None = None
+        self._started = asyncio.Event()  # a task cancelled before its first step never enters `try`
+        self._finishing = False
+        self.requester: str | None = None
+
+    # ---- Host ----------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> CoordinationState:
+        return self.emitter.state
+
+    def emit(self, event: RunEvent) -> RunEvent:
+        return self.emitter.emit(event)
+
+    def over_budget(self) -> bool:
+        budget = self.team.orchestrator.budget_usd
+        return budget is not None and self.state.cost_usd >= budget
+
+    def record_usage(self, agent_id: str, usage: Usage) -> None:
+        dollars = cost_usd(usage, self._prices[agent_id])
+        view, state = self.state.agents[agent_id], self.state
+        self.emit(
+            UsageUpdated(
+                agent_id=agent_id,
+                input_tokens=view.input_tokens + usage.input_tokens,
+                output_tokens=view.output_tokens + usage.output_tokens,
+                cost_usd=view.cost_usd + dollars,
+                run_input_tokens=state.input_tokens + usage.input_tokens,
+                run_output_tokens=state.output_tokens + usage.output_tokens,
+                run_cost_usd=state.cost_usd + dollars,
+            )
+        )
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    async def stop(self, how: Literal["cancel", "finish_now"], by: str | None) -> None:
+        if self._stop is not None or self.done.done() or self.main_task is None:
+            return
+        self._stop = (how, by)
+        await self._started.wait()
+        if not self._finishing:
+            self.main_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(self.done)
+
+    async def main(self, models: ModelFactory, tools: RunToolsFactory | None, context: str | None) -> None:
+        terminal: Terminal | None = None
+        interrupted = False
+        self._started.set()
+        try:
+            async with asyncio.timeout(self.team.orchestrator.timeout_seconds):
+                terminal = await self._run(models, tools, context)
+        except TimeoutError:
+            self._finishing = True
+            terminal = await self._salvage("timeout")
+        except asyncio.CancelledError:
+            self._finishing = True
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            interrupted = self._stop is None  # cancelled by someone else (e.g. loop shutdown)
+            how, by = self._stop or ("cancel", None)
+            terminal = RunCancelled(by=by) if how == "cancel" else await self._salvage("finish_now")
+        except Exception as exc:  # a bug must still end the run visibly, never hang it
+            log.exception("run %s crashed", self.run_id)
+            terminal = RunFailed(reasons={"run": f"internal error: {exc!r}"})
+        finally:
+            await self._finish(terminal or RunFailed(reasons={"run": "ended without a result"}))
+        if interrupted:
+            raise asyncio.CancelledError
+
+    async def _finish(self, terminal: Terminal) -> None:
+        self._finishing = True
+        await self._stop_agents()
+        if self.tools is not None:
+            try:
+                await self.tools.close()
+            except Exception:
+                log.exception("run %s: closing tools failed", self.run_id)
+        stamped = self.emit(terminal)
+        await self.emitter.close()
+        assert isinstance(stamped, RunFinished | RunFailed | RunCancelled)
+        self.done.set_result(stamped)
+
+    async def _run(
+        self, models: ModelFactory, tools: RunToolsFactory | None, context: str | None
+    ) -> Terminal:
+        if tools is not None:
+            ctx = RunContext(
+                run_id=self.run_id,
+                team=self.team,
+                agent_ids=tuple(a.id for a in self.team.agents),
+                requester=self.requester,
+                emit=self.emitter.emit_async,
+            )
+            self.tools = await tools(ctx)
+        self._start_agents(models, context)
+        outcome = await self._coordinate()
+        if outcome == "all_failed":
+            return RunFailed(reasons={v.agent_id: v.failed or "" for v in self.state.agents.values()})
+        if outcome != "converged":
+            return await self._salvage(outcome)
+        await self._stop_agents()
+        return await self._conclude()
+
+    def _start_agents(self, models: ModelFactory, context: str | None) -> None:
+        table = self.team.price_table()
+        for agent in self.team.agents:
+            local = agent.backend.preset in LOCAL_PRESETS
+            self._prices[agent.id] = resolve_price(agent.backend.model, table, local=local)[0]
+            try:
+                client = models(agent)
+            except Exception as exc:  # a missing key or bad URL drops this agent only
+                self.emit(AgentFailed(agent_id=agent.id, reason=f"cannot create model client: {exc}"))
+                continue
+            toolbox = self.tools.for_agent(agent.id) if self.tools is not None else None
+            self.sessions[agent.id] = AgentSession(self, agent, client, toolbox, context=context)
+        for agent_id, session in self.sessions.items():
+            self._agent_tasks[agent_id] = asyncio.create_task(
+                self._agent_loop(session), name=f"{self.run_id}/{agent_id}"
+            )
+
+    async def _agent_loop(self, session: AgentSession) -> None:
+        agent_id, max_rounds = session.agent_id, self.team.orchestrator.max_rounds
+        while True:
+            while not self.state.may_start_turn(agent_id, max_rounds):
+                if self.state.phase != "coordinating" or not self.state.agents[agent_id].live:
+                    return
+                await self.emitter.changed()
+            self._in_turn.add(agent_id)
+            try:
+                await session.coordination_turn()
+            except BudgetReached:
+                return
+            except AgentDropped as exc:
+                self.emit(AgentFailed(agent_id=agent_id, reason=str(exc)))
+                return
+            except Exception as exc:  # provider failure after retries, or a bug: drop this agent only
+                log.warning("run %s: agent %s failed: %r", self.run_id, agent_id, exc)
+                self.emit(AgentFailed(agent_id=agent_id, reason=_reason(exc)))
+                return
+            finally:
+                self._in_turn.discard(agent_id)
+
+    async def _coordinate(self) -> str:
+        """Wait until the run can end: converged, all_failed, budget, or max_rounds (nobody can move)."""
+        max_rounds = self.team.orchestrator.max_rounds
+        while True:
+            state = self.state
+            if state.converged:
+                return "converged"
+            if not state.live:
+                return "all_failed"
+            if self.over_budget():
+                return "budget"
+            if not self._in_turn and not any(
+                state.may_start_turn(v.agent_id, max_rounds) for v in state.live
+            ):
+                return "max_rounds"
+            await self.emitter.changed()
+
+    async def _stop_agents(self) -> None:
+        tasks = [t for t in self._agent_tasks.values() if not t.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._in_turn.clear()
+
+    async def _conclude(self) -> Terminal:
+        """Consensus: announce the winner, let it present (per strategy), attach its patch."""
+        choice = self.state.leader()
+        assert choice is not None  # converged implies votes for an agent with an answer
+        self.emit(
+            ConsensusReached(
+                winner=choice.agent_id,
+                winner_label=choice.label,
+                tally=self.state.tally(),
+                tie_break=choice.tie_break,
+            )
+        )
+        answer, salvage = await self._final_answer(choice)
+        return await self._finished(choice, answer, salvage)
+
+    async def _final_answer(self, choice: Choice) -> tuple[str, str | None]:
+        strategy = self.team.orchestrator.final_answer_strategy
+        session = self.sessions.get(choice.agent_id)
+        if strategy == "winner_reuse" or session is None or not self.state.agents[choice.agent_id].live:
+            return choice.content, None
+        try:
+            text = await present(session, self.state, choice, strategy)
+        except BudgetReached:
+            return self.state.final_text or choice.content, "budget:most_voted"
+        except Exception as exc:  # the consensus answer still stands; say the presentation failed
+            log.warning("run %s: presentation by %s failed: %r", self.run_id, choice.agent_id, exc)
+            return choice.content, "presentation_failed:most_voted"
+        return text or choice.content, None
+
+    async def _salvage(self, why: str) -> Terminal:
+        """End without consensus and without a model call: most voted, else latest answer."""
+        await self._stop_agents()
+        choice = self.state.salvage()
+        if choice is None:
+            reasons = {v.agent_id: v.failed for v in self.state.agents.values() if v.failed}
+            return RunFailed(reasons={"run": f"{why} before any answer", **reasons})
+        return await self._finished(choice, choice.content, f"{why}:{choice.source}")
+
+    async def _finished(self, choice: Choice, answer: str, salvage: str | None) -> RunFinished:
+        patch = None
+        if self.tools is not None:
+            try:
+                patch = await self.tools.winner_patch(choice.agent_id)
+            except Exception:
+                log.exception("run %s: winner patch failed", self.run_id)
+        state = self.state
+        return RunFinished(
+            winner=choice.agent_id,
+            answer=answer,
+            tally=state.tally(),
+            salvage=salvage,
+            patch=patch,
+            cost_usd=state.cost_usd,
+            input_tokens=state.input_tokens,
+            output_tokens=state.output_tokens,
+        )
+
+
+def _reason(exc: BaseException) -> str:
+    name = type(exc).__name__
+    return f"{name}: {exc}" if str(exc) else name

@@ -1,0 +1,105 @@
+"""The run store port (an append-only event log plus a summary per run) and its in-memory adapter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal, Protocol
+
+from orchestrator.events import RunEvent, RunFailed, RunFinished, RunStarted, UsageUpdated
+
+RunStatus = Literal["running", "finished", "failed", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSummary:
+    """One row per run, kept up to date from its events."""
+
+    run_id: str
+    task: str
+    status: RunStatus = "running"
+    requester: str | None = None
+    started_at: float = 0.0
+    ended_at: float | None = None
+    winner: str | None = None
+    salvage: str | None = None
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    last_seq: int = 0
+
+
+class RunStore(Protocol):
+    """Where runs are persisted. Events arrive in `seq` order per run."""
+
+    async def append(self, event: RunEvent) -> None:
+        """Persist one stamped event (and update the run's summary)."""
+        ...
+
+    async def events(self, run_id: str) -> list[RunEvent]:
+        """All events of a run in `seq` order (empty for an unknown run)."""
+        ...
+
+    async def runs(self, limit: int = 50, *, status: RunStatus | None = None) -> list[RunSummary]:
+        """The most recently started runs first."""
+        ...
+
+    async def get(self, run_id: str) -> RunSummary | None:
+        """One run's summary."""
+        ...
+
+
+def summarise(summary: RunSummary | None, event: RunEvent) -> RunSummary | None:
+    """The summary after `event` (pure; both adapters use it)."""
+    if isinstance(event, RunStarted):
+        return RunSummary(
+            run_id=event.run_id, task=event.task, requester=event.requester, started_at=event.at
+        )
+    if summary is None:
+        return None
+    summary = replace(summary, last_seq=max(summary.last_seq, event.seq))
+    match event:
+        case UsageUpdated():
+            return replace(
+                summary,
+                cost_usd=event.run_cost_usd,
+                input_tokens=event.run_input_tokens,
+                output_tokens=event.run_output_tokens,
+            )
+        case RunFinished():
+            return replace(
+                summary, status="finished", ended_at=event.at, winner=event.winner, salvage=event.salvage
+            )
+        case RunFailed():
+            return replace(summary, status="failed", ended_at=event.at)
+        case _ if event.kind == "cancelled":
+            return replace(summary, status="cancelled", ended_at=event.at)
+        case _:
+            return summary
+
+
+class InMemoryRunStore:
+    """A dict-backed `RunStore` for tests and the terminal runner without a database."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, list[RunEvent]] = {}
+        self._summaries: dict[str, RunSummary] = {}
+
+    async def append(self, event: RunEvent) -> None:
+        """Keep the event and fold it into the run's summary."""
+        self._events.setdefault(event.run_id, []).append(event)
+        summary = summarise(self._summaries.get(event.run_id), event)
+        if summary is not None:
+            self._summaries[event.run_id] = summary
+
+    async def events(self, run_id: str) -> list[RunEvent]:
+        """The run's events in order."""
+        return sorted(self._events.get(run_id, []), key=lambda e: e.seq)
+
+    async def runs(self, limit: int = 50, *, status: RunStatus | None = None) -> list[RunSummary]:
+        """Newest first."""
+        rows = [s for s in self._summaries.values() if status is None or s.status == status]
+        return sorted(rows, key=lambda s: s.started_at, reverse=True)[:limit]
+
+    async def get(self, run_id: str) -> RunSummary | None:
+        """The run's summary or None."""
+        return self._summaries.get(run_id)

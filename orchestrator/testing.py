@@ -1,0 +1,288 @@
+"""Fakes for tests and benchmarks: a scripted model client and small toolboxes.
+
+`ScriptedModelClient` implements `orchestrator.llm.base.ModelClient` turn by turn: each call to
+`stream_turn` takes the next `Turn` (or asks a `Script` function for one), after which `then`
+(default `protocol`: answer once, then vote, then present) takes over. Usage is estimated at four
+characters per token unless the turn gives it, so cost and budget behave as with a real provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import re
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.errors import ProviderError
+from orchestrator.events import ApprovalRequested, ApprovalResolved, ToolCalled, ToolDecided
+from orchestrator.llm.base import (
+    AssistantMessage,
+    Message,
+    StreamItem,
+    TextDelta,
+    ToolCall,
+    ToolCallReady,
+    ToolResultMessage,
+    ToolSpec,
+    TurnEnd,
+    Usage,
+    UserMessage,
+)
+from orchestrator.ports import RunContext, ToolOutcome, ToolPhase
+
+_ids = itertools.count(1)
+_ANSWER_AGENT = re.compile(r'<answer agent="(agent\d+)"')
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    """One recorded `stream_turn` call."""
+
+    system: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...]
+
+    @property
+    def tool_names(self) -> set[str]:
+        return {spec.name for spec in self.tools}
+
+    def prompt_chars(self) -> int:
+        """Characters the provider would read: system, messages and tool schemas."""
+        size = len(self.system) + sum(len(json.dumps(s.parameters)) + len(s.description) for s in self.tools)
+        for message in self.messages:
+            if isinstance(message, UserMessage | ToolResultMessage):
+                size += len(message.text if isinstance(message, UserMessage) else message.content)
+            else:
+                size += len(message.text) + sum(
+                    len(json.dumps(dict(c.arguments))) for c in message.tool_calls
+                )
+        return size
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Turn:
+    """What the model does in one call."""
+
+    text: str = ""
+    calls: tuple[ToolCall, ...] = ()
+    usage: Usage | None = None  # None: estimated from the request
+    error: BaseException | None = None  # raised after the text streamed
+    delay: float = 0.0  # seconds before the first item
+    gate: asyncio.Event | None = None  # wait for it before streaming (holds the turn open)
+
+
+Script = Callable[[Request], Turn]
+
+
+def call(name: str, **arguments: Any) -> ToolCall:
+    """A tool call with a fresh id."""
+    return ToolCall(
+        id=f"call_{next(_ids)}", name=name, arguments=arguments, raw_arguments=json.dumps(arguments)
+    )
+
+
+def answer(content: str, text: str = "") -> Turn:
+    return Turn(text=text, calls=(call("new_answer", content=content),))
+
+
+def vote(agent_id: str, reason: str = "best") -> Turn:
+    return Turn(calls=(call("vote", agent_id=agent_id, reason=reason),))
+
+
+def say(text: str) -> Turn:
+    return Turn(text=text)
+
+
+def fail(message: str = "HTTP 500 after retries") -> Turn:
+    return Turn(error=ProviderError("scripted", "scripted", 500, False, message))
+
+
+def hang(gate: asyncio.Event | None = None) -> Turn:
+    """A turn that waits until `gate` is set (forever by default)."""
+    return Turn(gate=gate or asyncio.Event(), text="late")
+
+
+def protocol(request: Request) -> Turn:
+    """MassGen-style default: answer once, then vote for the first peer shown, else present."""
+    names = request.tool_names
+    answered = any(
+        isinstance(m, AssistantMessage) and any(c.name == "new_answer" for c in m.tool_calls)
+        for m in request.messages
+    )
+    if "new_answer" in names and not answered:
+        return answer(f"An answer to the task ({len(request.messages)} messages in).")
+    if "vote" in names:
+        for message in reversed(request.messages):
+            text = message.content if isinstance(message, ToolResultMessage) else getattr(message, "text", "")
+            found = _ANSWER_AGENT.search(text)
+            if found:
+                return vote(found.group(1), "complete and correct")
+    return say("Final answer: the task is done.")
+
+
+class ScriptedModelClient:
+    """A `ModelClient` that plays `turns` in order, then `then` for every further call."""
+
+    def __init__(self, *turns: Turn | Script, then: Script = protocol, model: str = "scripted") -> None:
+        self._turns = list(turns)
+        self._then = then
+        self._model = model
+        self.requests: list[Request] = []
+        self.cancelled = 0  # calls interrupted by cancellation
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    async def stream_turn(
+        self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AsyncIterator[StreamItem]:
+        request = Request(system=system, messages=tuple(messages), tools=tuple(tools))
+        index = len(self.requests)
+        self.requests.append(request)
+        step = self._turns[index] if index < len(self._turns) else self._then
+        turn = step if isinstance(step, Turn) else step(request)
+        try:
+            async for item in self._play(turn, request):
+                yield item
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+
+    async def _play(self, turn: Turn, request: Request) -> AsyncIterator[StreamItem]:
+        if turn.gate is not None:
+            await turn.gate.wait()
+        if turn.delay:
+            await asyncio.sleep(turn.delay)
+        for piece in _pieces(turn.text):
+            yield TextDelta(text=piece)
+        if turn.error is not None:
+            raise turn.error
+        for tool_call in turn.calls:
+            yield ToolCallReady(call=tool_call)
+        out_chars = len(turn.text) + sum(len(c.raw_arguments) for c in turn.calls)
+        usage = turn.usage or Usage(
+            input_tokens=math.ceil(request.prompt_chars() / 4), output_tokens=math.ceil(out_chars / 4)
+        )
+        yield TurnEnd(stop_reason="tool_use" if turn.calls else "end_turn", usage=usage)
+
+
+def _pieces(text: str, size: int = 16) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+# ---- fake tools ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Execution:
+    agent_id: str
+    tool: str
+    phase: ToolPhase
+    arguments: dict[str, Any]
+
+
+@dataclass(slots=True, kw_only=True)
+class FakeToolsConfig:
+    """Behaviour of `FakeRunTools`: which tools ask for approval, which are denied, which are side effects."""
+
+    ask: frozenset[str] = frozenset()
+    deny: frozenset[str] = frozenset()
+    side_effects: frozenset[str] = frozenset({"publish"})
+    approval: asyncio.Event = field(default_factory=asyncio.Event)  # set = approved
+    patch: str | None = None
+
+
+class FakeToolbox:
+    """Two tools: `shell(command)` and `publish(message)`; behaviour from `FakeToolsConfig`."""
+
+    def __init__(self, tools: FakeRunTools, agent_id: str) -> None:
+        self._tools = tools
+        self._agent_id = agent_id
+
+    def specs(self, phase: ToolPhase) -> Sequence[ToolSpec]:
+        obj = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
+        msg = {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}
+        return (
+            ToolSpec(name="shell", description="Run a shell command in your workspace.", parameters=obj),
+            ToolSpec(name="publish", description="Post a message to the team channel.", parameters=msg),
+        )
+
+    async def call(self, call: ToolCall, *, phase: ToolPhase) -> ToolOutcome:
+        tools, config = self._tools, self._tools.config
+        emit = tools.ctx.emit
+        action = f"tool({call.name})"
+        await emit(
+            ToolCalled(
+                agent_id=self._agent_id, call_id=call.id, tool=call.name, arguments=dict(call.arguments)
+            )
+        )
+        if call.name in config.deny:
+            await self._decided(call, action, "deny", executed=False, reason="denied by rule")
+            return ToolOutcome(content=f"Denied: {action} is not allowed (denied by rule).", is_error=True)
+        if call.name in config.side_effects and phase == "coordination":
+            await self._decided(
+                call, action, "allow", executed=False, reason="side effect deferred to final phase"
+            )
+            return ToolOutcome(content="Deferred: describe this in your answer; the winner performs it.")
+        if call.name in config.ask:
+            request_id = f"req-{next(_ids)}"
+            await emit(
+                ApprovalRequested(
+                    agent_id=self._agent_id, request_id=request_id, action=action, risk="medium",
+                    layer="rule", reason="asks", expires_at=0.0,
+                )
+            )  # fmt: skip
+            tools.waiting.add(self._agent_id)
+            await config.approval.wait()
+            tools.waiting.discard(self._agent_id)
+            await emit(ApprovalResolved(agent_id=self._agent_id, request_id=request_id, status="approved"))
+        tools.executions.append(Execution(self._agent_id, call.name, phase, dict(call.arguments)))
+        await self._decided(call, action, "allow", executed=True, reason="ok")
+        return ToolOutcome(content=f"ok: {call.name} ran")
+
+    async def _decided(
+        self, call: ToolCall, action: str, decision: Any, *, executed: bool, reason: str
+    ) -> None:
+        await self._tools.ctx.emit(
+            ToolDecided(
+                agent_id=self._agent_id, call_id=call.id, tool=call.name, action=action, decision=decision,
+                risk="low", layer="rule", reason=reason, executed=executed,
+            )
+        )  # fmt: skip
+
+
+class FakeRunTools:
+    """`RunTools` for scenario tests; records executions and which agents wait for approval."""
+
+    def __init__(self, ctx: RunContext, config: FakeToolsConfig) -> None:
+        self.ctx = ctx
+        self.config = config
+        self.executions: list[Execution] = []
+        self.waiting: set[str] = set()
+        self.closed = False
+
+    def for_agent(self, agent_id: str) -> FakeToolbox:
+        return FakeToolbox(self, agent_id)
+
+    async def winner_patch(self, agent_id: str) -> str | None:
+        return self.config.patch
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+class FakeToolsFactory:
+    """A `RunToolsFactory` that remembers the `FakeRunTools` it built."""
+
+    def __init__(self, config: FakeToolsConfig | None = None) -> None:
+        self.config = config or FakeToolsConfig()
+        self.built: FakeRunTools | None = None
+
+    async def __call__(self, ctx: RunContext) -> FakeRunTools:
+        self.built = FakeRunTools(ctx, self.config)
+        return self.built

@@ -1,0 +1,147 @@
+"""Anthropic adapter: the Messages API over `anthropic.AsyncAnthropic`, streamed as raw events.
+
+anthropic 2.x has no `temperature`/`top_p`/`top_k` arguments: sampling params travel in
+`extra_body`. `max_tokens` is mandatory on this API (default 4096).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+import anthropic
+
+from orchestrator.errors import ProviderError
+from orchestrator.llm import convert
+from orchestrator.llm.base import Message, StreamItem, TextDelta, ToolCallReady, ToolSpec, TurnEnd, Usage
+from orchestrator.llm.retry import RetryPolicy, is_retryable_status, parse_retry_after, stream_with_retries
+from orchestrator.llm.retry import unexpected_error as _unexpected
+
+DEFAULT_MAX_TOKENS = 4096
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+# Anthropic's `overloaded_error` arrives as HTTP 529, already covered by "5xx is retryable".
+
+
+def build_sdk_client(base_url: str | None, api_key: str, timeout_s: float) -> anthropic.AsyncAnthropic:
+    """The SDK client with its own retries off: `retry.py` owns retries, so none are doubled."""
+    return anthropic.AsyncAnthropic(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s)
+
+
+def classify(exc: Exception, provider: str, model: str) -> ProviderError:
+    """Turn an SDK exception into a `ProviderError` with status, retryability and Retry-After."""
+    if isinstance(exc, anthropic.APIStatusError):
+        status = exc.status_code
+        retry_after = parse_retry_after(exc.response.headers)
+        return ProviderError(
+            provider, model, status, is_retryable_status(status), exc.message, retry_after=retry_after
+        )
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ProviderError(provider, model, None, True, "request timed out")
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ProviderError(provider, model, None, True, f"connection failed: {exc.message}")
+    return _unexpected(exc, provider, model)
+
+
+class _Usage:
+    """Running usage: `message_delta` totals are cumulative and overwrite `message_start`'s."""
+
+    def __init__(self) -> None:
+        self.input = self.output = self.cache_read = self.cache_write = 0
+
+    def update(self, u: Any) -> None:
+        for field, attr in (
+            ("input", "input_tokens"),
+            ("output", "output_tokens"),
+            ("cache_read", "cache_read_input_tokens"),
+            ("cache_write", "cache_creation_input_tokens"),
+        ):
+            value = getattr(u, attr, None)
+            if value is not None:
+                setattr(self, field, value)
+
+    def result(self) -> Usage:
+        # Anthropic's input_tokens excludes cache reads and writes; the port counts the whole prompt.
+        total = self.input + self.cache_read + self.cache_write
+        return Usage(input_tokens=total, output_tokens=self.output, cached_input_tokens=self.cache_read)
+
+
+class AnthropicClient:
+    """The Messages API (`POST /v1/messages`), backend types `claude` / `anthropic`."""
+
+    provider = "anthropic"
+
+    def __init__(
+        self,
+        client: anthropic.AsyncAnthropic,
+        model: str,
+        *,
+        max_tokens: int | None = None,
+        timeout_s: float = 120.0,
+        retry: RetryPolicy | None = None,
+        extra: Mapping[str, Any] = _NO_EXTRA,
+    ) -> None:
+        self._client = client
+        self._model = model
+        self._max_tokens = max_tokens or DEFAULT_MAX_TOKENS
+        self._timeout_s = timeout_s
+        self._retry = retry or RetryPolicy()
+        self._extra = dict(extra)
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    async def aclose(self) -> None:
+        """Close the SDK client's connection pool."""
+        await self._client.close()
+
+    def stream_turn(
+        self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AsyncIterator[StreamItem]:
+        """Stream one assistant turn; raises `ProviderError` once retries are exhausted."""
+        return stream_with_retries(
+            lambda: self._attempt(system, messages, tools),
+            lambda exc: classify(exc, self.provider, self._model),
+            self._retry,
+        )
+
+    async def _attempt(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AsyncGenerator[StreamItem, None]:
+        params: dict[str, Any] = {
+            "model": self._model,
+            "max_tokens": self._max_tokens,
+            "messages": convert.anthropic_messages(messages),
+        }
+        if system:
+            params["system"] = system
+        if tools:
+            params["tools"] = convert.anthropic_tools(tools)
+        stream = await self._client.messages.create(
+            **params, stream=True, timeout=self._timeout_s, extra_body=self._extra or None
+        )
+        usage = _Usage()
+        stop: str | None = None
+        blocks: dict[int, list[str]] = {}  # tool_use block index -> [id, name, partial JSON...]
+        async with stream:  # closing the stream closes the HTTP response (cancellation)
+            async for event in stream:
+                if event.type == "message_start":
+                    usage.update(event.message.usage)
+                elif event.type == "content_block_start" and event.content_block.type == "tool_use":
+                    blocks[event.index] = [event.content_block.id, event.content_block.name]
+                elif event.type == "content_block_delta":
+                    if event.delta.type == "text_delta":
+                        yield TextDelta(text=event.delta.text)
+                    elif event.delta.type == "input_json_delta" and event.index in blocks:
+                        blocks[event.index].append(event.delta.partial_json)
+                elif event.type == "content_block_stop" and event.index in blocks:
+                    call_id, name, *parts = blocks.pop(event.index)
+                    yield ToolCallReady(call=convert.parse_tool_call(call_id, name, "".join(parts)))
+                elif event.type == "message_delta":
+                    stop = event.delta.stop_reason or stop
+                    usage.update(event.usage)
+                elif event.type == "message_stop":
+                    yield TurnEnd(stop_reason=convert.anthropic_stop_reason(stop), usage=usage.result())
+                    return
+        raise ProviderError(self.provider, self._model, None, True, "stream ended before message_stop")

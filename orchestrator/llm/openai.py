@@ -1,0 +1,200 @@
+"""OpenAI adapters: the Responses API and Chat Completions over `openai.AsyncOpenAI`.
+
+Chat Completions also serves every OpenAI-compatible server (xAI, Gemini's compatible endpoint,
+OpenRouter, Groq, vLLM, ollama, ...). Both stream with `stream=True` and map raw events; the SDK's
+stream helpers are avoided because they re-parse tool arguments and fail on invalid JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+import openai
+
+from orchestrator.errors import ProviderError
+from orchestrator.llm import convert
+from orchestrator.llm.base import Message, StreamItem, TextDelta, ToolCallReady, ToolSpec, TurnEnd, Usage
+from orchestrator.llm.retry import RetryPolicy, is_retryable_status, parse_retry_after, stream_with_retries
+from orchestrator.llm.retry import unexpected_error as _unexpected
+
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+
+
+def build_sdk_client(base_url: str | None, api_key: str, timeout_s: float) -> openai.AsyncOpenAI:
+    """The SDK client with its own retries off: `retry.py` owns retries, so none are doubled."""
+    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s)
+
+
+def classify(exc: Exception, provider: str, model: str) -> ProviderError:
+    """Turn an SDK exception into a `ProviderError` with status, retryability and Retry-After."""
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        retry_after = parse_retry_after(exc.response.headers)
+        return ProviderError(
+            provider, model, status, is_retryable_status(status), exc.message, retry_after=retry_after
+        )
+    if isinstance(exc, openai.APITimeoutError):
+        return ProviderError(provider, model, None, True, "request timed out")
+    if isinstance(exc, openai.APIConnectionError):
+        return ProviderError(provider, model, None, True, f"connection failed: {exc.message}")
+    return _unexpected(exc, provider, model)
+
+
+class _OpenAIClient:
+    """Shared plumbing: settings, retries and error mapping; subclasses stream one attempt."""
+
+    provider = "openai"
+
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        model: str,
+        *,
+        max_tokens: int | None = None,
+        timeout_s: float = 120.0,
+        retry: RetryPolicy | None = None,
+        extra: Mapping[str, Any] = _NO_EXTRA,
+    ) -> None:
+        self._client = client
+        self._model = model
+        self._max_tokens = max_tokens
+        self._timeout_s = timeout_s  # per HTTP call: connect, and each wait for the next bytes
+        self._retry = retry or RetryPolicy()
+        self._extra = dict(extra)  # provider params (temperature, reasoning, ...) sent verbatim
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    async def aclose(self) -> None:
+        """Close the SDK client's connection pool."""
+        await self._client.close()
+
+    def stream_turn(
+        self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AsyncIterator[StreamItem]:
+        """Stream one assistant turn; raises `ProviderError` once retries are exhausted."""
+        return stream_with_retries(
+            lambda: self._attempt(system, messages, tools),
+            lambda exc: classify(exc, self.provider, self._model),
+            self._retry,
+        )
+
+    def _attempt(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AsyncGenerator[StreamItem, None]:
+        raise NotImplementedError
+
+    def _error(self, message: str, *, retryable: bool) -> ProviderError:
+        return ProviderError(self.provider, self._model, None, retryable, message)
+
+
+class OpenAIResponsesClient(_OpenAIClient):
+    """The Responses API (`POST /responses`), backend type `openai`."""
+
+    async def _attempt(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AsyncGenerator[StreamItem, None]:
+        params: dict[str, Any] = {
+            "model": self._model,
+            "input": convert.responses_input(messages),
+            "store": False,  # the whole conversation is sent each turn; nothing to keep server-side
+        }
+        if system:
+            params["instructions"] = system
+        if tools:
+            params["tools"] = convert.responses_tools(tools)
+        if self._max_tokens is not None:
+            params["max_output_tokens"] = self._max_tokens
+        stream = await self._client.responses.create(
+            **params, stream=True, timeout=self._timeout_s, extra_body=self._extra or None
+        )
+        async with stream:  # closing the stream closes the HTTP response (cancellation)
+            called = False
+            async for event in stream:
+                if event.type == "response.output_text.delta":
+                    yield TextDelta(text=event.delta)
+                elif event.type == "response.output_item.done" and event.item.type == "function_call":
+                    called = True
+                    item = event.item
+                    yield ToolCallReady(call=convert.parse_tool_call(item.call_id, item.name, item.arguments))
+                elif event.type in ("response.completed", "response.incomplete"):
+                    yield self._turn_end(event.response, called)
+                    return
+                elif event.type == "response.failed":
+                    error = event.response.error
+                    code = error.code if error else "unknown"
+                    message = error.message if error else "response failed"
+                    raise self._error(
+                        f"{code}: {message}", retryable=code in ("server_error", "rate_limit_exceeded")
+                    )
+                elif event.type == "error":
+                    raise self._error(f"{event.code}: {event.message}", retryable=False)
+        raise self._error("stream ended before response.completed", retryable=True)
+
+    @staticmethod
+    def _turn_end(response: Any, called: bool) -> TurnEnd:
+        usage = Usage()
+        if response.usage is not None:
+            u = response.usage
+            cached = u.input_tokens_details.cached_tokens if u.input_tokens_details else 0
+            usage = Usage(
+                input_tokens=u.input_tokens, output_tokens=u.output_tokens, cached_input_tokens=cached
+            )
+        details = response.incomplete_details
+        stop = convert.responses_stop_reason(response.status, details.reason if details else None, called)
+        return TurnEnd(stop_reason=stop, usage=usage)
+
+
+class ChatCompletionsClient(_OpenAIClient):
+    """Chat Completions (`POST /chat/completions`), backend type `chatcompletion` and presets."""
+
+    provider = "chatcompletion"
+
+    async def _attempt(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AsyncGenerator[StreamItem, None]:
+        params: dict[str, Any] = {
+            "model": self._model,
+            "messages": convert.chat_messages(system, messages),
+            "stream_options": {"include_usage": True},
+        }
+        if tools:
+            params["tools"] = convert.chat_tools(tools)
+        if self._max_tokens is not None:
+            # `max_tokens` rather than `max_completion_tokens`: compatible servers only know the old name.
+            params["max_tokens"] = self._max_tokens
+        stream = await self._client.chat.completions.create(
+            **params, stream=True, timeout=self._timeout_s, extra_body=self._extra or None
+        )
+        calls: dict[int, list[str]] = {}  # index -> [id, name, argument text]
+        finish: str | None = None
+        usage = Usage()
+        async with stream:
+            async for chunk in stream:
+                if chunk.usage is not None:  # the final chunk, with `choices == []`
+                    usage = _chat_usage(chunk.usage)
+                for choice in chunk.choices:
+                    if choice.delta.content:
+                        yield TextDelta(text=choice.delta.content)
+                    for part in choice.delta.tool_calls or []:
+                        slot = calls.setdefault(part.index, ["", "", ""])
+                        slot[0] = part.id or slot[0]
+                        if part.function is not None:
+                            # Only the first fragment names the function; later ones extend arguments.
+                            slot[1] = slot[1] or part.function.name or ""
+                            slot[2] += part.function.arguments or ""
+                    finish = choice.finish_reason or finish
+        for index in sorted(calls):
+            call_id, name, arguments = calls[index]
+            yield ToolCallReady(call=convert.parse_tool_call(call_id or f"call_{index}", name, arguments))
+        stop = convert.chat_stop_reason(finish)
+        yield TurnEnd(stop_reason="tool_use" if calls and stop == "other" else stop, usage=usage)
+
+
+def _chat_usage(u: Any) -> Usage:
+    details = u.prompt_tokens_details
+    cached = (details.cached_tokens or 0) if details is not None else 0
+    return Usage(input_tokens=u.prompt_tokens, output_tokens=u.completion_tokens, cached_input_tokens=cached)

@@ -1,0 +1,144 @@
+"""Retries for streamed model turns: backoff with jitter, `Retry-After`, never after output began.
+
+The SDK clients are built with `max_retries=0`; this module is the only place that retries, so a
+call is never retried twice over. A turn is retried only until its first item reaches the caller:
+after that the caller has seen partial output and a replay would duplicate it, so a failure
+surfaces as `ProviderError` and the coordination layer decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import random
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from orchestrator.errors import ProviderError
+from orchestrator.llm.base import StreamItem
+
+# 408 timeout, 409 lock conflict, 429 rate limit: transient despite being 4xx (same set as the SDKs).
+_RETRYABLE_4XX = frozenset({408, 409, 429})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """How often and how long to wait. Delays in seconds."""
+
+    max_attempts: int = 4
+    base_delay: float = 0.5
+    max_delay: float = 8.0
+    # A provider asking for a longer pause than this is not waited for: fail now, let the caller decide.
+    max_retry_after: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1 or self.base_delay < 0 or self.max_delay < self.base_delay:
+            raise ValueError(f"invalid retry policy: {self}")
+
+
+def is_retryable_status(status: int) -> bool:
+    """5xx and 408/409/429 are transient; other 4xx are the request's fault."""
+    return status >= 500 or status in _RETRYABLE_4XX
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait from `retry-after-ms`, else `retry-after` (seconds or HTTP date); None if absent."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    with contextlib.suppress(ValueError):
+        return max(0.0, float(lowered.get("retry-after-ms", "")) / 1000)
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    with contextlib.suppress(ValueError):
+        return max(0.0, float(value))
+    parsed = email.utils.parsedate_tz(value)
+    if parsed is None:
+        return None
+    return max(0.0, float(email.utils.mktime_tz(parsed)) - (time.time() if now is None else now))
+
+
+def backoff_delay(attempt: int, policy: RetryPolicy, rand: float) -> float:
+    """Equal-jitter exponential backoff for retry number `attempt` (1-based); `rand` in [0, 1)."""
+    cap = min(policy.max_delay, policy.base_delay * 2.0 ** (attempt - 1))
+    return cap / 2 + cap / 2 * rand
+
+
+def retry_delay(error: ProviderError, attempt: int, policy: RetryPolicy, rand: float) -> float | None:
+    """Seconds to wait before the next attempt, or None when the error must be raised."""
+    if not error.retryable or attempt >= policy.max_attempts:
+        return None
+    if error.retry_after is not None:
+        return None if error.retry_after > policy.max_retry_after else error.retry_after
+    return backoff_delay(attempt, policy, rand)
+
+
+async def stream_with_retries(
+    open_attempt: Callable[[], AsyncGenerator[StreamItem, None]],
+    classify: Callable[[Exception], ProviderError],
+    policy: RetryPolicy,
+    *,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    rand: Callable[[], float] = random.random,
+) -> AsyncIterator[StreamItem]:
+    """Yield one attempt's items, opening a new attempt on retryable failures before the first item.
+
+    Each attempt generator is closed (`aclose`) however this generator ends, so cancellation or an
+    early `aclose()` by the caller closes the HTTP response.
+    """
+    attempt = 0
+    while True:
+        attempt += 1
+        stream = open_attempt()
+        try:
+            try:
+                first = await anext(stream)
+            except StopAsyncIteration:
+                return
+            except Exception as exc:
+                error = exc if isinstance(exc, ProviderError) else classify(exc)
+                delay = retry_delay(error, attempt, policy, rand())
+                if delay is None:
+                    if error is exc:
+                        raise
+                    raise error from exc
+                await sleep(delay)
+                continue
+            yield first
+            async for item in _classified(stream, classify):
+                yield item
+            return
+        finally:
+            await stream.aclose()
+
+
+async def _classified(
+    stream: AsyncIterator[StreamItem], classify: Callable[[Exception], ProviderError]
+) -> AsyncIterator[StreamItem]:
+    """Pass items through; any failure after the first item becomes a `ProviderError`, unretried."""
+    while True:
+        try:
+            item = await anext(stream)
+        except StopAsyncIteration:
+            return
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise classify(exc) from exc
+        yield item
+
+
+def unexpected_error(exc: Exception, provider: str, model: str) -> ProviderError:
+    """Classify an exception that is not one of the SDK's API errors.
+
+    The Anthropic SDK lets transport errors from its HTTP stack (`httpx2`) escape a stream unwrapped;
+    they are recognised by name so this module needs no import of that undeclared dependency.
+    Anything else is a bug, reported as not retryable so it is not hidden behind retries.
+    """
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if names & {"TimeoutException", "TimeoutError"}:
+        return ProviderError(provider, model, None, True, f"timed out: {exc!r}")
+    if names & {"TransportError", "ConnectionError"}:
+        return ProviderError(provider, model, None, True, f"connection failed: {exc!r}")
+    return ProviderError(provider, model, None, False, f"unexpected {type(exc).__name__}: {exc}")

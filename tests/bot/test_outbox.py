@@ -238,3 +238,14 @@ async def test_fifty_concurrent_runs_in_one_channel_cause_no_429(slack: SlackEmu
     assert [stored_text(slack, r) for r in roots] == [f"run {n}: done" for n in range(50)]
     assert len(slack.calls_to("chat.postMessage")) == 50 * 4
     assert box.stats.coalesced_updates > 0
+
+
+async def test_refs_to_the_same_message_share_one_slot(slack: SlackEmulator, outbox: Outbox) -> None:
+    ref = outbox.post(CHANNEL, text="approval")
+    outbox.update(ref, text="pending 1")  # queued before the ts is known
+    ts = await ref.ts()
+    for i in range(5):
+        outbox.update(MessageRef.existing(CHANNEL, ts), text=f"decided {i}")
+    await outbox.flush()
+    assert len(slack.calls_to("chat.update")) <= 2
+    assert stored_text(slack, ref) == "decided 4"

@@ -7,6 +7,7 @@ so timers survive restarts without a second persistent job store to keep in sync
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import UTC, timedelta
 
@@ -55,6 +56,8 @@ class ExpiryScheduler:
             return
         self._service.use_timer(None)
         scheduler.shutdown(wait=False)
+        # AsyncIOScheduler performs the shutdown in a loop callback; let it run before returning.
+        await asyncio.sleep(0)
 
     def schedule(self, request: ApprovalRequest) -> None:
         """Add (or replace) the expiry job, and the reminder job when it is still ahead."""

@@ -168,7 +168,7 @@ class AgentSession:
         elif workflow:
             for call in workflow:
                 self.messages.append(self._result(call, "Call exactly one workflow tool per turn.", True))
-        else:
+        elif not calls:  # plain text: the agent forgot to finish its turn
             self._remind()
         return False
 

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.config import AgentConfig, BackendConfig, OrchestratorConfig, PriceConfig, TeamConfig
 from orchestrator.errors import ProviderError
 from orchestrator.events import ApprovalRequested, ApprovalResolved, ToolCalled, ToolDecided
 from orchestrator.llm.base import (
@@ -286,3 +287,41 @@ class FakeToolsFactory:
     async def __call__(self, ctx: RunContext) -> FakeRunTools:
         self.built = FakeRunTools(ctx, self.config)
         return self.built
+
+
+# ---- teams --------------------------------------------------------------------------------------
+
+
+def scripted_team(n: int, *, model: str = "scripted", **orchestrator: Any) -> TeamConfig:
+    """`n` agents `a0..a{n-1}` on the OpenAI type (never called: pass `ScriptedModels`), free model prices."""
+    agents = [AgentConfig(id=f"a{i}", backend=BackendConfig(type="openai", model=model)) for i in range(n)]
+    return TeamConfig(
+        agents=agents,
+        orchestrator=OrchestratorConfig(**orchestrator),
+        prices={model: PriceConfig(input_per_mtok=0.0, output_per_mtok=0.0)},
+    )
+
+
+class ScriptedModels:
+    """A `models=` factory for `start_run`: one `ScriptedModelClient` per agent id, kept in `clients`."""
+
+    def __init__(self, scripts: dict[str, Sequence[Turn | Script]] | None = None, *, then: Script = protocol):
+        self._scripts = scripts or {}
+        self._then = then
+        self.clients: dict[str, ScriptedModelClient] = {}
+
+    def __call__(self, agent: AgentConfig) -> ScriptedModelClient:
+        client = ScriptedModelClient(
+            *self._scripts.get(agent.id, ()), then=self._then, model=agent.backend.model
+        )
+        self.clients[agent.id] = client
+        return client
+
+    @property
+    def calls(self) -> int:
+        """Model calls made by all agents."""
+        return sum(len(c.requests) for c in self.clients.values())
+
+    @property
+    def prompt_chars(self) -> int:
+        return sum(r.prompt_chars() for c in self.clients.values() for r in c.requests)

@@ -147,6 +147,10 @@ class PermissionGate:
             return await self._finish(call, decision, True, decision.reason)
         return await self._ask(engine, call, decision)
 
+    async def refuse(self, call: GateCall, reason: str, *, layer: str = "boundary") -> None:
+        """Audit a refusal decided before the engine (e.g. a write outside the own workspace)."""
+        await self._audit(call, "deny", layer=layer, risk="high", reason=reason)
+
     def _side_effect_refusal(self, call: GateCall) -> str | None:
         if call.phase == "coordination":
             return DEFERRED

@@ -256,11 +256,11 @@ def read_file(args: ReadFileArgs, env: ToolEnv) -> str:
 
 
 def write_file(args: WriteFileArgs, env: ToolEnv) -> str:
-    """Write inside the own workspace only: peers' workspaces and anything outside are refused."""
+    """Write inside the own workspace only (checked on the real path, so symlinks cannot lead out)."""
     target = resolve(args.path, env.workspace)
     real = os.path.realpath(target)  # a link to a file inside the workspace is fine, outside is not
     if not _inside(real, env.workspace) or real == os.path.realpath(env.workspace):
-        return f"refused: write_file writes only inside your own workspace ({env.workspace}), not {target}"
+        raise PermissionError(f"refused: write_file writes only inside your own workspace, not {target}")
     data = args.content.encode()
     fd = _open_real(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, create_dirs=True)
     with os.fdopen(fd, "wb") as handle:

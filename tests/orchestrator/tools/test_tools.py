@@ -111,8 +111,8 @@ async def test_write_file_creates_directories_inside_the_workspace(env: ToolEnv)
 @pytest.mark.parametrize("path", ["../beta/theirs.txt", "/tmp/outside.txt", "escape/pwned.txt"])
 async def test_write_file_never_leaves_the_workspace(env: ToolEnv, path: str, tmp_path: Path) -> None:
     (env.workspace / "escape").symlink_to(tmp_path)  # a symlinked directory pointing out
-    result = await run("write_file", {"path": path, "content": "pwned"}, env)
-    assert result.startswith("refused: write_file writes only inside your own workspace")
+    with pytest.raises(PermissionError, match="write_file writes only inside your own workspace"):
+        await run("write_file", {"path": path, "content": "pwned"}, env)
     assert (env.peers[0] / "theirs.txt").read_text() == "peer answer\n"
     assert not (tmp_path / "pwned.txt").exists()
 
@@ -122,8 +122,8 @@ async def test_write_through_a_symlinked_file_is_refused(env: ToolEnv, tmp_path:
     victim.write_text("original")
     (env.workspace / "trap.txt").symlink_to(victim)
     # The realpath of the link leaves the workspace: refused before any open.
-    result = await run("write_file", {"path": "trap.txt", "content": "pwned"}, env)
-    assert result.startswith("refused")
+    with pytest.raises(PermissionError):
+        await run("write_file", {"path": "trap.txt", "content": "pwned"}, env)
     assert victim.read_text() == "original"
 
 

@@ -1,0 +1,72 @@
+"""Sandbox and tool overhead: what bubblewrap adds to a command, and file-tool latency.
+
+Prints p50/p99 per call for `true` run unconfined vs under bubblewrap, the ratio, and the
+latency of read_file/write_file/search_files on a small workspace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from orchestrator.sandbox import Sandbox, SandboxSpec
+from orchestrator.tools import ToolEnv, execute, parse_args
+
+RUNS = 60
+
+
+def _pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def _time(fn: Callable[[], Awaitable[object]], runs: int = RUNS) -> list[float]:
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        await fn()
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+def _report(name: str, samples: list[float]) -> float:
+    p50 = statistics.median(samples)
+    print(f"   {name:<28} p50 {p50:7.2f} ms   p99 {_pct(samples, 0.99):7.2f} ms")
+    return p50
+
+
+async def _run(ws: Path) -> None:
+    spec = SandboxSpec(workspace=ws, timeout_s=10)
+    plain = _report("command, sandbox: none", await _time(lambda: Sandbox("none").run("true", spec)))
+    if shutil.which("bwrap"):
+        boxed = Sandbox("bwrap")
+        await boxed.check()
+        confined = _report("command, bubblewrap", await _time(lambda: boxed.run("true", spec)))
+        print(f"   bubblewrap overhead ratio   {confined / plain:.2f}x")
+    else:
+        print("   bubblewrap not installed: skipped")
+    for i in range(200):
+        (ws / f"f{i}.py").write_text(f"def f{i}():\n    return {i}\n" * 20)
+    env = ToolEnv(workspace=ws, sandbox=Sandbox("none"))
+    calls = {
+        "read_file": ("read_file", {"path": "f7.py"}),
+        "write_file": ("write_file", {"path": "out/new.py", "content": "x = 1\n" * 100}),
+        "search_files (200 files)": ("search_files", {"pattern": r"return 1\d\d"}),
+    }
+    for label, (tool, arguments) in calls.items():
+        args = parse_args(tool, arguments)
+        _report(label, await _time(lambda args=args: execute(args, env)))
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as tmp:
+        asyncio.run(_run(Path(tmp)))
+
+
+if __name__ == "__main__":
+    main()

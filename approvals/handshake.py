@@ -70,6 +70,10 @@ class FileHandshake:
         self._service = service
         self._poll_interval = poll_interval
 
+    @property
+    def directory(self) -> Path:
+        return self._dir
+
     def _ensure_dir(self) -> None:
         self._dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = self._dir.lstat()

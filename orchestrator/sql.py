@@ -1,0 +1,136 @@
+"""`RunStore` on SQLAlchemy async (SQLite or PostgreSQL): a `runs` summary row plus the `run_events` log.
+
+Events are stored as their stable JSON (`orchestrator.events.to_json`) keyed by (run_id, seq), so a
+stored run can always be folded back into its coordination state (`coordination.rebuild_state`).
+Engines come from `approvals.sql.make_engine` (WAL and busy timeout on SQLite).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, insert, select, update
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from approvals.sql import make_engine
+from orchestrator.errors import RunStoreError
+from orchestrator.events import RunEvent, from_json, to_json
+from orchestrator.store import RunStatus, RunSummary, summarise
+
+metadata = MetaData()
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("task", Text, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("requester", String(255)),
+    Column("started_at", Float, nullable=False),
+    Column("ended_at", Float),
+    Column("winner", String(64)),
+    Column("salvage", String(64)),
+    Column("cost_usd", Float, nullable=False, default=0.0),
+    Column("input_tokens", Integer, nullable=False, default=0),
+    Column("output_tokens", Integer, nullable=False, default=0),
+    Column("last_seq", Integer, nullable=False, default=0),
+    Index("ix_runs_started_at", "started_at"),
+)
+
+run_events = Table(
+    "run_events",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("kind", String(32), nullable=False),
+    Column("at", Float, nullable=False),
+    Column("data", Text, nullable=False),
+)
+
+_SUMMARY_KINDS = frozenset({"started", "usage", "finished", "failed", "cancelled"})
+
+
+async def create_run_schema(engine: AsyncEngine) -> None:
+    """Create the run tables unless they exist; safe on every start-up."""
+    async with engine.begin() as conn:
+        await conn.run_sync(metadata.create_all, checkfirst=True)
+
+
+class SqlRunStore:
+    """The run store on a database; `await SqlRunStore.open(url)` creates the engine and schema."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    @classmethod
+    async def open(cls, url: str) -> SqlRunStore:
+        """Connect to `url` (plain or async SQLAlchemy URL) and make sure the tables exist."""
+        engine = make_engine(url)
+        await create_run_schema(engine)
+        return cls(engine)
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    async def append(self, event: RunEvent) -> None:
+        """Insert the event and, for summary-changing events, update the run row, in one transaction."""
+        row = {
+            "run_id": event.run_id,
+            "seq": event.seq,
+            "kind": event.kind,
+            "at": event.at,
+            "data": to_json(event),
+        }
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(insert(run_events).values(**row))
+                if event.kind in _SUMMARY_KINDS:
+                    await self._summarise(conn, event)
+        except IntegrityError as exc:
+            raise RunStoreError(f"run {event.run_id}: event seq {event.seq} already stored") from exc
+        except SQLAlchemyError as exc:
+            raise RunStoreError(f"run {event.run_id}: cannot store event {event.seq}: {exc}") from exc
+
+    async def _summarise(self, conn: AsyncConnection, event: RunEvent) -> None:
+        current = await self._get(conn, event.run_id)
+        summary = summarise(current, event)
+        if summary is None:
+            raise RunStoreError(f"run {event.run_id}: {event.kind} before `started`")
+        values = asdict(summary)
+        if current is None:
+            await conn.execute(insert(runs).values(**values))
+        else:
+            await conn.execute(update(runs).where(runs.c.run_id == event.run_id).values(**values))
+
+    async def events(self, run_id: str) -> list[RunEvent]:
+        """The run's events in seq order."""
+        query = select(run_events.c.data).where(run_events.c.run_id == run_id).order_by(run_events.c.seq)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).scalars().all()
+        return [from_json(data) for data in rows]
+
+    async def runs(self, limit: int = 50, *, status: RunStatus | None = None) -> list[RunSummary]:
+        """Most recently started first."""
+        query = select(runs).order_by(runs.c.started_at.desc()).limit(limit)
+        if status is not None:
+            query = query.where(runs.c.status == status)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).mappings().all()
+        return [_summary(row) for row in rows]
+
+    async def get(self, run_id: str) -> RunSummary | None:
+        """One run's summary, or None."""
+        async with self.engine.connect() as conn:
+            return await self._get(conn, run_id)
+
+    @staticmethod
+    async def _get(conn: AsyncConnection, run_id: str) -> RunSummary | None:
+        row = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).mappings().first()
+        return _summary(row) if row is not None else None
+
+
+def _summary(row: Any) -> RunSummary:
+    values: dict[str, Any] = {column.name: row[column.name] for column in runs.columns}
+    return RunSummary(**values)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from anthropic import AsyncAnthropic
@@ -72,3 +72,9 @@ def end_of(items: Sequence[StreamItem]) -> TurnEnd:
     assert isinstance(items[-1], TurnEnd), items
     assert sum(isinstance(i, TurnEnd) for i in items) == 1
     return items[-1]
+
+
+async def drain(stream: AsyncIterator[StreamItem], into: list[StreamItem]) -> None:
+    """Append every item to `into` (kept when the stream fails part-way)."""
+    async for item in stream:
+        into.append(item)

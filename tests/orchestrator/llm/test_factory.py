@@ -1,0 +1,108 @@
+"""The factory: backend types, key resolution, presets, and a real turn per type."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from orchestrator.errors import ProviderConfigError
+from orchestrator.llm.anthropic import AnthropicClient
+from orchestrator.llm.factory import PLACEHOLDER_API_KEY, PRESETS, close_model_client, make_model_client
+from orchestrator.llm.openai import ChatCompletionsClient, OpenAIResponsesClient
+from tests.fakes.provider_server import ProviderServer, Reply, scripted
+from tests.orchestrator.llm.helpers import collect, end_of, text_of
+
+
+def sdk_of(client: Any) -> Any:
+    return client._client  # the SDK client the adapter wraps: what a request would use
+
+
+@pytest.mark.parametrize(
+    ("kind", "cls", "url"),
+    [
+        # No base_url: the SDK's own variable decides, which conftest points at a closed port.
+        ("openai", OpenAIResponsesClient, "http://127.0.0.1:9/v1/"),
+        ("chatcompletion", ChatCompletionsClient, "http://127.0.0.1:9/v1/"),
+        ("claude", AnthropicClient, "http://127.0.0.1:9"),
+        ("anthropic", AnthropicClient, "http://127.0.0.1:9"),
+        ("groq", ChatCompletionsClient, "https://api.groq.com/openai/v1/"),
+        ("grok", ChatCompletionsClient, "https://api.x.ai/v1/"),
+    ],
+)
+async def test_types_map_to_adapters_and_endpoints(kind: str, cls: type, url: str) -> None:
+    env = {"OPENAI_API_KEY": "o", "ANTHROPIC_API_KEY": "a", "GROQ_API_KEY": "g", "XAI_API_KEY": "x"}
+    client = make_model_client(type=kind, model="m", env=env)
+    assert isinstance(client, cls)
+    assert str(sdk_of(client).base_url) == url
+    assert sdk_of(client).max_retries == 0  # our retry layer owns retries
+    await close_model_client(client)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "env", "key"),
+    [
+        ({"type": "openai", "api_key": "given"}, {"OPENAI_API_KEY": "env"}, "given"),
+        ({"type": "openai"}, {"OPENAI_API_KEY": "env"}, "env"),
+        ({"type": "claude"}, {"ANTHROPIC_API_KEY": "env"}, "env"),
+        ({"type": "chatcompletion", "base_url": "http://127.0.0.1:1/v1"}, {}, PLACEHOLDER_API_KEY),
+        ({"type": "openai"}, {"OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}, PLACEHOLDER_API_KEY),
+        ({"type": "ollama"}, {}, PLACEHOLDER_API_KEY),
+        ({"type": "groq"}, {"GROQ_API_KEY": "gk", "OPENAI_API_KEY": "wrong"}, "gk"),
+        ({"type": "chatcompletion", "api_key_env": "MY_KEY"}, {"MY_KEY": "mine"}, "mine"),
+    ],
+)
+async def test_api_key_resolution(kwargs: dict[str, Any], env: dict[str, str], key: str) -> None:
+    client = make_model_client(model="m", env=env, **kwargs)
+    assert sdk_of(client).api_key == key
+    await close_model_client(client)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"type": "openai"}, "set OPENAI_API_KEY"),
+        ({"type": "claude"}, "set ANTHROPIC_API_KEY"),
+        ({"type": "groq"}, "set GROQ_API_KEY"),
+        ({"type": "gemini"}, "set GEMINI_API_KEY"),
+        ({"type": "bard"}, "unknown backend type 'bard'"),
+        ({"type": "openai", "model": ""}, "model must not be empty"),
+        ({"type": "openai", "api_key": "k", "timeout_s": 0}, "timeout_s must be > 0"),
+    ],
+)
+def test_misconfiguration_fails_with_a_clear_error(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ProviderConfigError, match=message):
+        make_model_client(**{"model": "m", **kwargs}, env={})
+
+
+def test_presets_are_well_formed() -> None:
+    for name, (url, env_var) in PRESETS.items():
+        assert url.startswith(("https://", "http://127.0.0.1")), name
+        assert env_var is None or env_var.endswith("_API_KEY"), name
+
+
+@pytest.mark.parametrize("kind", ["openai", "chatcompletion", "claude", "vllm"])
+async def test_a_turn_through_each_type(kind: str) -> None:
+    async with ProviderServer(scripted(Reply(text="it works", usage=(3, 2)))) as server:
+        url = server.anthropic_base_url if kind == "claude" else server.openai_base_url
+        client = make_model_client(type=kind, model=f"{kind}-model", base_url=url, extra={"temperature": 0.2})
+        items = await collect(client)  # type: ignore[arg-type]
+        await close_model_client(client)
+    assert text_of(items) == "it works"
+    assert end_of(items).usage.output_tokens == 2
+    [request] = server.requests
+    assert request.model == f"{kind}-model"
+    assert request.raw["temperature"] == 0.2  # provider params ride in the body (extra_body)
+    if kind == "claude":
+        assert request.raw["max_tokens"] == 4096
+        # anthropic 2.14 sends the key as a Bearer token; earlier 2.x used x-api-key.
+        auth = request.headers.get("authorization", "") + request.headers.get("x-api-key", "")
+        assert PLACEHOLDER_API_KEY in auth
+
+
+def test_importing_the_factory_does_not_import_the_sdks() -> None:
+    code = "import sys, orchestrator.llm.factory; print(sorted({'openai', 'anthropic'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,205 @@
+"""Judging a `command(<shell text>)` action: floor, rules, boundaries and risk for every part."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from approvals.accesses import accesses
+from approvals.decisions import Layer, Verdict
+from approvals.findings import Finding
+from approvals.floor import invocation_floor, lexical_floor
+from approvals.invocation import Expansion, Invocation, expand
+from approvals.paths import Boundary, within
+from approvals.risk import RiskInfo, classify
+from approvals.rules import Bucket, Rule, RuleSet
+from approvals.words import UNKNOWN
+
+_SECRET_VARIABLE = re.compile(
+    r"(KEY|TOKEN|SECRET|PASS|PASSWD|PASSWORD|CRED|AUTH|PRIVATE|SESSION|COOKIE|SIGNATURE|CERT|DSN|"
+    r"DATABASE_URL|CONN)",
+    re.I,
+)
+_BENIGN_VARIABLES = frozenset(
+    """
+    HOME PWD OLDPWD PATH USER LOGNAME SHELL LANG LC_ALL TERM HOSTNAME TMPDIR PYTHONPATH VIRTUAL_ENV
+    CI RANDOM LINENO SECONDS BASH_VERSION EDITOR PAGER GOPATH GOROOT NODE_ENV ? ! $ # @ * - _ 0 1 2
+    3 4 5 6 7 8 9
+    """.split()  # noqa: SIM905
+)
+_PRINTERS = frozenset({"echo", "printf", "print", "cat", "tee", "logger", "wall", "write"})
+_DELETERS = frozenset({"rm", "rmdir", "mv", "shred", "unlink", "chmod", "chown", "chgrp"})
+_LIST_SOURCES = frozenset({"find", "fd", "ls", "git", "grep", "rg", "echo", "printf"})
+
+
+@dataclass(frozen=True, slots=True)
+class CommandJudge:
+    """Judges shell text against a boundary and a rule set."""
+
+    boundary: Boundary
+    rules: RuleSet
+
+    def judge(self, text: str) -> Iterator[Finding]:
+        """Every finding for one command action (the engine takes the worst)."""
+        if not text.strip():
+            yield Finding("deny", "medium", "policy", "empty command")
+            return
+        expansion = expand(text)
+        cwds = list(self._cwds(expansion))
+        floor = self._floor(text, expansion, cwds)
+        if floor is not None:
+            yield floor
+            return
+        for problem in expansion.problems:
+            yield Finding("ask", "high", "risk", f"not plain words: {problem}", broad=True)
+        if not expansion.invocations and not expansion.problems:
+            yield Finding("allow", "low", "risk", "no command to run")
+        for inv, cwd in zip(expansion.invocations, cwds, strict=True):
+            yield from self._invocation(inv, cwd, expansion.local_names)
+
+    def _cwds(self, expansion: Expansion) -> Iterator[str]:
+        """The directory each invocation runs in, following `cd` (unknown after `cd $X`)."""
+        cwd = self.boundary.workspace
+        for inv in expansion.invocations:
+            yield cwd
+            if inv.program in ("cd", "pushd", "chdir") and inv.depth == 0:
+                operands = [a for a in inv.argv[1:] if not a.startswith("-")]
+                if not operands:
+                    cwd = self.boundary.home
+                elif UNKNOWN in operands[0] or cwd == UNKNOWN:
+                    cwd = UNKNOWN
+                else:
+                    cwd = self.boundary.absolute(operands[0], cwd)
+            elif inv.program == "popd":
+                cwd = UNKNOWN
+
+    def _floor(self, text: str, expansion: Expansion, cwds: list[str]) -> Finding | None:
+        home = self.boundary.home
+        reason = "fork bomb" if expansion.fork_bomb else None
+        for inv, cwd in zip(expansion.invocations, cwds, strict=True):
+            if reason is not None:
+                break
+            base = self.boundary.workspace if cwd == UNKNOWN else cwd
+            reason = invocation_floor(inv, lambda t, b=base: self.boundary.absolute(t, b), home)  # type: ignore[misc]
+        if reason is None and (expansion.parse_error or expansion.problems):
+            reason = lexical_floor(text, lambda t: self.boundary.absolute(t), home)
+        if reason is None:
+            return None
+        return Finding("deny", "critical", "floor", reason, broad=True)
+
+    def _invocation(self, inv: Invocation, cwd: str, local_names: frozenset[str]) -> Iterator[Finding]:
+        yield self._rules(inv, classify(inv))
+        for problem in inv.problems:
+            yield Finding("ask", "high", "risk", f"{inv.program}: {problem}", broad=True)
+        yield from self._paths(inv, cwd)
+        yield from self._variables(inv, local_names)
+        if (
+            inv.extra_args
+            and "xargs" in inv.wrappers
+            and inv.program in _DELETERS | {"cp", "tee", "truncate"}
+        ) and not self._upstream_inside(inv):
+            yield Finding("ask", "medium", "boundary", f"{inv.program} acts on paths read from its input")
+
+    def _rules(self, inv: Invocation, info: RiskInfo) -> Finding:
+        texts = {inv.text, _canonical(inv)}
+        verdict: Verdict = "allow" if info.risk == "low" else "ask"
+        layer: Layer = "risk"
+        reason = info.reason
+        rule = self._first("deny", texts) or self._first("ask", texts)
+        if rule is None and not inv.problems:
+            # A wildcard rule never approves code handed to an interpreter inline.
+            allow = (
+                r
+                for r in self.rules.of("allow", "command")
+                if not (r.has_wildcard and inv.inline_code is not None)
+            )
+            rule = next((r for r in allow if r.matches_command(inv.text)), None)
+        if rule is not None:
+            verdict, layer, reason = rule.bucket, "rule", f"{rule.bucket} rule {rule.text}"
+        return Finding(
+            verdict, info.risk, layer, reason, rule=rule.text if rule else None,
+            egress=info.egress, side_effect=info.side_effect, broad=info.broad,
+        )  # fmt: skip
+
+    def _first(self, bucket: Bucket, texts: set[str]) -> Rule | None:
+        return next((r for r in self.rules.of(bucket, "command") if any(map(r.matches_command, texts))), None)
+
+    def _paths(self, inv: Invocation, cwd: str) -> Iterator[Finding]:
+        for access in accesses(inv):
+            finding = path_finding(self.boundary, self.rules, access.text, write=access.write, cwd=cwd)
+            yield finding
+            if access.write and inv.program in _DELETERS and UNKNOWN not in access.text and cwd != UNKNOWN:
+                path = self.boundary.absolute(access.text, cwd)
+                if within(self.boundary.workspace, path):
+                    yield Finding("ask", "high", "boundary", "deletes or moves the workspace itself")
+
+    def _variables(self, inv: Invocation, local_names: frozenset[str]) -> Iterator[Finding]:
+        for word in inv.words[1:]:
+            for name in word.variables:
+                if name in _BENIGN_VARIABLES or name in local_names:
+                    continue
+                if _SECRET_VARIABLE.search(name) or inv.program in _PRINTERS:
+                    yield Finding(
+                        "ask", "high", "boundary", f"exposes environment variable ${name}", sensitive=True
+                    )
+
+    def _upstream_inside(self, inv: Invocation) -> bool:
+        upstream = inv.command.upstream
+        if not upstream or posixpath.basename(upstream[0]) not in _LIST_SOURCES:
+            return False
+        paths = [a for a in upstream[1:] if not a.startswith("-") and ("/" in a or a.startswith((".", "~")))]
+        return all(
+            UNKNOWN not in p and within(self.boundary.absolute(p), self.boundary.workspace) for p in paths
+        )
+
+
+def path_finding(
+    boundary: Boundary, rules: RuleSet, text: str, *, write: bool, cwd: str | None = None
+) -> Finding:
+    """Boundary and read/write rules for one path access."""
+    judged = boundary.judge(text, write=write, cwd=cwd)
+    kind = "write" if write else "read"
+    if judged.verdict == "deny":
+        return Finding("deny", judged.risk, "floor", f"{judged.reason}: {judged.path}", broad=True)
+    candidates = {judged.path}
+    if UNKNOWN not in text and cwd != UNKNOWN:
+        candidates.add(boundary.absolute(text, cwd))
+    ws, home = boundary.workspace, boundary.home
+    # A read deny also covers writes: what may not be read may not be overwritten either.
+    for bucket_kind in {kind, "read"} if write else {kind}:
+        for rule in rules.of("deny", bucket_kind):
+            if any(rule.matches_path(p, workspace=ws, home=home) for p in candidates):
+                return Finding("deny", judged.risk, "rule", f"denied by rule {rule.text}", rule=rule.text)
+    for bucket_kind in {kind, "read"} if write else {kind}:
+        for rule in rules.of("ask", bucket_kind):
+            if any(rule.matches_path(p, workspace=ws, home=home) for p in candidates):
+                return Finding(
+                    "ask",
+                    judged.risk,
+                    "rule",
+                    f"rule {rule.text} asks",
+                    rule=rule.text,
+                    sensitive=judged.sensitive,
+                )
+    if judged.verdict == "ask" and not judged.sensitive and judged.klass != "unknown":
+        for rule in rules.of("allow", kind):
+            if all(rule.matches_path(p, workspace=ws, home=home) for p in candidates):
+                return Finding("allow", judged.risk, "rule", f"allowed by rule {rule.text}", rule=rule.text)
+    egress = judged.klass == "network"
+    return Finding(
+        judged.verdict, judged.risk, "boundary", f"{judged.reason}: {judged.path}",
+        sensitive=judged.sensitive, egress=egress, broad=egress,
+    )  # fmt: skip
+
+
+def _canonical(inv: Invocation) -> str:
+    """git with global options removed (`git -C p --no-pager push` → `git push`), for deny/ask rules."""
+    if inv.program != "git":
+        return inv.text
+    args = list(inv.argv[1:])
+    while args and args[0].startswith("-"):
+        takes_value = args[0] in ("-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path")
+        args = args[2:] if takes_value else args[1:]
+    return " ".join(["git", *args])

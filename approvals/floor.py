@@ -1,0 +1,193 @@
+"""The floor: destructive commands that nothing overrides (no rule, no policy, no approval).
+
+It judges invocations (programs that really run, after wrappers and `-c` strings), never raw text,
+so a commit message or an `echo` that merely mentions `rm -rf /` is not floored.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+import re
+import shlex
+from collections.abc import Callable, Iterable
+
+from approvals.invocation import Invocation, expand_script
+from approvals.shell import Script, SimpleCommand
+from approvals.words import UNKNOWN, Word
+
+# Top-level directories whose recursive deletion or chmod breaks the machine (Linux and macOS).
+SYSTEM_DIRS = frozenset(
+    """
+    /bin /boot /dev /etc /home /lib /lib32 /lib64 /libx32 /media /mnt /opt /proc /root /run /sbin
+    /srv /sys /tmp /usr /var /snap /nix /Users /System /Library /Applications /Volumes /private
+    /cores /usr/bin /usr/sbin /usr/lib /usr/lib64 /usr/local /usr/share /usr/include /usr/libexec
+    /var/lib /var/log /var/db /etc/ssl /System/Library /private/etc /private/var
+    """.split()  # noqa: SIM905
+)
+_FS_MAKERS = re.compile(r"^(mkfs(\..+)?|mke2fs|mkswap|wipefs|blkdiscard|mkdosfs|mkntfs|newfs(_.+)?|mkfs_.+)$")
+_PARTITIONERS = frozenset({"fdisk", "sfdisk", "cfdisk", "parted", "sgdisk", "gdisk"})
+_DESTRUCTIVE_EXEC = frozenset({"rm", "shred", "unlink", "rmdir", "mv", "chmod", "chown", "truncate", "dd"})
+_FORK_BOMB = re.compile(r"(\S+)\s*\(\s*\)\s*\{[^}]*\1\s*\|\s*\1\s*&")
+
+Resolve = Callable[[str], str]
+
+
+def is_critical(path: str, home: str) -> bool:
+    """`/`, a system directory, the home directory or an ancestor of it, or a broad glob over one."""
+    if UNKNOWN in path:
+        return False
+    if any(ch in path for ch in "*?["):
+        parent = posixpath.dirname(path.rstrip("/")) or "/"
+        base = posixpath.basename(path.rstrip("/"))
+        if not re.search(r"[A-Za-z0-9]", base) and (parent == "/" or _critical_exact(parent, home)):
+            return True
+        return any(fnmatch.fnmatchcase(d, path.rstrip("/")) for d in (*SYSTEM_DIRS, home))
+    return _critical_exact(path, home)
+
+
+def _critical_exact(path: str, home: str) -> bool:
+    path = path.rstrip("/") or "/"
+    if path == "/" or path in SYSTEM_DIRS:
+        return True
+    return home == path or home.startswith(path + "/") or bool(re.fullmatch(r"/(home|Users)/[^/]+", path))
+
+
+def _brace_variants(text: str) -> list[str]:
+    """Expand one level of `{a,b}` (enough to see `/{etc,usr}`), capped."""
+    match = re.search(r"\{([^{}]*,[^{}]*)\}", text)
+    if not match:
+        return [text]
+    return [text[: match.start()] + alt + text[match.end() :] for alt in match.group(1).split(",")][:16]
+
+
+def _operand_paths(words: Iterable[Word], resolve: Resolve) -> list[str]:
+    paths: list[str] = []
+    for word in words:
+        if word.text.startswith("-") and word.text != "-":
+            continue
+        for candidate in word.candidates():
+            for variant in _brace_variants(candidate):
+                if variant and UNKNOWN not in variant:
+                    paths.append(resolve(variant))
+    return paths
+
+
+def _operands(inv: Invocation) -> list[Word]:
+    words = list(inv.words[1:])
+    if "--" in [w.text for w in words]:
+        index = [w.text for w in words].index("--")
+        return [w for w in words[:index] if not w.text.startswith("-")] + words[index + 1 :]
+    return [w for w in words if not w.text.startswith("-") or w.text == "-"]
+
+
+def _recursive(inv: Invocation) -> bool:
+    for word in inv.words[1:]:
+        text = word.text
+        if text == "--":
+            break
+        if text in ("--recursive", "--no-preserve-root") or (
+            text.startswith("-") and not text.startswith("--") and ("r" in text or "R" in text)
+        ):
+            return True
+    return False
+
+
+def invocation_floor(inv: Invocation, resolve: Resolve, home: str) -> str | None:
+    """The floor reason for one invocation, or None."""
+    program = inv.program
+    if program == "rm" and _recursive(inv):
+        if any(is_critical(p, home) for p in _operand_paths(_operands(inv), resolve)):
+            return "recursive deletion of the root, home or a system directory"
+        if inv.extra_args and _upstream_critical(inv.command, resolve, home):
+            return "recursive deletion of paths listed from a system directory"
+    if program == "mv" and any(is_critical(p, home) for p in _operand_paths(_operands(inv)[:-1], resolve)):
+        return "moves the root, home or a system directory away"
+    if program in ("chmod", "chown", "chgrp", "setfacl") and _recursive(inv):
+        operands = _operands(inv)[1:]
+        if any(is_critical(p, home) for p in _operand_paths(operands, resolve)):
+            return f"recursive {program} of the root, home or a system directory"
+    if _FS_MAKERS.match(program):
+        return "creates or wipes a filesystem"
+    if program in _PARTITIONERS and not any(w.text in ("-l", "--list", "print") for w in inv.words[1:]):
+        return "rewrites a partition table"
+    if program == "shred" and any(p.startswith("/dev/") for p in _operand_paths(_operands(inv), resolve)):
+        return "shreds a device"
+    if program == "find":
+        return _find_floor(inv, resolve, home)
+    if program == "rm" and inv.extra_args and "find" in inv.wrappers:
+        return None  # the find invocation itself carries the verdict
+    return None
+
+
+def _find_floor(inv: Invocation, resolve: Resolve, home: str) -> str | None:
+    texts = [w.text for w in inv.words]
+    roots: list[Word] = []
+    for word in inv.words[1:]:
+        if word.text.startswith(("-", "(", "!")):
+            break
+        roots.append(word)
+    destructive = "-delete" in texts or any(
+        texts[i] in ("-exec", "-execdir", "-ok", "-okdir")
+        and i + 1 < len(texts)
+        and posixpath.basename(texts[i + 1]) in _DESTRUCTIVE_EXEC
+        for i in range(len(texts))
+    )
+    if destructive and any(is_critical(p, home) for p in _operand_paths(roots, resolve)):
+        return "find over the root, home or a system directory that deletes or changes what it finds"
+    return None
+
+
+def _upstream_critical(command: SimpleCommand, resolve: Resolve, home: str) -> bool:
+    upstream = command.upstream
+    if not upstream or posixpath.basename(upstream[0]) not in ("find", "ls", "echo", "printf"):
+        return False
+    paths = _operand_paths([Word(text=t) for t in upstream[1:]], resolve)
+    return any(is_critical(p, home) for p in paths)
+
+
+def script_floor(
+    script: Script, invocations: Iterable[Invocation], resolve: Resolve, home: str
+) -> str | None:
+    """Floor reason for parsed shell text, or None."""
+    if script.fork_bomb:
+        return "fork bomb"
+    for inv in invocations:
+        reason = invocation_floor(inv, resolve, home)
+        if reason is not None:
+            return reason
+    return None
+
+
+def lexical_floor(text: str, resolve: Resolve, home: str) -> str | None:
+    """Second opinion for text the grammar could not parse cleanly: split on operators, no grammar."""
+    if _FORK_BOMB.search(text):
+        return "fork bomb"
+    for segment in _segments(text):
+        words = tuple(Word(text=t) for t in segment)
+        if not words:
+            continue
+        script = Script(commands=(SimpleCommand(words),), problems=())
+        reason = script_floor(script, expand_script(script), resolve, home)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _segments(text: str) -> list[list[str]]:
+    cleaned = re.sub(r"[`]|\$\(|<\(|>\(", " ; ", text)
+    try:
+        lexer = shlex.shlex(cleaned, posix=True, punctuation_chars=";&|(){}<>\n")
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+    except ValueError:
+        tokens = re.split(
+            r"\s+", re.sub(r"([;&|(){}<>\n])", r" \1 ", cleaned.replace('"', " ").replace("'", " "))
+        )
+    segments: list[list[str]] = [[]]
+    for token in tokens:
+        if token and set(token) <= set(";&|(){}<>\n"):
+            segments.append([])
+        elif token:
+            segments[-1].append(token)
+    return segments

@@ -1,0 +1,291 @@
+"""From simple commands to the programs that really run: strip wrappers, open `-c` strings and eval."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from approvals.shell import Script, SimpleCommand, parse_shell
+from approvals.words import UNKNOWN, Word
+
+MAX_DEPTH = 6
+SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox"})
+# Pure wrappers: they run their operand and change nothing else that matters to a permission check.
+# Each maps to (options that take a value, number of leading operands before the command).
+_WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
+    "timeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),
+    "nice": (frozenset({"-n", "--adjustment"}), 0),
+    "nohup": (frozenset(), 0),
+    "time": (frozenset({"-f", "--format", "-o", "--output"}), 0),
+    "command": (frozenset(), 0),
+    "builtin": (frozenset(), 0),
+    "exec": (frozenset({"-a"}), 0),
+    "noglob": (frozenset(), 0),
+    "stdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0),
+    "ionice": (frozenset({"-c", "-n", "-p", "--class", "--classdata"}), 0),
+    "unbuffer": (frozenset(), 0),
+    "chronic": (frozenset(), 0),
+    "setsid": (frozenset(), 0),
+    "taskset": (frozenset(), 1),
+    "caffeinate": (frozenset({"-t", "-w"}), 0),
+}
+# Runners that change privilege: judged as themselves (high risk) *and* for what they run.
+_PRIVILEGE_RUNNERS: dict[str, frozenset[str]] = {
+    "sudo": frozenset({"-u", "-g", "-h", "-p", "-C", "-D", "-R", "-T", "-U", "--user", "--group"}),
+    "doas": frozenset({"-u", "-C"}),
+    "pkexec": frozenset({"--user"}),
+    "run0": frozenset({"--user", "-u"}),
+}
+_XARGS_VALUE_OPTIONS = frozenset(
+    {"-I", "-n", "-P", "-d", "-L", "-s", "-a", "-E", "--max-args", "--max-procs", "--delimiter", "--arg-file"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """One program run: `argv[0]` is the program's basename; `words` are the de-quoted words."""
+
+    argv: tuple[str, ...]
+    words: tuple[Word, ...]
+    command: SimpleCommand
+    wrappers: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    # xargs appends arguments read from stdin, so the full argv is not known.
+    extra_args: bool = False
+    # Code handed to an interpreter inline (`python -c`, `node -e`, a here-doc), for the risk check.
+    inline_code: str | None = None
+    # Nesting depth: 0 for text the agent wrote, 1+ for `-c` strings, eval and substitutions.
+    depth: int = 0
+
+    @property
+    def program(self) -> str:
+        return self.argv[0] if self.argv else ""
+
+    @property
+    def text(self) -> str:
+        """The command as a rule sees it: words joined by single spaces."""
+        return " ".join(self.argv).replace(UNKNOWN, "$?")
+
+
+@dataclass(frozen=True, slots=True)
+class Expansion:
+    """Every invocation in a piece of shell text, and reasons it is not plain words."""
+
+    invocations: tuple[Invocation, ...]
+    problems: tuple[str, ...]
+    fork_bomb: bool
+    local_names: frozenset[str]
+    parse_error: bool
+
+
+def expand(text: str, depth: int = 0) -> Expansion:
+    """Parse shell text and expand wrappers and nested shells, recursively."""
+    script = parse_shell(text)
+    invocations: list[Invocation] = []
+    problems = list(script.problems)
+    fork_bomb = script.fork_bomb
+    local_names = set(script.local_names)
+    parse_error = script.parse_error
+    for command in script.commands:
+        for inv in _unwrap(command, depth):
+            invocations.append(inv)
+            problems.extend(inv.problems)
+            if inv.program == "eval":
+                problems.append("eval runs text as shell code")
+            nested = _nested_shell_text(inv)
+            if nested is None:
+                continue
+            if UNKNOWN in nested:
+                problems.append(f"{inv.program} runs shell text computed at run time")
+                nested = nested.replace(UNKNOWN, "${__unknown__}")
+            if depth >= MAX_DEPTH:
+                problems.append("shell nesting too deep")
+                continue
+            sub = expand(nested, depth + 1)
+            invocations.extend(sub.invocations)
+            problems.extend(sub.problems)
+            fork_bomb = fork_bomb or sub.fork_bomb
+            local_names |= sub.local_names
+            parse_error = parse_error or sub.parse_error
+    return Expansion(
+        tuple(invocations), tuple(dict.fromkeys(problems)), fork_bomb, frozenset(local_names), parse_error
+    )
+
+
+def expand_script(script: Script) -> Iterator[Invocation]:
+    """Unwrap each command of an already parsed script (no recursion into nested shell text)."""
+    for command in script.commands:
+        yield from _unwrap(command, 0)
+
+
+def _program_problems(word: Word) -> list[str]:
+    problems: list[str] = []
+    if UNKNOWN in word.text or not word.plain:
+        problems.append("the program name is computed at run time (expansion or substitution)")
+    if word.obfuscated or word.glob:
+        problems.append("the program name is obfuscated (escapes, ANSI-C quoting or globs)")
+    if any(ord(ch) > 126 or ord(ch) < 33 for ch in word.text.replace(UNKNOWN, "")):
+        problems.append("the program name has unusual characters")
+    return problems
+
+
+def _skip_options(words: tuple[Word, ...], start: int, valued: frozenset[str], operands: int) -> int:
+    """Index of the wrapped command after a wrapper's options and leading operands."""
+    i = start
+    while i < len(words):
+        text = words[i].text
+        if text == "--":
+            i += 1
+            break
+        if text.startswith("-") and len(text) > 1:
+            i += 2 if text in valued else 1
+            continue
+        break
+    return min(i + operands, len(words))
+
+
+def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
+    words = command.words
+    wrappers: list[str] = []
+    extra_args = False
+    # Leading assignments parsed as words (`env A=1 cmd`, or `A=1` passed through a wrapper).
+    while words:
+        head = words[0]
+        name = posixpath.basename(head.text) if head.plain else head.text
+        problems = _program_problems(head)
+        argv = (name, *(w.text for w in words[1:]))
+        base = Invocation(argv, words, command, tuple(wrappers), tuple(problems), extra_args, depth=depth)
+        if name in _WRAPPERS and not (name == "command" and len(words) > 1 and words[1].text in ("-v", "-V")):
+            valued, operands = _WRAPPERS[name]
+            wrappers.append(name)
+            words = words[_skip_options(words, 1, valued, operands) :]
+            continue
+        if name == "env":
+            index = _env_command_index(words)
+            if index is None or index >= len(words):
+                yield base
+                return
+            wrappers.append(name)
+            words = words[index:]
+            continue
+        if name in _PRIVILEGE_RUNNERS:
+            yield base
+            index = _skip_options(words, 1, _PRIVILEGE_RUNNERS[name], 0)
+            wrappers.append(name)
+            words = words[index:]
+            continue
+        if name == "xargs":
+            index = _skip_options(words, 1, _XARGS_VALUE_OPTIONS, 0)
+            wrappers.append(name)
+            extra_args = True
+            words = words[index:] or (Word(text="echo"),)
+            continue
+        if name == "busybox" and len(words) > 1 and not words[1].text.startswith("-"):
+            words = words[1:]
+            continue
+        if name == "find":
+            yield from _find_exec(base, depth)
+            return
+        yield _with_inline_code(base)
+        return
+
+
+def _env_command_index(words: tuple[Word, ...]) -> int | None:
+    i = 1
+    while i < len(words):
+        text = words[i].text
+        if text in ("-u", "--unset", "-C", "--chdir", "-S", "--split-string"):
+            if text in ("-C", "--chdir", "-S", "--split-string"):
+                return None  # changes directory or splits a string: judge `env` itself (ask)
+            i += 2
+        elif text.startswith("-") or ("=" in text and not text.startswith("=")):
+            i += 1
+        else:
+            return i
+    return None
+
+
+def _find_exec(base: Invocation, depth: int) -> Iterator[Invocation]:
+    """`find … -exec cmd {} ;`: yield find itself and each command it executes."""
+    yield base
+    words = base.words
+    i = 1
+    while i < len(words):
+        if words[i].text in ("-exec", "-execdir", "-ok", "-okdir"):
+            end = i + 1
+            while end < len(words) and words[end].text not in (";", "+"):
+                end += 1
+            inner = SimpleCommand(words[i + 1 : end], (), "inherit", None, ())
+            for inv in _unwrap(inner, depth):
+                yield replace(inv, wrappers=("find", *inv.wrappers), extra_args=True)
+            i = end
+        i += 1
+
+
+_INTERPRETER_CODE_FLAGS = {
+    "python": "-c",
+    "node": "-e",
+    "perl": "-e",
+    "ruby": "-e",
+    "php": "-r",
+    "deno": "eval",
+}
+
+
+def interpreter_family(program: str) -> str | None:
+    """`python3.12` → python, `nodejs` → node; None when not a known interpreter."""
+    for family in ("python", "node", "perl", "ruby", "php", "deno", "bun", "lua", "Rscript", "julia"):
+        if program == family or (
+            program.startswith(family) and program[len(family) :].strip("0123456789.") == ""
+        ):
+            return family
+    if program in ("nodejs", "pypy", "pypy3", "irb", "tsx", "ts-node"):
+        return "node" if program in ("nodejs", "tsx", "ts-node") else "python"
+    return None
+
+
+def _with_inline_code(inv: Invocation) -> Invocation:
+    family = interpreter_family(inv.program)
+    if family is None:
+        return inv
+    flag = _INTERPRETER_CODE_FLAGS.get(family)
+    for i, word in enumerate(inv.words[1:], start=1):
+        text = word.text
+        if flag and (
+            text == flag or text in ("--eval", "-p", "--print") or (text.startswith(flag) and flag != "eval")
+        ):
+            code = text[len(flag) :] if len(text) > len(flag) and text.startswith(flag) else None
+            if code is None:
+                code = inv.words[i + 1].text if i + 1 < len(inv.words) else ""
+            return replace(inv, inline_code=code)
+        if not text.startswith("-"):
+            return inv  # a script operand: the script is read from a file
+    if inv.command.stdin == "heredoc":
+        return replace(inv, inline_code=inv.command.heredoc or "")
+    return inv
+
+
+def _nested_shell_text(inv: Invocation) -> str | None:
+    """Shell text an invocation runs: `bash -c '…'`, `eval …`, `su -c`, `watch …`, a here-doc to sh."""
+    program, words = inv.program, inv.words
+    if program in SHELLS:
+        for i, word in enumerate(words[1:], start=1):
+            if word.text.startswith("-") and "c" in word.text[1:] and not word.text.startswith("--"):
+                return words[i + 1].text if i + 1 < len(words) else ""
+            if not word.text.startswith(("-", "+")):
+                return None
+        if inv.command.stdin == "heredoc":
+            return inv.command.heredoc or ""
+        return None
+    if program == "eval":
+        return " ".join(w.text for w in words[1:])
+    if program in ("su", "runuser", "flock"):
+        for i, word in enumerate(words[1:], start=1):
+            if word.text in ("-c", "--command") and i + 1 < len(words):
+                return words[i + 1].text
+        return None
+    if program == "watch":
+        index = _skip_options(words, 1, frozenset({"-n", "--interval", "-d", "-g"}), 0)
+        return " ".join(w.text for w in words[index:])
+    return None

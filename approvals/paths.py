@@ -1,0 +1,211 @@
+"""Path boundaries: the workspace, read-only roots, secrets, protected files and block devices.
+
+`os.path.realpath` here is the only I/O in the core: a symlink is inside only if the link *and*
+its target are, and it is a secret if either is.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from approvals.decisions import Risk, Verdict
+from approvals.words import UNKNOWN
+
+PathClass = Literal[
+    "inside", "readable", "outside", "secret", "protected", "device", "network", "null", "unknown"
+]
+
+# Secret locations under the home directory (dirs cover everything beneath them).
+_HOME_SECRETS = (
+    ".ssh", ".aws", ".config/gcloud", ".gnupg", ".kube", ".docker/config.json", ".azure",
+    ".password-store", ".config/gh", ".netrc", ".npmrc", ".pypirc", ".git-credentials", ".pgpass",
+    ".my.cnf", ".boto", ".s3cfg", ".vault-token", ".terraform.d", ".cargo/credentials",
+    ".cargo/credentials.toml", ".gem/credentials", ".config/op", ".bashrc", ".bash_profile",
+    ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zprofile", ".zshenv", ".zlogin",
+    ".zlogout", ".config/fish", ".bash_history", ".zsh_history", ".python_history",
+    ".local/share/keyrings", ".config/Slack",
+)  # fmt: skip
+_ABSOLUTE_SECRETS = (
+    "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh",
+    "/root", "/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/environment", "/etc/zsh",
+    "/etc/zshrc", "/var/run/secrets", "/run/secrets", "/etc/security/opasswd", "/etc/master.passwd",
+)  # fmt: skip
+# File names that are secrets wherever they are (matched case-insensitively on the basename).
+_SECRET_NAMES = (
+    ".env", ".env.*", "*.env", ".envrc", "*.pem", "*.key", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519",
+    "id_rsa_*", "id_ed25519_*", "*.p12", "*.pfx", "*.jks", "*.keystore", ".netrc", "_netrc", ".pgpass",
+    ".git-credentials", ".npmrc", ".pypirc", ".htpasswd", "*.kdbx", "credentials", "credentials.json",
+    "*.ppk", "secrets.yml", "secrets.yaml", "secrets.json", ".bashrc", ".zshrc", ".bash_profile",
+    ".profile", ".zprofile", ".zshenv", "authorized_keys", "known_hosts", "*_history",
+)  # fmt: skip
+_TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist", ".defaults", ".tmpl", ".in")
+_SECRET_PROC = re.compile(r"^/proc/[^/]+/(environ|mem|maps|cmdline|auxv)$")
+_SAFE_DEVICES = frozenset(
+    {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/stdin",
+     "/dev/stdout", "/dev/stderr", "/dev/ptmx"}
+)  # fmt: skip
+_SAFE_DEVICE_DIRS = ("/dev/fd/", "/dev/pts/", "/dev/shm/")  # noqa: S108 (names, not file use)
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+@dataclass(frozen=True, slots=True)
+class PathVerdict:
+    """What the boundary says about one path access."""
+
+    verdict: Verdict
+    risk: Risk
+    klass: PathClass
+    path: str
+    reason: str
+
+    @property
+    def sensitive(self) -> bool:
+        """Secrets and protected files are never resolved by automation or run grants."""
+        return self.klass in ("secret", "protected")
+
+
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """Where an agent may read and write without asking."""
+
+    workspace: str
+    home: str
+    readable_roots: tuple[str, ...] = ()
+    protected: tuple[str, ...] = ()
+
+    @classmethod
+    def create(
+        cls, workspace: str, home: str, readable_roots: tuple[str, ...] = (), protected: tuple[str, ...] = ()
+    ) -> Boundary:
+        """Normalise the roots once (absolute, symlinks resolved)."""
+        return cls(
+            workspace=os.path.realpath(workspace),
+            home=posixpath.normpath(home),
+            readable_roots=tuple(os.path.realpath(r) for r in readable_roots),
+            protected=protected,
+        )
+
+    def absolute(self, text: str, cwd: str | None = None) -> str:
+        """Lexical absolute path: `~` expanded, relative to `cwd` (default: workspace), `..` folded."""
+        if text == "~" or text.startswith("~/"):
+            text = self.home + text[1:]
+        elif text.startswith("~"):
+            user, _, rest = text[1:].partition("/")
+            text = posixpath.join("/root" if user == "root" else f"/home/{user}", rest)
+        path = posixpath.join(cwd or self.workspace, text)
+        path = posixpath.normpath(path)
+        return "/" + path.lstrip("/") if path.startswith("//") else path
+
+    def judge(self, text: str, *, write: bool, cwd: str | None = None) -> PathVerdict:
+        """Judge one read or write of a path as written in a command or tool call."""
+        if UNKNOWN in text or cwd == UNKNOWN:
+            risk: Risk = "high" if write else "medium"
+            return PathVerdict(
+                "ask", risk, "unknown", text.replace(UNKNOWN, "$?"), "path computed at run time"
+            )
+        lexical = self.absolute(text, cwd)
+        if _GLOB_CHARS.search(lexical):
+            return self._judge_glob(lexical, write=write)
+        real = os.path.realpath(lexical)
+        return self._judge_resolved(lexical, real, write=write)
+
+    def _judge_resolved(self, lexical: str, real: str, *, write: bool) -> PathVerdict:
+        for path in (lexical, real):
+            special = self._special(path, write=write)
+            if special is not None:
+                return special
+        inside = _within(lexical, self.workspace) and _within(real, self.workspace)
+        if inside:
+            for path in (lexical, real):
+                if write and self._is_protected(path):
+                    return PathVerdict("ask", "high", "protected", path, "writes a protected file")
+            return PathVerdict("allow", "low", "inside", real, "inside the workspace")
+        readable = any(_within(lexical, r) and _within(real, r) for r in self.readable_roots)
+        if readable and not write:
+            return PathVerdict("allow", "low", "readable", real, "inside a read-only root")
+        if write:
+            return PathVerdict("ask", "high", "outside", real, "writes outside the workspace")
+        return PathVerdict("ask", "medium", "outside", real, "reads outside the workspace")
+
+    def _special(self, path: str, *, write: bool) -> PathVerdict | None:
+        reason = self.secret_reason(path)
+        if reason is not None:
+            return PathVerdict("ask", "high", "secret", path, reason)
+        if path in _SAFE_DEVICES or path.startswith(_SAFE_DEVICE_DIRS):
+            return PathVerdict("allow", "low", "null", path, "a harmless device")
+        if path.startswith(("/dev/tcp/", "/dev/udp/")):
+            return PathVerdict("ask", "high", "network", path, "opens a network connection via /dev/tcp")
+        if path.startswith("/dev/") and write:
+            return PathVerdict("deny", "critical", "device", path, "writes a raw device")
+        return None
+
+    def _judge_glob(self, pattern: str, *, write: bool) -> PathVerdict:
+        """A glob is judged by its fixed directory prefix, and as a secret if it can name one."""
+        if self._glob_hits_secret(pattern):
+            return PathVerdict("ask", "high", "secret", pattern, "a glob that can match a secret file")
+        parts = pattern.split("/")
+        fixed = "/".join(p for p in parts[: next(i for i, p in enumerate(parts) if _GLOB_CHARS.search(p))])
+        prefix = fixed or "/"
+        if pattern.startswith("/dev/") and write:
+            return PathVerdict("deny", "critical", "device", pattern, "writes raw devices")
+        verdict = self._judge_resolved(prefix, os.path.realpath(prefix), write=write)
+        if (
+            verdict.klass == "inside"
+            and write
+            and any(fnmatch.fnmatchcase(p, pattern) for p in self._protected_abs())
+        ):
+            return PathVerdict("ask", "high", "protected", pattern, "a glob that can match a protected file")
+        return PathVerdict(verdict.verdict, verdict.risk, verdict.klass, pattern, verdict.reason)
+
+    def _glob_hits_secret(self, pattern: str) -> bool:
+        base = posixpath.basename(pattern)
+        if re.search(r"[A-Za-z0-9]", base) and any(
+            fnmatch.fnmatchcase(name.replace("*", "x"), base.lower()) for name in _SECRET_NAMES
+        ):
+            return True
+        literal = [self.home + "/" + p for p in _HOME_SECRETS] + list(_ABSOLUTE_SECRETS)
+        return any(fnmatch.fnmatchcase(p, pattern) or fnmatch.fnmatchcase(p + "/x", pattern) for p in literal)
+
+    def secret_reason(self, path: str) -> str | None:
+        """Why a (normalised, absolute) path is a secret, or None."""
+        for rel in _HOME_SECRETS:
+            if _within(path, f"{self.home}/{rel}"):
+                return f"secret location ~/{rel}"
+        for secret in _ABSOLUTE_SECRETS:
+            if _within(path, secret):
+                return f"secret location {secret}"
+        if _SECRET_PROC.match(path):
+            return "process environment or memory"
+        base = posixpath.basename(path).lower()
+        if base.endswith(_TEMPLATE_SUFFIXES):
+            return None
+        for name in _SECRET_NAMES:
+            if fnmatch.fnmatchcase(base, name):
+                return f"secret file {base}"
+        return None
+
+    def _protected_abs(self) -> list[str]:
+        return [posixpath.join(self.workspace, p) for p in self.protected]
+
+    def _is_protected(self, path: str) -> bool:
+        rel = posixpath.relpath(path, self.workspace)
+        for pattern in self.protected:
+            stem = pattern[:-3] if pattern.endswith("/**") else pattern
+            if rel == stem or _within(rel, stem) or fnmatch.fnmatchcase(rel, pattern):
+                return True
+        return False
+
+
+def _within(path: str, root: str) -> bool:
+    """`path` is `root` or below it (separator-guarded, so /etc/pass does not match /etc/passwd)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def within(path: str, root: str) -> bool:
+    """Public form of the separator-guarded containment test."""
+    return _within(path, root)

@@ -1,0 +1,338 @@
+"""Blast-radius risk of one program run, by deterministic tables (no model grades itself).
+
+low: reads and edits in the workspace, read-only git, local builds and tests.
+high: egress, publish, remote history rewrite, privilege. critical: the floor (see floor.py).
+Anything this module does not know is medium.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from approvals.decisions import Risk
+from approvals.invocation import SHELLS, Invocation, interpreter_family
+
+_LOW = frozenset(
+    """
+    ls ll la dir cat tac nl head tail less more grep egrep fgrep rg ag ack wc sort uniq cut tr paste
+    join comm diff cmp colordiff echo printf pwd cd pushd popd true false test [ [[ : which type
+    whereis whoami id date cal basename dirname realpath readlink stat file du df tree fold fmt
+    column expand unexpand rev seq sleep md5sum sha1sum sha256sum sha512sum shasum cksum b2sum
+    base64 base32 xxd od hexdump strings jq yq bat touch mkdir cp mv rm rmdir ln tee sed awk gawk
+    mawk tar zip unzip gzip gunzip zcat bzip2 bunzip2 xz unxz zstd unzstd 7z make cmake ninja meson
+    gcc g++ cc c++ clang clang++ javac java rustc tsc pytest black ruff mypy flake8 pylint isort
+    pyright prettier eslint jest vitest mocha patch split truncate nproc uname hostname locale tput
+    clear exit return read shift wait set unset local readonly shopt alias history jobs fg bg disown
+    hash umask getopts let printf wc diff3 sdiff iconv dos2unix unix2dos mktemp env-check tox nox
+    coverage pre-commit go cargo npm yarn pnpm python pip node bun deno git gofmt rustfmt
+    clang-format shellcheck shfmt hadolint yamllint markdownlint ctags cloc tokei fd fzf chmod
+    export declare typeset source . find htop top ps pgrep free uptime lsof
+    """.split()  # noqa: SIM905
+)
+_NETWORK = frozenset(
+    """
+    curl wget nc ncat netcat ssh scp sftp rsync telnet ftp socat nmap ping ping6 dig nslookup host
+    whois http https httpie xh aria2c axel lftp ssh-copy-id mosh traceroute tracepath mtr openssl gh
+    hub glab aws gcloud gsutil az kubectl helm terraform tofu pulumi docker podman nerdctl vagrant
+    ansible ansible-playbook heroku vercel netlify fly flyctl firebase wrangler serverless doctl oc
+    eksctl npx pnpx bunx uvx pipx apt apt-get aptitude yum dnf zypper pacman apk brew snap flatpak
+    port conda mamba micromamba gem composer bundle cpan cpanm twine poetry pdm hatch uv git-lfs
+    s3cmd rclone gsutil mc nix-env nix go-task
+    """.split()  # noqa: SIM905
+)
+_PRIVILEGE = frozenset(
+    """
+    sudo su doas pkexec run0 runuser chroot setcap chown chgrp crontab at batch systemctl service
+    launchctl initctl shutdown reboot halt poweroff kill pkill killall killall5 mount umount
+    iptables ip6tables nft ufw firewall-cmd pfctl sysctl modprobe insmod rmmod useradd userdel
+    usermod groupadd groupdel passwd chpasswd visudo chattr ldconfig swapon swapoff nsenter unshare
+    setfacl setuidgid capsh loginctl journalctl dmesg
+    """.split()  # noqa: SIM905
+)
+_PUBLISH = {
+    "npm": {"publish", "unpublish", "deprecate", "dist-tag", "owner", "access", "adduser", "login"},
+    "yarn": {"publish", "npm"},
+    "pnpm": {"publish"},
+    "cargo": {"publish", "yank", "owner", "login"},
+    "twine": {"upload", "register"},
+    "gem": {"push", "yank", "owner"},
+    "poetry": {"publish"},
+    "uv": {"publish"},
+    "hatch": {"publish"},
+    "pdm": {"publish"},
+    "docker": {"push", "login"},
+    "podman": {"push", "login"},
+    "helm": {"push", "install", "upgrade", "uninstall", "rollback"},
+    "kubectl": {"apply", "create", "delete", "replace", "patch", "scale", "rollout", "edit", "set", "drain"},
+    "terraform": {"apply", "destroy", "import", "taint"},
+    "tofu": {"apply", "destroy"},
+    "pulumi": {"up", "destroy"},
+    "gh": {"release", "pr", "issue", "repo", "gist", "workflow", "api", "secret", "variable"},
+    "glab": {"release", "mr", "issue"},
+    "vercel": {"deploy", "--prod"},
+    "netlify": {"deploy"},
+    "fly": {"deploy"},
+    "flyctl": {"deploy"},
+    "firebase": {"deploy"},
+    "heroku": {"releases", "deploy", "config:set"},
+    "wrangler": {"deploy", "publish"},
+    "serverless": {"deploy"},
+    "mvn": {"deploy"},
+    "gradle": {"publish"},
+}
+# Subcommands of otherwise-local tools that reach the network.
+_EGRESS_SUB = {
+    "git": {"clone", "fetch", "pull", "push", "ls-remote", "submodule", "send-email", "request-pull"},
+    "npm": {"install", "i", "ci", "add", "update", "upgrade", "audit", "outdated", "view", "info", "exec",
+            "x", "init", "create", "search", "pack", "link", "dedupe", "prune", "rebuild"},
+    "yarn": {"install", "add", "upgrade", "up", "dlx", "create", "init", "why", "info", "outdated", "set"},
+    "pnpm": {"install", "i", "add", "update", "up", "dlx", "create", "exec", "fetch"},
+    "pip": {"install", "download", "wheel", "search", "index"},
+    "cargo": {"install", "add", "update", "fetch", "search", "generate-lockfile", "vendor"},
+    "go": {"get", "install", "download"},
+    "bun": {"install", "add", "update", "x", "create"},
+    "deno": {"install", "upgrade", "add"},
+}  # fmt: skip
+_NETWORK_CODE = re.compile(
+    r"\b(socket|urllib|requests|http\.client|httpx|aiohttp|ftplib|smtplib|telnetlib|paramiko|websocket|"
+    r"fetch|XMLHttpRequest|net\.|https?\.(get|request)|IO::Socket|LWP|Net::|open-uri|Net::HTTP|curl|wget|"
+    r"dns|xmlrpc|grpc)\b"
+)
+_RISKY_CODE = re.compile(
+    r"\b(os|sys\.modules|shutil|subprocess|pty|ctypes|importlib|pickle|marshal|child_process|fs|process|"
+    r"require|exec|eval|compile|__import__|getattr|setattr|globals|locals|vars|open|system|popen|spawn|"
+    r"unlink|remove|rmtree|chmod|chown|kill|fork|Function|Deno|Bun|File|IO|Kernel|syscall|base64|"
+    r"b64decode|codecs|builtins|__builtins__|__class__|__subclasses__|environ|getenv|Path|pathlib)\b"
+)
+_SAFE_GIT = frozenset(
+    """
+    status diff log show add commit branch checkout switch stash restore rebase merge cherry-pick
+    reset tag blame grep ls-files ls-tree rev-parse describe shortlog reflog init mv rm clean
+    worktree notes bisect apply am format-patch diff-tree diff-files diff-index cat-file rev-list
+    show-ref for-each-ref whatchanged revert mergetool difftool range-diff count-objects fsck gc
+    prune help version var check-ignore check-attr verify-commit show-branch name-rev cherry restore
+    sparse-checkout
+    """.split()  # noqa: SIM905
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RiskInfo:
+    """The risk class of one invocation and what kind of effect it has."""
+
+    risk: Risk
+    reason: str
+    egress: bool = False
+    side_effect: bool = False
+    # An interpreter or network program: never offered an "always" approval.
+    broad: bool = False
+
+
+def _subcommand(inv: Invocation, skip_valued: frozenset[str] = frozenset()) -> str:
+    args = inv.argv[1:]
+    i = 0
+    while i < len(args):
+        if args[i] in skip_valued:
+            i += 2
+            continue
+        if not args[i].startswith("-"):
+            return args[i]
+        i += 1
+    return ""
+
+
+def classify(inv: Invocation) -> RiskInfo:
+    """Risk of one program run."""
+    program = inv.program
+    if program in SHELLS:
+        return _shell_risk(inv)
+    if program in ("source", ".") and (
+        inv.command.stdin == "pipe" or any(w.process_substitution for w in inv.words)
+    ):
+        return RiskInfo("high", "sources code produced at run time (decode-and-execute)", broad=True)
+    if program == "eval":
+        return RiskInfo("high", "eval runs text as shell code", broad=True)
+    if program == "git":
+        return _git_risk(inv)
+    family = interpreter_family(program)
+    if family is not None:
+        return _interpreter_risk(inv, family)
+    sub = _subcommand(inv)
+    if program in _PUBLISH and (sub in _PUBLISH[program] or (program == "gh" and sub)):
+        return RiskInfo(
+            "high", f"publishes or deploys ({program} {sub})", egress=True, side_effect=True, broad=True
+        )
+    if program in ("curl", "wget", "http", "xh", "httpie") and _posts(inv):
+        return RiskInfo(
+            "high", f"sends data over the network ({program})", egress=True, side_effect=True, broad=True
+        )
+    if program in _EGRESS_SUB and sub in _EGRESS_SUB[program]:
+        return RiskInfo(
+            "high", f"downloads packages or talks to a remote ({program} {sub})", egress=True, broad=True
+        )
+    if program in ("python", "uv") and sub == "pip":
+        return RiskInfo("high", "installs packages", egress=True, broad=True)
+    if program in _NETWORK:
+        return RiskInfo("high", f"network program ({program})", egress=True, broad=True)
+    if program in _PRIVILEGE:
+        if program == "kill" and all(a.startswith(("%", "-")) for a in inv.argv[1:]):
+            return RiskInfo("low", "signals a job of this shell")
+        return RiskInfo("high", f"changes privilege or system state ({program})")
+    if program == "chmod" and any(
+        re.search(r"[ugoa]*[+=][rwxXt]*s|^[2-7][0-7]{3}$", a) for a in inv.argv[1:]
+    ):
+        return RiskInfo("high", "sets a setuid or setgid bit")
+    return _local_risk(inv, program, sub)
+
+
+def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
+    if program in ("printenv",) or (
+        program in ("env", "export", "set", "declare", "typeset") and _dumps_env(inv)
+    ):
+        return RiskInfo("high", "dumps environment variables (may contain secrets)")
+    if program in ("awk", "gawk", "mawk") and re.search(
+        r"system|\|\s*\"|getline|\bprint\b[^;}]*>", " ".join(inv.argv[1:])
+    ):
+        return RiskInfo("medium", "awk program runs commands or writes files")
+    if program == "sed" and any(
+        re.search(r"(^|[;}\s])e(\s|$)|/e\b|\bw\s", a) for a in inv.argv[1:] if not a.startswith("-")
+    ):
+        return RiskInfo("medium", "sed script runs commands or writes files")
+    if program in ("make", "cmake", "ninja") or program in ("npm", "yarn", "pnpm", "bun", "cargo", "go"):
+        return RiskInfo("low", f"local build or test ({program} {sub})".rstrip())
+    if program == "pip" and sub in ("list", "show", "freeze", "check", "--version", "help", ""):
+        return RiskInfo("low", "lists installed packages")
+    if program in ("pip", "deno", "node"):
+        return RiskInfo("medium", f"unrecognised {program} subcommand")
+    if program in ("tar", "unzip") and any(a.startswith(("-P", "--absolute-names")) for a in inv.argv[1:]):
+        return RiskInfo("medium", "archive with absolute paths")
+    if program in _LOW:
+        return RiskInfo("low", "reads or edits files")
+    return RiskInfo("medium", f"unknown program ({program})")
+
+
+def _dumps_env(inv: Invocation) -> bool:
+    args = [a for a in inv.argv[1:] if a not in ("--",)]
+    if inv.program == "env":
+        return all(a.startswith("-") or "=" in a for a in args)
+    if inv.program in ("declare", "typeset"):
+        return not any(not a.startswith("-") for a in args) or any(a.startswith("-p") for a in args)
+    return not args or args == ["-p"]
+
+
+def _posts(inv: Invocation) -> bool:
+    args = inv.argv[1:]
+    for i, arg in enumerate(args):
+        if arg in (
+            "-d",
+            "--data",
+            "--data-raw",
+            "--data-binary",
+            "--data-urlencode",
+            "-F",
+            "--form",
+            "-T",
+            "--upload-file",
+            "--json",
+        ):
+            return True
+        if arg.startswith(("--data", "--form", "--json", "--post-data", "--post-file", "--method=")):
+            return True
+        if (
+            arg in ("-X", "--request", "--method")
+            and i + 1 < len(args)
+            and args[i + 1].upper() not in ("GET", "HEAD")
+        ):
+            return True
+        if arg.startswith("-X") and len(arg) > 2 and arg[2:].upper() not in ("GET", "HEAD"):
+            return True
+    return False
+
+
+def _git_risk(inv: Invocation) -> RiskInfo:
+    args = inv.argv[1:]
+    if any(a == "-c" or a.startswith(("--exec-path", "--config-env")) for a in args):
+        return RiskInfo("medium", "git with command-line configuration (can run programs)")
+    sub = _subcommand(inv, frozenset({"-C", "--git-dir", "--work-tree", "--namespace"}))
+    rest = args[args.index(sub) + 1 :] if sub in args else []
+    if sub == "push":
+        forced = any(
+            a in ("-f", "--force", "--mirror", "--delete", "-d", "--prune")
+            or a.startswith(("--force", "+", ":"))
+            for a in rest
+        )
+        reason = "rewrites history on a remote (force push)" if forced else "pushes to a remote"
+        return RiskInfo("high", reason, egress=True, side_effect=True, broad=True)
+    if sub == "submodule" and rest[:1] in (["status"], ["foreach"], []):
+        return RiskInfo("low" if rest[:1] != ["foreach"] else "medium", "git submodule")
+    if sub in _EGRESS_SUB["git"]:
+        side = sub in ("send-email", "request-pull")
+        return RiskInfo("high", f"talks to a remote (git {sub})", egress=True, side_effect=side, broad=True)
+    if sub == "remote":
+        if not rest or rest[0] in ("-v", "--verbose", "get-url"):
+            return RiskInfo("low", "lists remotes")
+        return RiskInfo(
+            "high" if rest[0] in ("update", "show", "prune") else "medium",
+            f"git remote {rest[0]}",
+            egress=rest[0] in ("update", "show", "prune"),
+        )
+    if sub == "config":
+        reading = any(
+            a in ("--get", "--get-all", "--list", "-l", "--get-regexp", "--show-origin") for a in rest
+        )
+        return (
+            RiskInfo("low", "reads git configuration")
+            if reading or len(rest) == 1
+            else RiskInfo("medium", "changes git configuration")
+        )
+    if sub in _SAFE_GIT:
+        return RiskInfo("low", f"local git ({sub})")
+    return RiskInfo("medium", f"unrecognised git subcommand ({sub or 'none'})")
+
+
+def _interpreter_risk(inv: Invocation, family: str) -> RiskInfo:
+    code = inv.inline_code
+    if family == "python" and "-m" in inv.argv:
+        module = inv.argv[inv.argv.index("-m") + 1] if inv.argv.index("-m") + 1 < len(inv.argv) else ""
+        if (
+            module in ("pip", "ensurepip")
+            and len(inv.argv) > inv.argv.index("-m") + 2
+            and inv.argv[inv.argv.index("-m") + 2] in ("install", "download")
+        ):
+            return RiskInfo("high", "installs packages", egress=True, broad=True)
+        if module in ("http.server", "smtpd", "ftplib", "urllib.request", "webbrowser", "twine", "pip"):
+            return RiskInfo("high", f"network module ({module})", egress=True, broad=True)
+        return RiskInfo("low", f"runs python module {module}")
+    if code is not None:
+        if _NETWORK_CODE.search(code):
+            return RiskInfo("high", f"{family} code that opens network connections", egress=True, broad=True)
+        if _RISKY_CODE.search(code):
+            return RiskInfo(
+                "medium", f"{family} code that touches files, processes or the system", broad=True
+            )
+        return RiskInfo("low", f"{family} code that only computes", broad=True)
+    if inv.command.stdin == "pipe" or inv.command.stdin == "herestring":
+        return RiskInfo("high", f"{family} runs code from its input (decode-and-execute)", broad=True)
+    operands = [a for a in inv.argv[1:] if not a.startswith("-")]
+    if not operands:
+        return RiskInfo("medium", f"interactive {family}", broad=True)
+    return RiskInfo("low", f"runs a {family} script", broad=True)
+
+
+def _shell_risk(inv: Invocation) -> RiskInfo:
+    args = inv.argv[1:]
+    if any(a.startswith("-") and "c" in a[1:] and not a.startswith("--") for a in args):
+        return RiskInfo("low", "shell running the commands judged separately")
+    if inv.command.stdin == "heredoc":
+        return RiskInfo("low", "shell running a here-document judged separately")
+    operands = [a for a in args if not a.startswith(("-", "+"))]
+    if inv.command.stdin == "file" and not operands:
+        return RiskInfo("low", "runs a shell script from a file", broad=True)
+    if (
+        inv.command.stdin in ("pipe", "herestring")
+        or not operands
+        or any(w.process_substitution for w in inv.words)
+    ):
+        return RiskInfo("high", "shell runs code it reads at run time (decode-and-execute)", broad=True)
+    return RiskInfo("low", "runs a shell script", broad=True)

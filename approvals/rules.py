@@ -1,0 +1,279 @@
+"""Allow / ask / deny rules: `command(git push *)`, `write(src/**)`, `fetch(domain:*.github.com)`.
+
+A malformed rule, an unknown action or a failing `match`/`not_match` example is a `RuleError` at
+load time: a typo never silently weakens the policy.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import json
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import yaml
+
+from approvals.actions import ACTION_KINDS, ActionKind
+from approvals.errors import RuleError
+
+Bucket = Literal["allow", "ask", "deny"]
+BUCKETS: tuple[Bucket, ...] = ("deny", "ask", "allow")
+_RULE = re.compile(r"^\s*([A-Za-z_]+)\s*(?:\((.*)\))?\s*$", re.S)
+_ENTRY_KEYS = frozenset({"rule", "match", "not_match", "reason", "justification"})
+# Nominal roots used to check path examples at load time, before any workspace exists.
+_EXAMPLE_WORKSPACE = "/workspace"
+_EXAMPLE_HOME = "/home/user"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One parsed rule; `text` is how the user wrote it (shown in decisions and audits)."""
+
+    bucket: Bucket
+    kind: ActionKind
+    pattern: str
+    text: str
+
+    @property
+    def has_wildcard(self) -> bool:
+        return "*" in self.pattern or "?" in self.pattern
+
+    def matches_command(self, text: str) -> bool:
+        return _command_regex(self.pattern).fullmatch(text) is not None
+
+    def matches_path(self, path: str, *, workspace: str, home: str) -> bool:
+        return _path_regex(self.pattern, workspace, home).fullmatch(path) is not None
+
+    def matches_url(self, url: str) -> bool:
+        if self.pattern.startswith("domain:"):
+            host = (urlsplit(url if "://" in url else f"https://{url}").hostname or "").lower()
+            return _domain_regex(self.pattern[7:].strip().lower()).fullmatch(host) is not None
+        return fnmatch.fnmatchcase(url, self.pattern)
+
+    def matches_tool(self, name: str) -> bool:
+        return fnmatch.fnmatchcase(name, self.pattern)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    """Rules by bucket; the engine applies deny > ask > allow whatever the order they were written."""
+
+    allow: tuple[Rule, ...] = ()
+    ask: tuple[Rule, ...] = ()
+    deny: tuple[Rule, ...] = ()
+    _by_kind: dict[tuple[Bucket, str], tuple[Rule, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def __post_init__(self) -> None:
+        for bucket in BUCKETS:
+            for kind in ACTION_KINDS:
+                self._by_kind[(bucket, kind)] = tuple(r for r in getattr(self, bucket) if r.kind == kind)
+
+    def of(self, bucket: Bucket, kind: str) -> tuple[Rule, ...]:
+        """Rules of one bucket for one action kind."""
+        return self._by_kind.get((bucket, kind), ())
+
+    def merged(self, other: RuleSet) -> RuleSet:
+        """Both sets' rules (deny still wins across them)."""
+        return RuleSet(allow=self.allow + other.allow, ask=self.ask + other.ask, deny=self.deny + other.deny)
+
+
+EMPTY_RULES = RuleSet()
+
+
+def parse_rule(text: str, bucket: Bucket) -> Rule:
+    """Parse `action(pattern)`; a bare action means every target of that kind."""
+    if not isinstance(text, str) or not text.strip():
+        raise RuleError("a rule must be a non-empty string like 'command(git status)'", str(text))
+    match = _RULE.match(text)
+    if match is None:
+        raise RuleError("expected action(pattern), e.g. command(git push *) or read(src/**)", text)
+    kind, pattern = match.group(1), match.group(2)
+    if kind not in ACTION_KINDS:
+        known = ", ".join(sorted(ACTION_KINDS))
+        raise RuleError(f"unknown action {kind!r} (known: {known})", text)
+    pattern = "*" if pattern is None else pattern.strip()
+    if not pattern:
+        raise RuleError("empty pattern; write action(*) to mean every target", text)
+    if pattern.count("(") != pattern.count(")") and kind != "command":
+        raise RuleError("unbalanced parentheses", text)
+    if kind == "fetch" and pattern.startswith("domain:") and not pattern[7:].strip():
+        raise RuleError("domain: needs a host pattern", text)
+    rule = Rule(bucket=bucket, kind=kind, pattern=pattern, text=text.strip())  # type: ignore[arg-type]
+    try:
+        _compile(rule)
+    except re.error as exc:
+        raise RuleError(f"bad pattern ({exc})", text) from None
+    return rule
+
+
+def _compile(rule: Rule) -> None:
+    if rule.kind == "command":
+        _command_regex(rule.pattern)
+    elif rule.kind in ("read", "write"):
+        _path_regex(rule.pattern, _EXAMPLE_WORKSPACE, _EXAMPLE_HOME)
+
+
+def load_rules(data: Mapping[str, Any] | None) -> RuleSet:
+    """Rules from `{"allow": [...], "ask": [...], "deny": [...]}` (or a team file's shapes)."""
+    if data is None:
+        return EMPTY_RULES
+    if not isinstance(data, Mapping):
+        raise RuleError("rules must be a mapping with allow/ask/deny lists")
+    data = _unwrap_shape(data)
+    unknown = set(data) - set(BUCKETS)
+    if unknown:
+        raise RuleError(f"unknown rule list(s) {sorted(unknown)}; expected allow, ask, deny")
+    buckets: dict[Bucket, list[Rule]] = {b: [] for b in BUCKETS}
+    for bucket in BUCKETS:
+        entries = data.get(bucket) or []
+        if isinstance(entries, str) or not isinstance(entries, Sequence):
+            raise RuleError(f"{bucket} must be a list of rules")
+        for entry in entries:
+            buckets[bucket].append(_load_entry(entry, bucket))
+    return RuleSet(allow=tuple(buckets["allow"]), ask=tuple(buckets["ask"]), deny=tuple(buckets["deny"]))
+
+
+def _unwrap_shape(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    if "permissions" in data and set(data) <= {"permissions", "policy"}:
+        data = data["permissions"] or {}
+        if not isinstance(data, Mapping):
+            raise RuleError("permissions must be a mapping")
+        return _unwrap_shape({k: v for k, v in data.items() if k in ("rules", *BUCKETS)})
+    if "rules" in data and not set(data) & set(BUCKETS):
+        inner = data["rules"] or {}
+        if not isinstance(inner, Mapping):
+            raise RuleError("rules must be a mapping with allow/ask/deny lists")
+        return inner
+    return data
+
+
+def _load_entry(entry: object, bucket: Bucket) -> Rule:
+    if isinstance(entry, str):
+        return parse_rule(entry, bucket)
+    if not isinstance(entry, Mapping) or "rule" not in entry:
+        raise RuleError("a rule must be a string or a mapping with a 'rule' key", repr(entry))
+    unknown = set(entry) - _ENTRY_KEYS
+    text = entry["rule"]
+    if unknown:
+        raise RuleError(f"unknown key(s) {sorted(unknown)}", str(text))
+    rule = parse_rule(text, bucket)
+    for key, expected in (("match", True), ("not_match", False)):
+        examples = entry.get(key) or []
+        if isinstance(examples, str) or not isinstance(examples, Sequence):
+            raise RuleError(f"{key} must be a list of examples", rule.text)
+        for example in examples:
+            if example_matches(rule, str(example)) != expected:
+                verb = "should match" if expected else "should not match"
+                raise RuleError(f"example {example!r} {verb}", rule.text)
+    return rule
+
+
+def example_matches(rule: Rule, example: str) -> bool:
+    """Whether a rule matches an example target, judged as the engine would."""
+    if rule.kind == "command":
+        from approvals.invocation import expand  # local: rules stay importable without the grammar
+
+        texts = [inv.text for inv in expand(example).invocations] or [example.strip()]
+        return any(rule.matches_command(t) for t in texts)
+    if rule.kind in ("read", "write"):
+        path = example
+        if example.startswith("~"):
+            path = _EXAMPLE_HOME + example[1:]
+        path = posixpath.normpath(posixpath.join(_EXAMPLE_WORKSPACE, path))
+        return rule.matches_path(path, workspace=_EXAMPLE_WORKSPACE, home=_EXAMPLE_HOME)
+    if rule.kind == "fetch":
+        return rule.matches_url(example)
+    return rule.matches_tool(example)
+
+
+def load_rules_file(path: Path) -> RuleSet:
+    """Rules from a YAML or JSON file; a missing or malformed file is a `RuleError`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RuleError(f"cannot read rules file {str(path)!r}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise RuleError(f"rules file {str(path)!r} is not valid YAML/JSON: {exc}") from None
+    if data is None:
+        return EMPTY_RULES
+    if not isinstance(data, Mapping):
+        raise RuleError(f"rules file {str(path)!r} must hold a mapping with allow/ask/deny lists")
+    return load_rules(data)
+
+
+@functools.lru_cache(maxsize=1024)
+def _command_regex(pattern: str) -> re.Pattern[str]:
+    """Glob over the command text; a trailing ` *` (or legacy `:*`) also matches no arguments."""
+    pattern = " ".join(pattern.split())
+    if pattern.endswith(":*"):
+        pattern = pattern[:-2] + " *"
+    head, sep, tail = pattern.partition(" ")
+    if "/" in head and "*" not in head:
+        head = posixpath.basename(head)
+    pattern = head + sep + tail
+    optional_args = pattern.endswith(" *") and pattern != " *"
+    body = pattern[:-2] if optional_args else pattern
+    regex = ".*".join(re.escape(part) for part in body.split("*"))
+    return re.compile(regex + (r"(?: .*)?" if optional_args else ""), re.S)
+
+
+@functools.lru_cache(maxsize=1024)
+def _path_regex(pattern: str, workspace: str, home: str) -> re.Pattern[str]:
+    """gitignore-like globs: `/abs`, `~/home`, `rel/path` (workspace), bare `name` (any depth)."""
+    if pattern in ("*", "**"):
+        return re.compile(r".*", re.S)
+    if pattern.startswith("//"):
+        anchored = pattern[1:]
+    elif pattern.startswith("/"):
+        anchored = pattern
+    elif pattern == "~" or pattern.startswith("~/"):
+        anchored = home + pattern[1:]
+    elif "/" in pattern.rstrip("/") or pattern.startswith("./"):
+        anchored = posixpath.join(workspace, pattern[2:] if pattern.startswith("./") else pattern)
+    else:
+        anchored = "/**/" + pattern
+    anchored = anchored.rstrip("/") if anchored != "/" else anchored
+    out: list[str] = []
+    i = 0
+    while i < len(anchored):
+        if anchored.startswith("/**/", i):
+            out.append("(?:/.*)?/")
+            i += 4
+        elif anchored.startswith("/**", i) and i + 3 == len(anchored):
+            out.append("(?:/.*)?")
+            i += 3
+        elif anchored.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif anchored[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif anchored[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(anchored[i]))
+            i += 1
+    # A directory pattern also covers what is inside it (`read(~/.ssh)` covers ~/.ssh/id_rsa).
+    return re.compile("".join(out) + r"(?:/.*)?", re.S)
+
+
+@functools.lru_cache(maxsize=256)
+def _domain_regex(pattern: str) -> re.Pattern[str]:
+    """`*.github.com` matches any subdomain; elsewhere `*` never crosses a dot."""
+    if pattern == "*":
+        return re.compile(r".*")
+    prefix = ""
+    if pattern.startswith("*."):
+        prefix, pattern = r"(?:[^.]+\.)+", pattern[2:]
+    return re.compile(prefix + "[^.]*".join(re.escape(p) for p in pattern.split("*")))

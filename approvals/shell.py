@@ -1,0 +1,303 @@
+"""Shell text to simple commands, with a real bash grammar (tree-sitter-bash).
+
+The parse is conservative: every simple command anywhere in the text (lists, pipelines, subshells,
+brace groups, conditions, loop bodies, function bodies, `$(…)`, backticks, process substitutions,
+here-doc bodies) is returned for judging, and anything the walker does not understand is recorded
+as a *problem*, which the engine turns into at least an ask.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Literal
+
+import tree_sitter as ts
+import tree_sitter_bash
+
+from approvals.words import UNKNOWN, Word, WordReader
+
+Stdin = Literal["inherit", "pipe", "heredoc", "herestring", "file"]
+
+MAX_SHELL_CHARS = 10_000
+_STATEMENT_TYPES = frozenset(
+    {
+        "program", "list", "pipeline", "command", "redirected_statement", "subshell",
+        "compound_statement", "function_definition", "negated_command", "if_statement",
+        "elif_clause", "else_clause", "while_statement", "for_statement", "c_style_for_statement",
+        "do_group", "case_statement", "case_item", "declaration_command", "unset_command",
+        "variable_assignment", "variable_assignments", "test_command", "comment",
+    }
+)  # fmt: skip
+# Node types inside a statement that carry no commands of their own but may hold substitutions.
+_INERT_TYPES = frozenset(
+    {
+        "word", "number", "string", "raw_string", "ansi_c_string", "concatenation", "simple_expansion",
+        "expansion", "arithmetic_expansion", "variable_name", "test_operator", "unary_expression",
+        "binary_expression", "parenthesized_expression", "postfix_expression", "ternary_expression",
+        "regex", "extglob_pattern", "brace_expression", "translated_string", "special_variable_name",
+        "string_content", "file_descriptor",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Redirect:
+    """One redirection: `op` as written, the target word (None for a descriptor duplication)."""
+
+    op: str
+    target: Word | None
+
+    @property
+    def writes(self) -> bool:
+        return self.target is not None and ">" in self.op
+
+    @property
+    def reads(self) -> bool:
+        return self.target is not None and "<" in self.op
+
+
+@dataclass(frozen=True, slots=True)
+class SimpleCommand:
+    """One program invocation as the shell would run it, before wrappers are stripped."""
+
+    words: tuple[Word, ...]
+    redirects: tuple[Redirect, ...] = ()
+    stdin: Stdin = "inherit"
+    heredoc: str | None = None
+    # argv texts of the previous pipeline stage, when this one reads from a pipe.
+    upstream: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """Every simple command in a piece of shell text, plus reasons it is not plain words."""
+
+    commands: tuple[SimpleCommand, ...]
+    problems: tuple[str, ...]
+    fork_bomb: bool = False
+    # Variables the script itself assigns (loop variables, `x=…`): their values are unknown but local.
+    local_names: frozenset[str] = frozenset()
+    # `cd` targets in order, so later relative paths resolve where the shell would be.
+    parse_error: bool = False
+
+
+@functools.cache
+def _parser() -> ts.Parser:
+    return ts.Parser(ts.Language(tree_sitter_bash.language()))
+
+
+@functools.lru_cache(maxsize=8192)
+def parse_shell(text: str) -> Script:
+    """Parse shell text into simple commands; never raises on bad input (problems say why)."""
+    if len(text) > MAX_SHELL_CHARS:
+        return Script(commands=(), problems=(f"command longer than {MAX_SHELL_CHARS} characters",))
+    if "\x00" in text:
+        return Script(commands=(), problems=("command contains a NUL byte",))
+    tree = _parser().parse(text.encode("utf-8", "surrogatepass"))
+    walker = _Walker()
+    walker.statement(tree.root_node)
+    if tree.root_node.has_error:
+        walker.problems.append("the shell text does not parse cleanly")
+    return Script(
+        commands=tuple(walker.commands),
+        problems=tuple(dict.fromkeys(walker.problems)),
+        fork_bomb=walker.fork_bomb,
+        local_names=frozenset(walker.locals),
+        parse_error=tree.root_node.has_error,
+    )
+
+
+@dataclass
+class _Walker:
+    commands: list[SimpleCommand] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    locals: set[str] = field(default_factory=set)
+    fork_bomb: bool = False
+    _functions: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.words = WordReader(on_substitution=self.statement, on_problem=self.problems.append)
+
+    def statement(self, node: ts.Node) -> None:
+        """Walk any node that may contain commands."""
+        kind = node.type
+        if node.is_error or node.is_missing:
+            self.problems.append("the shell text does not parse cleanly")
+        if kind == "command":
+            self._command(node, (), "inherit", None, ())
+        elif kind == "redirected_statement":
+            self._redirected(node)
+        elif kind == "pipeline":
+            self._pipeline(node)
+        elif kind == "function_definition":
+            self._function(node)
+        elif kind in ("variable_assignment", "for_statement"):
+            self._assignment(node)
+        elif kind in ("declaration_command", "unset_command"):
+            self._declaration(node)
+        elif kind == "compound_statement" and node.child_count and node.children[0].type == "((":
+            self._inert(node)
+        elif kind in _STATEMENT_TYPES or kind == "ERROR":
+            for child in node.children:
+                self._child(child)
+        elif kind in _INERT_TYPES or kind.startswith(("heredoc_", "$(", "`")):
+            self._inert(node)
+        elif node.is_named:
+            self.problems.append(f"unsupported shell construct: {kind}")
+            for child in node.children:
+                self._child(child)
+
+    def _child(self, child: ts.Node) -> None:
+        if child.is_named or child.is_error or child.is_missing:
+            self.statement(child)
+        elif child.type in ("|&", "coproc", "select"):
+            self.problems.append(f"unsupported shell construct: {child.type}")
+
+    def _inert(self, node: ts.Node) -> None:
+        """Look inside words and expressions only for substitutions (they run)."""
+        for child in node.children:
+            if child.type in ("command_substitution", "process_substitution"):
+                self.words.read(child)
+            elif child.child_count:
+                self._inert(child)
+
+    def _command(
+        self, node: ts.Node, extra: tuple[Redirect, ...], stdin: Stdin, heredoc: str | None,
+        upstream: tuple[str, ...],
+    ) -> SimpleCommand:  # fmt: skip
+        words: list[Word] = []
+        redirects: list[Redirect] = list(extra)
+        group: list[ts.Node] = []
+        for child in node.children:
+            if child.type == "variable_assignment":
+                self._assignment(child)
+            elif child.type in ("file_redirect", "herestring_redirect"):
+                redirects.append(self._redirect(child))
+            elif child.type == "command_name" or child.is_named or child.type == "$":
+                node_ = child.children[0] if child.type == "command_name" and child.child_count else child
+                if group and group[-1].end_byte != node_.start_byte:
+                    words.append(self.words.read_group(group))
+                    group = []
+                group.append(node_)
+        if group:
+            words.append(self.words.read_group(group))
+        if any(r.op == "<<<" for r in redirects):
+            stdin = "herestring"
+        elif stdin == "inherit" and any(r.reads for r in redirects):
+            stdin = "file"
+        command = SimpleCommand(tuple(words), tuple(redirects), stdin, heredoc, upstream)
+        self.commands.append(command)
+        return command
+
+    def _redirect(self, node: ts.Node) -> Redirect:
+        op = ""
+        target: Word | None = None
+        for child in node.children:
+            if child.type == "file_descriptor":
+                continue
+            if not child.is_named:
+                op += child.type
+            else:
+                target = self.words.read(child)
+        if node.type == "herestring_redirect":
+            return Redirect("<<<", None)
+        # `>&2`, `2>&1`, `<&0`: descriptor duplication, not a file.
+        if target is not None and op in (">&", "<&") and (target.text.isdigit() or target.text == "-"):
+            return Redirect(op, None)
+        return Redirect(op, target)
+
+    def _redirected(self, node: ts.Node) -> None:
+        redirects: list[Redirect] = []
+        heredoc: str | None = None
+        tail: list[ts.Node] = []
+        body: ts.Node | None = None
+        for child in node.children:
+            if child.type in ("file_redirect", "herestring_redirect"):
+                redirects.append(self._redirect(child))
+            elif child.type == "heredoc_redirect":
+                for part in child.children:
+                    if part.type == "heredoc_body":
+                        heredoc = part.text.decode("utf-8", "replace") if part.text else ""
+                        self._inert(part)
+                    elif part.type == "file_redirect":
+                        redirects.append(self._redirect(part))
+                    elif part.is_named and part.type not in ("heredoc_start", "heredoc_end"):
+                        tail.append(part)
+            elif child.is_named and body is None:
+                body = child
+            elif child.is_named:
+                self.statement(child)
+        first: SimpleCommand | None = None
+        if body is not None and body.type == "command":
+            stdin: Stdin = "heredoc" if heredoc is not None else "inherit"
+            first = self._command(body, tuple(redirects), stdin, heredoc, ())
+        elif body is not None:
+            # A compound statement with a redirect: its own commands, plus the redirect as a write.
+            self.statement(body)
+            self.commands.append(SimpleCommand((Word(text=":"),), tuple(redirects)))
+        for part in tail:
+            if part.type == "pipeline":
+                self._pipeline(part, first)
+            else:
+                self.statement(part)
+
+    def _pipeline(self, node: ts.Node, upstream_command: SimpleCommand | None = None) -> None:
+        previous = upstream_command
+        for child in node.children:
+            if not child.is_named:
+                if child.type == "|&":
+                    self.problems.append("unsupported shell construct: |&")
+                continue
+            upstream = tuple(w.text for w in previous.words) if previous is not None else ()
+            stdin: Stdin = "pipe" if previous is not None else "inherit"
+            if child.type == "command":
+                previous = self._command(child, (), stdin, None, upstream)
+            else:
+                before = len(self.commands)
+                self.statement(child)
+                if previous is not None and len(self.commands) > before:
+                    # Feed the pipe into the first command of a group, e.g. `x | { sh; }`.
+                    first = self.commands[before]
+                    self.commands[before] = SimpleCommand(
+                        first.words, first.redirects, "pipe", first.heredoc, upstream
+                    )
+                previous = self.commands[-1] if len(self.commands) > before else None
+
+    def _function(self, node: ts.Node) -> None:
+        name_node = node.child_by_field_name("name") or node.children[0]
+        name = name_node.text.decode("utf-8", "replace") if name_node.text else ""
+        self.problems.append(f"defines a shell function ({name})")
+        before = len(self.commands)
+        for child in node.children[1:]:
+            self._child(child)
+        body_text = node.text.decode("utf-8", "replace") if node.text else ""
+        calls_itself = any(c.words and c.words[0].text == name for c in self.commands[before:])
+        if calls_itself and ("&" in body_text or "|" in body_text):
+            self.fork_bomb = True
+
+    def _assignment(self, node: ts.Node) -> None:
+        for child in node.children:
+            if child.type == "variable_name" and child.text:
+                self.locals.add(child.text.decode("utf-8", "replace"))
+            elif child.type in ("do_group", "compound_statement"):
+                self.statement(child)
+            elif child.is_named:
+                self.words.read(child)
+
+    def _declaration(self, node: ts.Node) -> None:
+        """`export A=1`, `declare -p`, `unset X`: judged as a command named by the keyword."""
+        words = [Word(text=node.children[0].type)]
+        for child in node.children[1:]:
+            if child.type == "variable_assignment":
+                self._assignment(child)
+                name = child.children[0].text or b""
+                words.append(Word(text=name.decode("utf-8", "replace") + "=…"))
+            elif child.is_named:
+                words.append(self.words.read(child))
+        self.commands.append(SimpleCommand(tuple(words)))
+
+
+def script_has_unknown(script: Script) -> bool:
+    """True when any word of any command has a part whose value the parse cannot know."""
+    return any(UNKNOWN in w.text for c in script.commands for w in c.words)

@@ -1,0 +1,209 @@
+"""Shell words: de-quote tree-sitter word nodes into text, remembering what was not plain."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import tree_sitter as ts
+
+# Stands for a part of a word whose value the parse cannot know ($VAR, $(…), $((…))).
+UNKNOWN = "\x00"
+# Variables whose value is the caller's context: `$HOME` at a word's start is home, `$PWD` the cwd.
+_CONTEXT_VARIABLES = {"HOME": "~", "PWD": "."}
+_DEFAULT_OPERATORS = frozenset({":-", "-", ":=", "=", ":?", "?"})
+_GLOB = re.compile(r"[*?\[]")
+_ANSI_SIMPLE = {
+    "n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f",
+    "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?",
+}  # fmt: skip
+_ANSI_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|c.|.)", re.S)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Word:
+    """One shell word after quote removal; `text` holds UNKNOWN where a value is unknowable."""
+
+    text: str
+    plain: bool = True  # no expansion or substitution of any kind
+    quoted: bool = False  # quotes or backslashes were used
+    obfuscated: bool = False  # ANSI-C quoting, `$"…"`, backslash before a letter
+    glob: bool = False  # unquoted *, ? or [ (pathname expansion applies)
+    substitution: bool = False  # contains $(…), backticks or <(…)
+    process_substitution: bool = False
+    variables: tuple[str, ...] = ()
+    # Values the word may take besides `text` (each UNKNOWN empty, or a `${X:-default}`).
+    alternatives: tuple[str, ...] = ()
+
+    def candidates(self) -> tuple[str, ...]:
+        """Texts the word may expand to, UNKNOWN parts read as empty (how `rm -rf "$D"/*` hits /)."""
+        if UNKNOWN not in self.text:
+            return (self.text,)
+        return (self.text, self.text.replace(UNKNOWN, ""), *self.alternatives)
+
+
+def _join(parts: Sequence[Word]) -> Word:
+    if len(parts) == 1:
+        return parts[0]
+    text = "".join(p.text for p in parts)
+    alternatives: list[str] = []
+    for i, part in enumerate(parts):
+        for alt in part.alternatives:
+            alternatives.append(
+                "".join(p.text for p in parts[:i]) + alt + "".join(p.text for p in parts[i + 1 :])
+            )
+    return Word(
+        text=text,
+        plain=all(p.plain for p in parts),
+        quoted=any(p.quoted for p in parts) or len(parts) > 1,
+        obfuscated=any(p.obfuscated for p in parts),
+        glob=any(p.glob for p in parts),
+        substitution=any(p.substitution for p in parts),
+        process_substitution=any(p.process_substitution for p in parts),
+        variables=tuple(v for p in parts for v in p.variables),
+        alternatives=tuple(alternatives[:8]),
+    )
+
+
+def decode_ansi_c(body: str) -> str:
+    """Decode the inside of `$'…'` the way bash does."""
+
+    def one(match: re.Match[str]) -> str:
+        esc = match.group(1)
+        if esc[0] in "xuU":
+            return chr(int(esc[1:], 16))
+        if esc[0] in "01234567":
+            return chr(int(esc, 8) & 0xFF)
+        if esc[0] == "c" and len(esc) == 2:
+            return chr(ord(esc[1].upper()) ^ 0x40)
+        return _ANSI_SIMPLE.get(esc, "\\" + esc)
+
+    return _ANSI_ESCAPE.sub(one, body)
+
+
+def _unescape_unquoted(raw: str) -> tuple[str, bool]:
+    out: list[str] = []
+    escaped_letter = False
+    i = 0
+    while i < len(raw):
+        ch = raw[i]
+        if ch == "\\" and i + 1 < len(raw):
+            nxt = raw[i + 1]
+            escaped_letter = escaped_letter or nxt.isalnum()
+            if nxt != "\n":
+                out.append(nxt)
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out), escaped_letter
+
+
+def _unescape_double(raw: str) -> str:
+    return re.sub(r'\\([\\"$`\n])', lambda m: "" if m.group(1) == "\n" else m.group(1), raw)
+
+
+def _node_text(node: ts.Node) -> str:
+    return node.text.decode("utf-8", "replace") if node.text else ""
+
+
+class WordReader:
+    """Turns word nodes into `Word`s; hands substitution bodies back to the statement walker."""
+
+    def __init__(self, on_substitution: Callable[[ts.Node], None], on_problem: Callable[[str], None]) -> None:
+        self._on_substitution = on_substitution
+        self._on_problem = on_problem
+
+    def read_group(self, nodes: Sequence[ts.Node]) -> Word:
+        """Adjacent nodes with no space between them form one word (`$"x"` arrives as two)."""
+        if len(nodes) == 2 and nodes[0].type == "$" and nodes[1].type == "string":
+            inner = self.read(nodes[1])
+            return Word(text=inner.text, plain=inner.plain, quoted=True, obfuscated=True)
+        return _join([self.read(n) for n in nodes])
+
+    def read(self, node: ts.Node) -> Word:
+        """De-quote one word-like node."""
+        kind = node.type
+        raw = _node_text(node)
+        if kind in ("word", "number", "variable_name", "special_variable_name"):
+            text, escaped_letter = _unescape_unquoted(raw)
+            glob = bool(_GLOB.search(re.sub(r"\\.", "", raw)))
+            return Word(text=text, quoted="\\" in raw, obfuscated=escaped_letter, glob=glob)
+        if kind == "raw_string":
+            return Word(text=raw[1:-1], quoted=True)
+        if kind == "ansi_c_string":
+            return Word(text=decode_ansi_c(raw[2:-1]), quoted=True, obfuscated=True)
+        if kind in ("string", "translated_string"):
+            return self._string(node)
+        if kind == "concatenation":
+            return _join([self.read(c) for c in node.children])
+        if kind in ("simple_expansion", "expansion"):
+            return self._expansion(node)
+        if kind in ("command_substitution", "process_substitution"):
+            for child in node.children:
+                if child.is_named or child.is_error:
+                    self._on_substitution(child)
+            proc = kind == "process_substitution"
+            return Word(text=UNKNOWN, plain=False, substitution=True, process_substitution=proc)
+        if kind == "arithmetic_expansion":
+            self._scan(node)
+            return Word(text=UNKNOWN, plain=False)
+        if kind in ("$", "brace_expression", "extglob_pattern", "regex", "string_content"):
+            return Word(text=raw, glob=kind != "$")
+        if kind in ("ERROR",) or node.is_missing:
+            self._on_problem("the shell text does not parse cleanly")
+        else:
+            self._on_problem(f"unsupported shell word: {kind}")
+        self._scan(node)
+        return Word(text=UNKNOWN, plain=False)
+
+    def _scan(self, node: ts.Node) -> None:
+        for child in node.children:
+            if child.type in ("command_substitution", "process_substitution"):
+                self.read(child)
+            elif child.child_count:
+                self._scan(child)
+
+    def _string(self, node: ts.Node) -> Word:
+        parts: list[Word] = []
+        for child in node.children:
+            if child.type == "string_content":
+                parts.append(Word(text=_unescape_double(_node_text(child)), quoted=True))
+            elif child.type == "$":
+                parts.append(Word(text="$", quoted=True))
+            elif child.is_named:
+                parts.append(self.read(child))
+        if not parts:
+            return Word(text="", quoted=True)
+        joined = _join(parts)
+        return Word(
+            text=joined.text,
+            plain=joined.plain,
+            quoted=True,
+            obfuscated=joined.obfuscated,
+            substitution=joined.substitution,
+            variables=joined.variables,
+            alternatives=joined.alternatives,
+        )
+
+    def _expansion(self, node: ts.Node) -> Word:
+        names = [c for c in node.children if c.type in ("variable_name", "special_variable_name")]
+        name = _node_text(names[0]) if names else ""
+        simple = node.type == "simple_expansion" or [c.type for c in node.children] == [
+            "${",
+            "variable_name",
+            "}",
+        ]
+        if simple and name in _CONTEXT_VARIABLES:
+            return Word(text=_CONTEXT_VARIABLES[name], plain=False, variables=(name,))
+        alternatives: list[str] = []
+        children = list(node.children)
+        for i, child in enumerate(children):
+            if child.type in _DEFAULT_OPERATORS and i + 1 < len(children) and children[i + 1].is_named:
+                alternatives.append(self.read(children[i + 1]).text)
+            elif child.type in ("command_substitution", "process_substitution", "arithmetic_expansion"):
+                self.read(child)
+        return Word(
+            text=UNKNOWN, plain=False, variables=(name,) if name else (), alternatives=tuple(alternatives)
+        )

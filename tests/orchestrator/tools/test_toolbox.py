@@ -1,0 +1,313 @@
+"""build_run_tools end to end: real engine, real approval service, real workspaces and sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from approvals.actions import action_digest
+from approvals.models import Principal
+from orchestrator.config import TeamConfig
+from orchestrator.events import ToolDecided
+from orchestrator.llm.base import ToolCall
+from orchestrator.ports import RunContext, RunTools
+from orchestrator.toolbox import WorkspaceRunTools, build_run_tools
+from tests.orchestrator.tools.conftest import needs_bwrap
+from tests.orchestrator.tools.fakes import Harness
+
+APPROVER = Principal(id="U_APPROVER")
+AGENTS = ("alpha", "beta")
+
+
+def team(source: Path | None, **overrides: Any) -> TeamConfig:
+    data: dict[str, Any] = {
+        "agents": [{"id": a, "backend": {"type": "openai", "model": "gpt-test"}} for a in AGENTS],
+        "approvals": {"approvers": ["U_APPROVER"], "timeout_seconds": 60},
+        "workspace": {"source": source},
+        "sandbox": "bwrap",
+        "tools": {"command_timeout_seconds": 10, "output_limit_bytes": 4096},
+    }
+    data.update(overrides)
+    return TeamConfig.model_validate(data)
+
+
+async def build(harness: Harness, config: TeamConfig, root: Path, **kw: Any) -> WorkspaceRunTools:
+    ctx = RunContext(run_id="run1", team=config, agent_ids=AGENTS, requester="U_REQUESTER", emit=harness.emit)
+    return await build_run_tools(ctx, approvals=harness.service, root=root, **kw)
+
+
+def call(name: str, arguments: dict[str, Any], call_id: str = "c1") -> ToolCall:
+    return ToolCall(id=call_id, name=name, arguments=arguments)
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    src = tmp_path / "repo"
+    src.mkdir()
+    (src / "app.py").write_text("print('v1')\n")
+    return src
+
+
+@pytest.fixture
+async def harness() -> Harness:
+    return Harness()  # async: the service binds to the test's event loop
+
+
+async def test_it_implements_the_run_tools_port(harness: Harness, source: Path, tmp_path: Path) -> None:
+    tools: RunTools = await build(harness, team(source), tmp_path / "ws")
+    assert {s.name for s in tools.for_agent("alpha").specs("coordination")} >= {"read_file", "run_command"}
+    await tools.close()
+    assert not (tmp_path / "ws" / "run1").exists()
+
+
+async def test_happy_path_file_tools_and_events(harness: Harness, source: Path, tmp_path: Path) -> None:
+    tools = await build(harness, team(source), tmp_path / "ws")
+    alpha = tools.for_agent("alpha")
+    wrote = await alpha.call(
+        call("write_file", {"path": "app.py", "content": "print('v2')\n"}), phase="coordination"
+    )
+    assert not wrote.is_error
+    read = await alpha.call(call("read_file", {"path": "app.py"}, "c2"), phase="coordination")
+    assert read.content == "print('v2')\n"
+    assert (source / "app.py").read_text() == "print('v1')\n"  # the source is untouched
+    decided = [e for e in harness.events if isinstance(e, ToolDecided)]
+    assert [(e.tool, e.decision, e.executed) for e in decided] == [
+        ("write_file", "allow", True),
+        ("read_file", "allow", True),
+    ]
+    assert harness.kinds()[:3] == ["tool_call", "agent_status", "tool_decision"]
+    assert [e.outcome for e in harness.audit.entries] == ["allow", "allow"]
+    await tools.close()
+
+
+async def test_bad_arguments_are_an_error_result(harness: Harness, source: Path, tmp_path: Path) -> None:
+    tools = await build(harness, team(source), tmp_path / "ws")
+    outcome = await tools.for_agent("alpha").call(call("write_file", {"path": "x"}), phase="coordination")
+    assert outcome.is_error
+    assert "content: Field required" in outcome.content
+    assert not (tools.workspace("alpha") / "x").exists()
+    await tools.close()
+
+
+@needs_bwrap
+async def test_deny_reason_is_fed_back_and_nothing_runs(
+    harness: Harness, source: Path, tmp_path: Path
+) -> None:
+    config = team(source, permissions={"policy": "human", "rules": {"deny": ["command(touch *)"]}})
+    tools = await build(harness, config, tmp_path / "ws")
+    outcome = await tools.for_agent("alpha").call(
+        call("run_command", {"command": "touch must-not-exist.txt"}), phase="coordination"
+    )
+    assert outcome.is_error
+    assert "command(touch *)" in outcome.content  # the rule that denied it, for the model to read
+    assert not (tools.workspace("alpha") / "must-not-exist.txt").exists()
+    assert harness.audit.entries[-1].outcome == "deny"
+    (decided,) = [e for e in harness.events if isinstance(e, ToolDecided)]
+    assert (decided.decision, decided.executed, decided.layer) == ("deny", False, "rule")
+    await tools.close()
+
+
+@needs_bwrap
+async def test_ask_waits_while_another_agent_works_and_runs_exactly_the_approved_input(
+    harness: Harness, source: Path, tmp_path: Path, http_server: str
+) -> None:
+    tools = await build(harness, team(source), tmp_path / "ws")
+    arguments = {"command": f"curl -s {http_server}/hello"}
+    waiting = asyncio.create_task(
+        tools.for_agent("alpha").call(call("run_command", arguments), phase="coordination")
+    )
+    request = await harness.next_request()
+    assert request.digest == action_digest("run_command", {"command": f"curl -s {http_server}/hello"})
+    # The model-side dict changes while the approver thinks: what runs is still what was approved.
+    arguments["command"] = "touch swapped.txt"
+    beta = await tools.for_agent("beta").call(call("read_file", {"path": "app.py"}), phase="coordination")
+    assert beta.content == "print('v1')\n"
+    assert not waiting.done()
+    await harness.service.decide(request.id, APPROVER, approve=True)
+    outcome = await asyncio.wait_for(waiting, timeout=10)
+    assert "hello from loopback" in outcome.content  # network opened for the approved egress
+    assert not (tools.workspace("alpha") / "swapped.txt").exists()
+    await tools.close()
+
+
+@needs_bwrap
+async def test_run_scope_approval_is_not_asked_twice(
+    harness: Harness, source: Path, tmp_path: Path, http_server: str
+) -> None:
+    tools = await build(harness, team(source), tmp_path / "ws")
+    command = {"command": f"curl -s {http_server}/hello"}
+    first = asyncio.create_task(
+        tools.for_agent("alpha").call(call("run_command", command), phase="coordination")
+    )
+    await harness.service.decide((await harness.next_request()).id, APPROVER, approve=True, scope="run")
+    assert "hello from loopback" in (await first).content
+    second = await asyncio.wait_for(
+        tools.for_agent("beta").call(call("run_command", dict(command)), phase="coordination"), timeout=10
+    )
+    assert "hello from loopback" in second.content
+    assert harness.requested.empty()
+    await tools.close()
+
+
+@needs_bwrap
+async def test_without_approval_the_sandbox_has_no_network(
+    harness: Harness, source: Path, tmp_path: Path, http_server: str
+) -> None:
+    # A command the engine allows without asking must still not reach the network.
+    port = http_server.rsplit(":", 1)[1]
+    command = f"(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo CONNECTED || echo UNREACHABLE"
+    config = team(source, permissions={"policy": "allow-all", "rules": {}})
+    tools = await build(harness, config, tmp_path / "ws")
+    outcome = await tools.for_agent("alpha").call(
+        call("run_command", {"command": command}), phase="coordination"
+    )
+    assert not outcome.is_error
+    assert "UNREACHABLE" in outcome.content
+    await tools.close()
+
+
+async def test_missing_bubblewrap_refuses_run_command(harness: Harness, source: Path, tmp_path: Path) -> None:
+    tools = await build(harness, team(source), tmp_path / "ws", bwrap_path=str(tmp_path / "nope" / "bwrap"))
+    outcome = await tools.for_agent("alpha").call(
+        call("run_command", {"command": "echo hi > made.txt"}), phase="coordination"
+    )
+    assert outcome.is_error
+    assert "bubblewrap not found" in outcome.content
+    assert "sandbox: none" in outcome.content
+    assert not (tools.workspace("alpha") / "made.txt").exists()
+    await tools.close()
+
+
+async def test_sandbox_none_runs_plainly(harness: Harness, source: Path, tmp_path: Path) -> None:
+    tools = await build(harness, team(source, sandbox="none"), tmp_path / "ws", bwrap_path="/nonexistent")
+    outcome = await tools.for_agent("alpha").call(
+        call("run_command", {"command": "echo hi > made.txt && cat made.txt"}), phase="coordination"
+    )
+    assert outcome.content == "hi\n[exit code 0]"
+    await tools.close()
+
+
+async def test_peers_workspace_is_readable_not_writable(
+    harness: Harness, source: Path, tmp_path: Path
+) -> None:
+    tools = await build(harness, team(source), tmp_path / "ws")
+    beta_file = tools.workspace("beta") / "app.py"
+    alpha = tools.for_agent("alpha")
+    read = await alpha.call(call("read_file", {"path": str(beta_file)}), phase="coordination")
+    assert read.content == "print('v1')\n"
+    pwn = call("write_file", {"path": str(beta_file), "content": "pwned"})
+    wrote = await alpha.call(pwn, phase="coordination")
+    assert wrote.is_error
+    assert "another agent's workspace" in wrote.content
+    assert beta_file.read_text() == "print('v1')\n"
+    assert harness.requested.empty()  # refused outright: no human is asked to approve the impossible
+    assert (harness.audit.entries[-1].outcome, harness.audit.entries[-1].layer) == ("deny", "boundary")
+    await tools.close()
+
+
+def _git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def git_source(tmp_path: Path) -> tuple[Path, Path]:
+    remote = tmp_path / "remote.git"
+    _git("init", "-q", "--bare", str(remote), cwd=tmp_path)
+    src = tmp_path / "repo"
+    src.mkdir()
+    _git("init", "-q", "-b", "main", cwd=src)
+    (src / "app.py").write_text("print('v1')\n")
+    _git("add", ".", cwd=src)
+    _git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "init", cwd=src)
+    _git("remote", "add", "origin", str(remote), cwd=src)
+    return src, remote
+
+
+async def test_git_push_is_deferred_in_coordination_and_done_once_in_final(
+    harness: Harness, git_source: tuple[Path, Path], tmp_path: Path
+) -> None:
+    source, remote = git_source
+    # No sandbox here: the local bare remote lives outside the workspace (a real remote needs egress).
+    tools = await build(harness, team(source, sandbox="none"), tmp_path / "ws")
+    push = {"command": "git push -q origin main"}
+    for agent in AGENTS:
+        outcome = await tools.for_agent(agent).call(call("run_command", push), phase="coordination")
+        assert outcome.is_error
+        assert outcome.content.startswith("deferred")
+    assert _git("branch", "--list", cwd=remote) == ""  # nothing was pushed
+    assert harness.requested.empty()  # and nobody was asked
+    final = asyncio.create_task(tools.for_agent("alpha").call(call("run_command", push), phase="final"))
+    await harness.service.decide((await harness.next_request()).id, APPROVER, approve=True)
+    outcome = await asyncio.wait_for(final, timeout=10)
+    assert outcome.content.endswith("[exit code 0]"), outcome.content
+    assert "main" in _git("branch", "--list", cwd=remote)
+    second = await tools.for_agent("beta").call(call("run_command", push), phase="final")
+    assert second.is_error
+    await tools.close()
+
+
+async def test_winner_patch_and_apply_back_through_the_engine(
+    harness: Harness, source: Path, tmp_path: Path
+) -> None:
+    tools = await build(harness, team(source), tmp_path / "ws")
+    alpha = tools.for_agent("alpha")
+    await alpha.call(call("write_file", {"path": "app.py", "content": "print('v2')\n"}), phase="coordination")
+    await alpha.call(call("write_file", {"path": "new.py", "content": "X = 1\n"}, "c2"), phase="coordination")
+    patch = await tools.winner_patch("alpha")
+    assert patch is not None
+    assert "+print('v2')" in patch
+    assert await tools.winner_patch("beta") is None
+    # Denied: the source stays as it was.
+    denied = asyncio.create_task(tools.apply_patch("alpha", patch))
+    request = await harness.next_request()
+    assert request.action.kind == "write"
+    assert request.context["files"] == "app.py, new.py"
+    await harness.service.decide(request.id, APPROVER, approve=False, reason="not now")
+    assert (await denied).is_error
+    assert (source / "app.py").read_text() == "print('v1')\n"
+    assert not (source / "new.py").exists()
+    # Approved: written, all files.
+    approved = asyncio.create_task(tools.apply_patch("alpha", patch))
+    await harness.service.decide((await harness.next_request()).id, APPROVER, approve=True)
+    outcome = await approved
+    assert not outcome.is_error, outcome.content
+    assert (source / "app.py").read_text() == "print('v2')\n"
+    assert (source / "new.py").read_text() == "X = 1\n"
+    await tools.close()
+
+
+async def test_fetch_url_asks_then_fetches_exactly_the_approved_url(
+    harness: Harness, source: Path, tmp_path: Path, http_server: str
+) -> None:
+    tools = await build(harness, team(source), tmp_path / "ws")
+    fetch = call("fetch_url", {"url": f"{http_server}/hello"})
+    waiting = asyncio.create_task(tools.for_agent("alpha").call(fetch, phase="coordination"))
+    request = await harness.next_request()
+    assert str(request.action) == f"fetch({http_server}/hello)"
+    assert request.context == {"run_id": "run1", "agent_id": "alpha", "tool": "fetch_url"}
+    await harness.service.decide(request.id, APPROVER, approve=True)
+    outcome = await asyncio.wait_for(waiting, timeout=10)
+    assert outcome.content.endswith("hello from loopback")
+    assert [e.outcome for e in harness.audit.entries] == ["ask", "approved"]
+    await tools.close()
+
+
+async def test_an_unanswered_ask_is_denied_when_it_expires(
+    harness: Harness, source: Path, tmp_path: Path, http_server: str
+) -> None:
+    config = team(source, approvals={"approvers": ["U_APPROVER"], "timeout_seconds": 0.05})
+    tools = await build(harness, config, tmp_path / "ws")
+    outcome = await asyncio.wait_for(
+        tools.for_agent("alpha").call(
+            call("fetch_url", {"url": f"{http_server}/hello"}), phase="coordination"
+        ),
+        timeout=10,
+    )
+    assert outcome.is_error
+    assert "expired" in outcome.content
+    assert harness.kinds().count("approval_resolved") == 1
+    await tools.close()

@@ -7,7 +7,6 @@ listed in `TeamConfig.warnings`; unknown keys in our own sections are errors nam
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -85,7 +84,18 @@ class OrchestratorConfig(_Model):
 
 class PermissionsConfig(_Model):
     policy: Policy = "human"
-    rules: dict[Literal["allow", "ask", "deny"], list[str]] = Field(default_factory=dict)
+    # Rule strings like "command(git push *)" or {rule, match, not_match} mappings (approvals.rules).
+    rules: dict[str, list[str | dict[str, Any]]] = Field(default_factory=dict)
+
+    @field_validator("rules")
+    @classmethod
+    def _known_lists(
+        cls, rules: dict[str, list[str | dict[str, Any]]]
+    ) -> dict[str, list[str | dict[str, Any]]]:
+        unknown = sorted(set(rules) - {"allow", "ask", "deny"})
+        if unknown:
+            raise ValueError(f"unknown rule list(s) {unknown} (expected allow, ask, deny)")
+        return rules
 
 
 class ApprovalsConfig(_Model):
@@ -327,15 +337,10 @@ def _resolve_workspace(
 
 def _check_rules(team: TeamConfig, lines: dict[KeyPath, int], source: str) -> None:
     """Validate permission rules with the engine's own parser when it is installed (fail closed at load)."""
+    from approvals.rules import load_rules  # the engine's own parser (imported late: a tree-sitter grammar)
+
     try:
-        rules_module = importlib.import_module("approvals.rules")
-    except ModuleNotFoundError:
-        return
-    load_rules: Any = getattr(rules_module, "load_rules", None)
-    if load_rules is None:
-        return
-    try:
-        load_rules({k: list(v) for k, v in team.permissions.rules.items()})
+        load_rules(team.permissions.rules)
     except Exception as exc:  # the engine's error root or a ValueError: any rejection is a config error
         raise _error(str(exc), ("permissions", "rules"), lines, source) from None
 

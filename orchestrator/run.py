@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
-import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from orchestrator.agent import AgentDropped, AgentSession, BudgetReached
 from orchestrator.config import LOCAL_PRESETS, AgentConfig, TeamConfig
@@ -46,20 +44,18 @@ log = logging.getLogger(__name__)
 
 
 def default_models(agent: AgentConfig) -> ModelClient:
-    """A real provider client from the backend config (keys from the config or the preset's variable)."""
-    factory: Any = importlib.import_module("orchestrator.llm.factory")
+    """A real provider client from the backend config (key from the config, else the SDK/preset variable)."""
+    from orchestrator.llm.factory import make_model_client  # SDK imports stay off the start-up path
+
     backend = agent.backend
-    api_key = backend.api_key.get_secret_value() if backend.api_key is not None else None
-    if api_key is None and backend.api_key_env:
-        api_key = os.environ.get(backend.api_key_env)
-    client: ModelClient = factory.make_model_client(
+    return make_model_client(
         type=backend.type,
         model=backend.model,
         base_url=backend.base_url,
-        api_key=api_key,
+        api_key=backend.api_key.get_secret_value() if backend.api_key is not None else None,
+        api_key_env=backend.api_key_env,
         extra=dict(backend.extras),
     )
-    return client
 
 
 async def start_run(
@@ -91,6 +87,7 @@ async def start_run(
         for i, a in enumerate(team.agents, start=1)
     )
     run.emit(RunStarted(task=task, agents=agents, requester=requester, context=context))
+    run.owns_clients = models is None
     run.main_task = asyncio.create_task(run.main(models or default_models, tools, context), name=run.run_id)
     return RunHandle(run)
 
@@ -145,6 +142,7 @@ class _Run:
         self._started = asyncio.Event()  # a task cancelled before its first step never enters `try`
         self._finishing = False
         self.requester: str | None = None
+        self.owns_clients = False  # clients built here (not passed in) are closed here
 
     # ---- Host ----------------------------------------------------------------------------------
 
@@ -220,10 +218,21 @@ class _Run:
                 await self.tools.close()
             except Exception:
                 log.exception("run %s: closing tools failed", self.run_id)
+        if self.owns_clients:
+            await self._close_clients()
         stamped = self.emit(terminal)
         await self.emitter.close()
         assert isinstance(stamped, RunFinished | RunFailed | RunCancelled)
         self.done.set_result(stamped)
+
+    async def _close_clients(self) -> None:
+        from orchestrator.llm.factory import close_model_client
+
+        for session in self.sessions.values():
+            try:
+                await close_model_client(session.client)
+            except Exception:
+                log.exception("run %s: closing the model client of %s failed", self.run_id, session.agent_id)
 
     async def _run(
         self, models: ModelFactory, tools: RunToolsFactory | None, context: str | None

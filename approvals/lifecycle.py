@@ -67,6 +67,11 @@ def authorise(request: ApprovalRequest, principal: Principal, *, approve: bool) 
 
 def transition(request: ApprovalRequest, event: LifecycleEvent, now: datetime) -> ApprovalRequest | Rejection:
     """The request after `event` at `now`, or the typed reason nothing changed."""
+    if isinstance(event, Vote):
+        # Authorisation first: someone who may not decide learns nothing about the request's state.
+        why = authorise(request, event.principal, approve=event.approve)
+        if why is not None:
+            return NotAuthorised(request=request, principal=event.principal, why=why)
     if request.terminal:
         return AlreadyDecided(request=request)
     match event:
@@ -87,9 +92,6 @@ def _vote(request: ApprovalRequest, vote: Vote, now: datetime) -> ApprovalReques
     # the request expires instead, and the caller reports "already decided".
     if now >= request.expires_at:
         return _close(request, "expired", now, by=None, reason="no decision before the deadline")
-    why = authorise(request, vote.principal, approve=vote.approve)
-    if why is not None:
-        return NotAuthorised(request=request, principal=vote.principal, why=why)
     if not vote.approve:
         # Any single denial vetoes, whatever the quorum.
         return _close(request, "denied", now, by=vote.principal.id, reason=vote.reason)

@@ -254,6 +254,10 @@ class ApprovalService:
         """Audit an allow/deny the engine took without asking anyone."""
         await self._audit.record(entry)
 
+    async def audit_trail(self, *, run_id: str | None = None, limit: int | None = None) -> list[AuditEntry]:
+        """The audit entries, oldest first (the last `limit` of them when given)."""
+        return await self._audit.query(run_id=run_id, limit=limit)
+
     async def always_rules(self) -> list[str]:
         """Allow rules persisted by `always` approvals, e.g. `command(make test)`."""
         return await self._store.always_rules()

@@ -65,6 +65,13 @@ def test_terminal_states_never_change(status, event) -> None:
     assert transition(decided, event, NOW) == AlreadyDecided(request=decided)
 
 
+@pytest.mark.parametrize("status", sorted(TERMINAL))
+def test_intruders_learn_nothing_from_a_decided_request(status) -> None:
+    decided = sample_request(status=status, decided_by="U_B", decided_at=EPOCH)
+    result = transition(decided, Vote(principal=INTRUDER, approve=True), NOW)
+    assert isinstance(result, NotAuthorised)
+
+
 def test_every_status_is_covered() -> None:
     assert set(STATUSES) == TERMINAL | {"pending"}
 

@@ -193,7 +193,7 @@ def default_team(env: Mapping[str, str] | None = None) -> TeamConfig:
     return TeamConfig(
         agents=[
             _agent("alpha", "openai", env.get("MASSGEN_OPENAI_MODEL", "gpt-4o-mini")),
-            _agent("beta", "claude", env.get("MASSGEN_CLAUDE_MODEL", "claude-sonnet-4-5")),
+            _agent("beta", "claude", env.get("MASSGEN_CLAUDE_MODEL", "claude-sonnet-4-6")),
             _agent(
                 "gamma",
                 "chatcompletion",

@@ -36,6 +36,7 @@ DEFAULT_PRICES: dict[str, Price] = {
     "gpt-5-mini": Price(input_per_mtok=0.25, output_per_mtok=2.0, cached_input_per_mtok=0.025),
     "gpt-5-nano": Price(input_per_mtok=0.05, output_per_mtok=0.40, cached_input_per_mtok=0.005),
     "o4-mini": Price(input_per_mtok=1.10, output_per_mtok=4.40, cached_input_per_mtok=0.275),
+    "claude-sonnet-4-6": Price(input_per_mtok=3.0, output_per_mtok=15.0, cached_input_per_mtok=0.30),
     "claude-sonnet-4-5": Price(input_per_mtok=3.0, output_per_mtok=15.0, cached_input_per_mtok=0.30),
     "claude-sonnet-4-0": Price(input_per_mtok=3.0, output_per_mtok=15.0, cached_input_per_mtok=0.30),
     "claude-opus-4-1": Price(input_per_mtok=15.0, output_per_mtok=75.0, cached_input_per_mtok=1.50),

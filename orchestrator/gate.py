@@ -116,7 +116,7 @@ class PermissionGate:
         self.run_id = run_id
         self.requester = requester
         self.grants = grants if grants is not None else RunGrants()
-        self._approvals = approvals
+        self.approvals = approvals
         self._approvers = approvers
         self._timeout = timeout
         self._emit = emit
@@ -180,13 +180,13 @@ class PermissionGate:
             risk=risk,
             reason=reason,
         )
-        await self._approvals.record_decision(entry)
+        await self.approvals.record_decision(entry)
 
     async def _ask(self, engine: Evaluator, call: GateCall, decision: Decision) -> GateResult:
         action = call.request_action or call.actions[0]
         context = {"run_id": self.run_id, "agent_id": call.agent_id, "tool": call.tool, **call.context}
         try:
-            request = await self._approvals.request(
+            request = await self.approvals.request(
                 run_id=self.run_id,
                 agent_id=call.agent_id,
                 requester_id=self.requester,
@@ -205,7 +205,7 @@ class PermissionGate:
         await self._emit(_requested_event(call.agent_id, request))
         await self._emit(AgentStatus(agent_id=call.agent_id, status="awaiting_approval", detail=str(action)))
         try:
-            final = await self._approvals.wait(request.id)
+            final = await self.approvals.wait(request.id)
         finally:
             status: AgentState = "tool" if call.phase == "coordination" else "presenting"
             await self._emit(AgentStatus(agent_id=call.agent_id, status=status, detail=call.tool))

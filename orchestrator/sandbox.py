@@ -30,6 +30,7 @@ _PASSTHROUGH = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "COLUMNS")
 _KILL_GRACE_S = 0.5
 _SANDBOX_TMP = "/tmp"  # noqa: S108 - a fresh tmpfs inside the sandbox, not the host's /tmp
 _READ_CHUNK = 65536
+_PROBED: dict[str, str | None] = {}  # bubblewrap path -> why it cannot sandbox (None: it can)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,15 +91,14 @@ class Sandbox:
     def __init__(self, mode: SandboxMode = "bwrap", *, bwrap_path: str | None = None) -> None:
         self.mode: SandboxMode = mode
         self._bwrap = bwrap_path if bwrap_path is not None else (shutil.which("bwrap") or "/usr/bin/bwrap")
-        self._probe: asyncio.Task[str | None] | None = None
 
     async def check(self) -> None:
         """Raise `SandboxUnavailable` unless commands can run; the trial run happens once per sandbox."""
         if self.mode == "none":
             return
-        if self._probe is None:
-            self._probe = asyncio.ensure_future(self._trial_run())
-        problem = await asyncio.shield(self._probe)
+        if self._bwrap not in _PROBED:  # a trial run per bubblewrap path and process, not per call
+            _PROBED[self._bwrap] = await self._trial_run()
+        problem = _PROBED[self._bwrap]
         if problem is not None:
             raise SandboxUnavailable(problem)
 

@@ -16,12 +16,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from approvals.actions import Action, action_digest
 from approvals.engine import PermissionConfig, PermissionEngine
 from approvals.models import Approvers
 from approvals.rules import load_rules
+from orchestrator.config import ApprovalsConfig
 from orchestrator.errors import OrchestratorError
 from orchestrator.events import AgentState, AgentStatus, ToolCalled, ToolDecided
 from orchestrator.gate import ApprovalPort, Evaluator, GateCall, GateResult, PermissionGate, RunGrants
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 
 EngineFactory = Callable[[PermissionConfig], Evaluator]
 _PREVIEW = 300
+_EVENT_ARG_CHARS = 2000
 
 
 def default_engine(config: PermissionConfig) -> Evaluator:
@@ -57,36 +59,39 @@ async def build_run_tools(
     root: Path | None = None,
     engine_factory: EngineFactory = default_engine,
     bwrap_path: str | None = None,
+    hide: Sequence[Path] = (),
 ) -> WorkspaceRunTools:
-    """Create the run's workspaces (copies of `workspace.source`) and the per-agent toolboxes."""
+    """Create the run's workspaces (copies of `workspace.source`) and the per-agent toolboxes.
+
+    `root` holds the workspaces (default: a temporary directory removed on `close`); `hide` lists
+    directories that sandboxed commands see empty, on top of the home directories, the workspace
+    root and the current directory (where a deployment's `.env` usually sits).
+    """
     team = ctx.team
     # Raises on a bad rule: fail before any agent starts (the team loader normally caught it already).
     rules = load_rules({str(bucket): list(items) for bucket, items in team.permissions.rules.items()})
     owned_root = root is None
     base = Path(tempfile.mkdtemp(prefix="massgen-ws-")) if root is None else root
-    spaces = await asyncio.to_thread(
-        RunWorkspaces.create,
-        root=base,
-        run_id=ctx.run_id,
-        agent_ids=ctx.agent_ids,
-        source=team.workspace.source,
-    )
-    settings = team.approvals
-    approvers = Approvers(
-        users=frozenset(settings.approvers),
-        groups=frozenset(settings.approver_groups),
-        allow_self_approval=settings.allow_self_approval,
-        quorum=settings.quorum,
-    )
+    try:
+        spaces = await asyncio.to_thread(
+            RunWorkspaces.create,
+            root=base,
+            run_id=ctx.run_id,
+            agent_ids=ctx.agent_ids,
+            source=team.workspace.source,
+        )
+    except BaseException:
+        if owned_root:
+            shutil.rmtree(base, ignore_errors=True)
+        raise
     gate = PermissionGate(
         run_id=ctx.run_id,
         requester=ctx.requester,
         approvals=approvals,
-        approvers=approvers,
-        timeout=timedelta(seconds=settings.timeout_seconds),
+        approvers=approvers_of(team.approvals),
+        timeout=timedelta(seconds=team.approvals.timeout_seconds),
         emit=ctx.emit,
     )
-    sandbox = Sandbox(team.sandbox, bwrap_path=bwrap_path)
     engines = {
         agent_id: engine_factory(
             PermissionConfig(
@@ -98,9 +103,33 @@ async def build_run_tools(
         )
         for agent_id in ctx.agent_ids
     }
+    hidden = tuple(dict.fromkeys([*(p for p in (Path.cwd(),) if p != Path("/")), spaces.root, *hide]))
     return WorkspaceRunTools(
-        ctx=ctx, spaces=spaces, gate=gate, sandbox=sandbox, engines=engines, owned_root=owned_root
+        ctx=ctx,
+        spaces=spaces,
+        gate=gate,
+        sandbox=Sandbox(team.sandbox, bwrap_path=bwrap_path),
+        engines=engines,
+        owned_root=owned_root,
+        hidden=hidden,
     )
+
+
+def approvers_of(settings: ApprovalsConfig) -> Approvers:
+    """The team file's approvers section as the approval service's value object."""
+    return Approvers(
+        users=frozenset(settings.approvers),
+        groups=frozenset(settings.approver_groups),
+        allow_self_approval=settings.allow_self_approval,
+        quorum=settings.quorum,
+    )
+
+
+@runtime_checkable
+class CancellingPort(Protocol):
+    """Approval services that can cancel a run's pending requests (ApprovalService can)."""
+
+    async def cancel_run(self, run_id: str) -> int: ...
 
 
 class WorkspaceRunTools:
@@ -115,6 +144,7 @@ class WorkspaceRunTools:
         sandbox: Sandbox,
         engines: dict[str, Evaluator],
         owned_root: bool,
+        hidden: tuple[Path, ...] = (),
     ) -> None:
         self.ctx = ctx
         self.spaces = spaces
@@ -132,7 +162,7 @@ class WorkspaceRunTools:
                 env=ToolEnv(
                     workspace=spaces.path(agent_id),
                     peers=spaces.peers(agent_id),
-                    hidden=(spaces.root,),
+                    hidden=hidden,
                     sandbox=sandbox,
                     command_timeout_s=limits.command_timeout_seconds,
                     output_limit=limits.output_limit_bytes,
@@ -191,7 +221,13 @@ class WorkspaceRunTools:
         return ToolOutcome(content=f"applied {len(paths)} file(s) to {source}")
 
     async def close(self) -> None:
-        """Remove the run's workspaces (and the temporary root when this run created it)."""
+        """Cancel the run's pending approvals, remove its workspaces (and a temporary root)."""
+        port = self.gate.approvals
+        if isinstance(port, CancellingPort):
+            try:
+                await port.cancel_run(self.ctx.run_id)
+            except Exception:  # closing must go on: the requests still expire on their own
+                log.exception("could not cancel the pending approvals of run %s", self.ctx.run_id)
         await asyncio.to_thread(self.spaces.close)
         if self._owned_root:
             await asyncio.to_thread(shutil.rmtree, self.spaces.root, True)
@@ -216,7 +252,7 @@ class AgentTools:
     async def call(self, call: ToolCall, *, phase: ToolPhase) -> ToolOutcome:
         """Validate, gate, execute exactly the approved input; never raises for a bad call."""
         emit = self._ctx.emit
-        arguments = dict(call.arguments)
+        arguments = {k: _clip(v) for k, v in call.arguments.items()}  # events are logged and shown
         await emit(ToolCalled(agent_id=self.agent_id, call_id=call.id, tool=call.name, arguments=arguments))
         await emit(AgentStatus(agent_id=self.agent_id, status="tool", detail=call.name))
         try:
@@ -236,7 +272,8 @@ class AgentTools:
             return await self._refuse(_Report(call, phase, str(actions[0]), "high", "boundary"), refusal)
         result = await self._gate.check(self._engine, question)
         decision = result.decision
-        report = _Report(call, phase, " + ".join(map(str, actions)), decision.risk, decision.layer)
+        layer = "policy" if result.deferred else decision.layer
+        report = _Report(call, phase, " + ".join(map(str, actions)), decision.risk, layer)
         if not result.allowed:
             return await self._refuse(report, result.reason)
         return await self._run_bound(report, frozen, digest, result)
@@ -304,3 +341,10 @@ class _Report:
     action: str
     risk: str
     layer: str
+
+
+def _clip(value: Any) -> Any:
+    """Long strings (file contents) shortened for the event log; the tool itself gets them whole."""
+    if isinstance(value, str) and len(value) > _EVENT_ARG_CHARS:
+        return value[:_EVENT_ARG_CHARS] + f"… [{len(value) - _EVENT_ARG_CHARS} more characters]"
+    return value

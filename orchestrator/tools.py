@@ -9,6 +9,7 @@ symlink swapped in after the engine judged the path cannot redirect the read or 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fnmatch
 import os
@@ -178,14 +179,15 @@ def cap(text: str, limit: int) -> str:
 async def execute(args: _Args, env: ToolEnv, *, network: bool = False) -> str:
     """Run an already validated and permitted call; `OSError`s become readable results upstream."""
     match args:
+        # File tools run in a thread: a search over a big tree must not stall the other agents.
         case ReadFileArgs():
-            return cap(read_file(args, env), env.output_limit)
+            return cap(await asyncio.to_thread(read_file, args, env), env.output_limit)
         case WriteFileArgs():
-            return write_file(args, env)
+            return await asyncio.to_thread(write_file, args, env)
         case ListFilesArgs():
-            return cap(list_files(args, env), env.output_limit)
+            return cap(await asyncio.to_thread(list_files, args, env), env.output_limit)
         case SearchFilesArgs():
-            return cap(search_files(args, env), env.output_limit)
+            return cap(await asyncio.to_thread(search_files, args, env), env.output_limit)
         case RunCommandArgs():
             spec = SandboxSpec(
                 workspace=env.workspace,

@@ -139,3 +139,17 @@ async def test_missing_bwrap_refuses_with_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(SandboxUnavailable, match="sandbox: none"):
         await sandbox.run("touch should-not-exist", _spec(tmp_path))
     assert not (tmp_path / "should-not-exist").exists()
+
+
+@needs_bwrap
+async def test_hidden_directories_are_empty_inside(tmp_path: Path) -> None:
+    deploy = tmp_path / "deploy"
+    deploy.mkdir()
+    (deploy / ".env").write_text("OPENAI_API_KEY=sk-live\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    command = f"cat {deploy}/.env 2>&1; ls -A {deploy} | wc -l"
+    result = await Sandbox("bwrap").run(command, _spec(ws, hidden=(deploy,)))
+    output = result.output.decode()
+    assert "sk-live" not in output
+    assert output.splitlines()[-1] == "0"

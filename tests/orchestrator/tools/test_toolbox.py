@@ -311,3 +311,29 @@ async def test_an_unanswered_ask_is_denied_when_it_expires(
     assert "expired" in outcome.content
     assert harness.kinds().count("approval_resolved") == 1
     await tools.close()
+
+
+async def test_close_cancels_pending_approvals(harness: Harness, source: Path, tmp_path: Path) -> None:
+    tools = await build(harness, team(source), tmp_path / "ws")
+    fetch = call("fetch_url", {"url": "https://example.com/"})
+    waiting = asyncio.create_task(tools.for_agent("alpha").call(fetch, phase="coordination"))
+    request = await harness.next_request()
+    await tools.close()
+    outcome = await asyncio.wait_for(waiting, timeout=5)
+    assert outcome.is_error
+    assert "cancelled" in outcome.content
+    assert (await harness.service.get(request.id)).status == "cancelled"  # type: ignore[union-attr]
+
+
+async def test_huge_arguments_are_clipped_in_events_not_in_the_file(
+    harness: Harness, source: Path, tmp_path: Path
+) -> None:
+    tools = await build(harness, team(source), tmp_path / "ws")
+    content = "z" * 50_000
+    await tools.for_agent("alpha").call(
+        call("write_file", {"path": "big.txt", "content": content}), phase="final"
+    )
+    (called,) = [e for e in harness.events if e.kind == "tool_call"]
+    assert len(called.arguments["content"]) < 2100
+    assert (tools.workspace("alpha") / "big.txt").read_text() == content
+    await tools.close()

@@ -1,0 +1,35 @@
+"""Action and callback ids of every interactive element we render; listeners register on these.
+
+Button `value`s carry an id only (a request id or a run id, or `run_id:label` for answers); the
+listener looks everything else up server-side.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Approval message buttons; value = approval request id.
+APPROVE_ONCE: Final = "approve_once"
+APPROVE_RUN: Final = "approve_run"
+DENY: Final = "deny"
+DETAILS: Final = "details"
+# Root status message buttons; value = run id.
+RUN_CANCEL: Final = "run_cancel"
+RUN_FINISH_NOW: Final = "run_finish_now"
+# "Show full" on an answer preview; value = "<run id>:<answer label>".
+ANSWER_FULL: Final = "answer_full"
+
+ACTION_IDS: Final = frozenset(
+    {APPROVE_ONCE, APPROVE_RUN, DENY, DETAILS, RUN_CANCEL, RUN_FINISH_NOW, ANSWER_FULL}
+)
+
+# Modal callback ids (views.open payloads).
+DENY_MODAL: Final = (
+    "deny_reason"  # private_metadata = request id; input block DENY_REASON_BLOCK/DENY_REASON_INPUT
+)
+DETAILS_MODAL: Final = "approval_details"  # read-only, no submit
+ANSWER_MODAL: Final = "answer_full_view"  # read-only, no submit
+DENY_REASON_BLOCK: Final = "deny_reason_block"
+DENY_REASON_INPUT: Final = "deny_reason_input"
+
+CALLBACK_IDS: Final = frozenset({DENY_MODAL, DETAILS_MODAL, ANSWER_MODAL})

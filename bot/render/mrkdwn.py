@@ -1,0 +1,168 @@
+"""Markdown (what models write) to Slack mrkdwn (what messages show), and splitting long text.
+
+Slack's mrkdwn is not Markdown: `*bold*`, `_italic_`, `~strike~`, `<url|label>` links, no headings
+and no tables (docs.slack.dev/messaging/formatting-message-text). The conversion escapes every
+piece of text it emits, so model output cannot mention anyone or forge links; code is kept
+verbatim (escaped only), tables become code blocks so their columns stay aligned.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.render.escape import escape
+
+FENCE = "```"
+_FENCE_LINE = re.compile(r"^\s*(```|~~~)")
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
+_ORDERED = re.compile(r"^(\s*)(\d{1,9})[.)]\s+(.*)$")
+_QUOTE = re.compile(r"^\s{0,3}>\s?(.*)$")
+_RULE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
+_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*$")
+_INLINE_CODE = re.compile(r"(`+)(.+?)\1")
+_LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+_SAFE_URL = re.compile(r"(?:https?://|mailto:)[^\s<>|]+", re.IGNORECASE)
+_BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
+_ITALIC = re.compile(r"(?<![*\w])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![*\w])")
+_PLACEHOLDER = re.compile(r"\x00(\d+)\x00")
+_BOLD_MARK = "\x01"
+
+
+def _link(label: str, url: str) -> str:
+    text = escape(label).replace("|", "¦")
+    if _SAFE_URL.fullmatch(url):
+        return f"<{url.replace('&', '&amp;')}|{text}>"
+    return f"{text} ({escape(url)})"  # not a web link: show it, do not make it clickable
+
+
+def _inline_text(text: str) -> str:
+    """Escape plain text and translate emphasis and links."""
+    links: list[str] = []
+
+    def keep_link(m: re.Match[str]) -> str:
+        links.append(_link(m.group(1), m.group(2)))
+        return f"\x00{len(links) - 1}\x00"
+
+    text = escape(_LINK.sub(keep_link, text))
+    text = _BOLD.sub(lambda m: _BOLD_MARK + m.group(2) + _BOLD_MARK, text)
+    text = _STRIKE.sub(r"~\1~", text)
+    text = _ITALIC.sub(r"_\1_", text)
+    text = text.replace(_BOLD_MARK, "*")
+    return _PLACEHOLDER.sub(lambda m: links[int(m.group(1))], text)
+
+
+def inline(text: str) -> str:
+    """One line of Markdown as mrkdwn; inline code spans are escaped but not reformatted."""
+    out, pos = [], 0
+    for m in _INLINE_CODE.finditer(text):
+        out.append(_inline_text(text[pos : m.start()]))
+        out.append("`" + escape(m.group(2).replace("`", "ˋ")) + "`")
+        pos = m.end()
+    out.append(_inline_text(text[pos:]))
+    return "".join(out)
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _table(lines: list[str]) -> list[str]:
+    """A Markdown table as an aligned code block (Slack has no tables)."""
+    rows = [_cells(line) for i, line in enumerate(lines) if i != 1]
+    width = max(len(r) for r in rows)
+    rows = [r + [""] * (width - len(r)) for r in rows]
+    sizes = [max(len(r[c]) for r in rows) for c in range(width)]
+    text = [" | ".join(cell.ljust(sizes[c]) for c, cell in enumerate(row)).rstrip() for row in rows]
+    text.insert(1, "-+-".join("-" * s for s in sizes))
+    return [FENCE, *(escape(t) for t in text), FENCE]
+
+
+def _block_line(line: str) -> str:
+    if m := _HEADING.match(line):
+        title = inline(m.group(2).replace("**", "").replace("__", "")).strip("*")
+        return f"*{title}*" if title else ""
+    if m := _BULLET.match(line):
+        return f"{m.group(1)}• {inline(m.group(2))}"
+    if m := _ORDERED.match(line):
+        return f"{m.group(1)}{m.group(2)}. {inline(m.group(3))}"
+    if _RULE.match(line):
+        return "──────────"
+    if m := _QUOTE.match(line):
+        return f">{inline(m.group(1))}"  # a literal ">" opens a quote; it cannot form a mention
+    return inline(line)
+
+
+def markdown_to_mrkdwn(md: str) -> str:
+    """Convert Markdown to escaped Slack mrkdwn (see the module docstring)."""
+    lines = md.replace("\r\n", "\n").replace("\x00", "").replace(_BOLD_MARK, "").split("\n")
+    out: list[str] = []
+    fence: str | None = None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        marker = _FENCE_LINE.match(line)
+        if fence is not None:
+            if marker and marker.group(1) == fence and not line.strip()[3:].strip():
+                out.append(FENCE)
+                fence = None
+            else:
+                out.append(escape(line))
+        elif marker:
+            fence = marker.group(1)
+            out.append(FENCE)  # the language tag would show as text in Slack
+        elif "|" in line and i + 1 < len(lines) and "|" in lines[i + 1] and _TABLE_SEP.match(lines[i + 1]):
+            end = i + 2
+            while end < len(lines) and "|" in lines[end] and lines[end].strip():
+                end += 1
+            out += _table(lines[i:end])
+            i = end
+            continue
+        else:
+            out.append(_block_line(line))
+        i += 1
+    if fence is not None:
+        out.append(FENCE)
+    return "\n".join(out)
+
+
+def _hard_wrap(line: str, width: int) -> list[str]:
+    """Cut an over-long line, preferring spaces, never inside an `&…;` entity."""
+    pieces = []
+    while len(line) > width:
+        cut = line.rfind(" ", width // 2, width)
+        cut = width if cut == -1 else cut
+        amp = line.rfind("&", max(cut - 6, 0), cut)
+        if amp != -1 and ";" not in line[amp:cut]:
+            cut = amp
+        pieces.append(line[:cut])
+        line = line[cut:].lstrip(" ") if line[cut : cut + 1] == " " else line[cut:]
+    return [*pieces, line]
+
+
+def split_message(text: str, limit: int = 3000) -> list[str]:
+    """Split mrkdwn into chunks of at most `limit` chars, at line breaks where possible.
+
+    A chunk that ends inside a code block closes it, and the next chunk reopens it, so every
+    chunk renders on its own.
+    """
+    if limit < 16:
+        raise ValueError("limit too small to hold a code fence")
+    chunks: list[str] = []
+    current: list[str] = []
+    size = -1  # length of "\n".join(current)
+    in_fence = False
+    for line in text.split("\n"):
+        for piece in _hard_wrap(line, limit - 2 * len(FENCE) - 2):
+            closing = len(FENCE) + 1 if in_fence else 0
+            if current and size + len(piece) + 1 + closing > limit:
+                chunks.append("\n".join([*current, FENCE] if in_fence else current))
+                current, size = ([FENCE], len(FENCE)) if in_fence else ([], -1)
+            current.append(piece)
+            size += len(piece) + 1
+            if piece.count(FENCE) % 2 == 1:
+                in_fence = not in_fence
+    if current and any(part.strip() for part in current):
+        chunks.append("\n".join([*current, FENCE] if in_fence else current))
+    return [c for c in chunks if c.strip() and c.strip() != f"{FENCE}\n{FENCE}"] or [""]

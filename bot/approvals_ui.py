@@ -1,0 +1,249 @@
+"""Approvals in Slack: post each ask in its run's thread, authorise clicks server-side, show the outcome.
+
+Button values carry only the request id; the request, its approvers and its thread are looked up.
+The clicker is the signed payload's `user.id`; groups come from `usergroups.users.list` (cached).
+The service decides (first decision wins, atomically) and audits refusals; this module only turns
+its typed results into messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from approvals.actions import Action
+from approvals.audit import AuditEntry
+from approvals.decisions import Decision
+from approvals.events import ApprovalEvent
+from approvals.lifecycle import authorise
+from approvals.models import (
+    AlreadyDecided,
+    ApprovalRequest,
+    Approvers,
+    Decided,
+    DecideResult,
+    NotAuthorised,
+    NotFound,
+    Principal,
+    QuorumPending,
+    Scope,
+    ScopeNotOffered,
+)
+from approvals.service import ApprovalService
+from bot.groups import GroupResolver
+from bot.outbox import MessageRef, Outbox
+from bot.parse import is_user_id
+from bot.render.blocks import (
+    ApprovalView,
+    approval_decided_blocks,
+    approval_expired_blocks,
+    approval_request_blocks,
+)
+from bot.store import BotStore
+
+log = logging.getLogger(__name__)
+
+CONTEXT_CHANNEL = "slack_channel"
+CONTEXT_THREAD = "slack_thread_ts"
+
+
+def approval_view(request: ApprovalRequest) -> ApprovalView:
+    """The renderer's view of a request (rendering never sees approvals internals)."""
+    return ApprovalView(
+        request_id=request.id,
+        agent_id=request.agent_id,
+        action=str(request.action),
+        risk=request.risk,
+        reason=request.reason,
+        layer=request.layer,
+        rule=request.rule,
+        expires_at=request.expires_at.timestamp(),
+        status=request.status,
+        decided_by=request.decided_by,
+        scope=request.decision_scope,
+        scopes=request.scopes,
+        decided_at=None if request.decided_at is None else request.decided_at.timestamp(),
+        decision_reason=request.decision_reason,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadApprovalPort:
+    """The orchestrator's `ApprovalPort` for one run: adds the run's Slack thread to the context."""
+
+    service: ApprovalService
+    channel: str
+    thread: MessageRef | str
+
+    async def request(
+        self,
+        *,
+        run_id: str,
+        agent_id: str,
+        requester_id: str | None,
+        action: Action,
+        digest: str,
+        decision: Decision,
+        approvers: Approvers,
+        timeout: timedelta,  # noqa: ASYNC109 - the request's lifetime (the port's signature)
+        context: Mapping[str, str] | None = None,
+    ) -> ApprovalRequest:
+        thread_ts = self.thread if isinstance(self.thread, str) else await self.thread.ts()
+        merged = {**(context or {}), CONTEXT_CHANNEL: self.channel, CONTEXT_THREAD: thread_ts}
+        return await self.service.request(
+            run_id=run_id,
+            agent_id=agent_id,
+            requester_id=requester_id,
+            action=action,
+            digest=digest,
+            decision=decision,
+            approvers=approvers,
+            timeout=timeout,
+            context=merged,
+        )
+
+    async def wait(self, request_id: str) -> ApprovalRequest:
+        return await self.service.wait(request_id)
+
+    async def record_decision(self, entry: AuditEntry) -> None:
+        await self.service.record_decision(entry)
+
+
+class ApprovalsUI:
+    """Renders approval events into the run's thread and answers Approve/Deny clicks."""
+
+    def __init__(
+        self,
+        service: ApprovalService,
+        outbox: Outbox,
+        groups: GroupResolver,
+        store: BotStore,
+        *,
+        spawn: Callable[[Coroutine[Any, Any, Any]], object],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.service = service
+        self._spawn = spawn
+        self._outbox = outbox
+        self._groups = groups
+        self._store = store
+        self._clock = clock
+        self._messages: dict[str, MessageRef] = {}
+        self._unsubscribe: Callable[[], None] | None = None
+
+    def attach(self) -> None:
+        """Start rendering the service's events."""
+        self._unsubscribe = self.service.subscribe(self.on_event)
+
+    def detach(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def on_event(self, event: ApprovalEvent) -> None:
+        """Post a new ask; rewrite its message when decided, expired or cancelled.
+
+        The service calls this inline before `request()`/`decide()` return, so it only queues
+        Slack calls; anything that awaits (the message's ts, the store) runs in a supervised task.
+        """
+        if event.kind == "decision_rejected":
+            return
+        request = event.request
+        if event.kind == "approval_requested":
+            self._post(request)
+        elif event.kind == "approval_decided" and event.final:
+            self._rewrite(request, *approval_decided_blocks(approval_view(request), now=self._clock()))
+        elif event.kind in {"approval_expired", "approval_cancelled"}:
+            self._rewrite(request, *approval_expired_blocks(approval_view(request), now=self._clock()))
+
+    def _post(self, request: ApprovalRequest) -> None:
+        channel = request.context.get(CONTEXT_CHANNEL)
+        if not channel:
+            return  # not a Slack run (CLI, file handshake): nothing to show here
+        approver_ids = sorted(u for u in request.approvers.users if is_user_id(u))
+        text, blocks = approval_request_blocks(
+            approval_view(request), approver_ids=approver_ids, now=self._clock()
+        )
+        ref = self._outbox.post(
+            channel, text=text, blocks=blocks, thread=request.context.get(CONTEXT_THREAD), priority=10
+        )
+        self._messages[request.id] = ref
+        self._spawn(self._remember(request.id, channel, ref))
+
+    async def _remember(self, request_id: str, channel: str, ref: MessageRef) -> None:
+        await self._store.record_approval_message(request_id, channel, await ref.ts())
+
+    def _rewrite(self, request: ApprovalRequest, text: str, blocks: list[dict[str, Any]]) -> None:
+        ref = self._messages.pop(request.id, None)
+        if ref is not None:
+            self._outbox.update(ref, text=text, blocks=blocks)
+        else:  # posted by an earlier process: find the message in the store
+            self._spawn(self._rewrite_stored(request.id, text, blocks))
+
+    async def _rewrite_stored(self, request_id: str, text: str, blocks: list[dict[str, Any]]) -> None:
+        where = await self._store.approval_message(request_id)
+        if where is not None:
+            self._outbox.update(MessageRef.existing(where[0], where[1]), text=text, blocks=blocks)
+
+    async def principal(self, user_id: str, request: ApprovalRequest | None) -> Principal:
+        """The clicker with the groups (among those this request names) Slack says they are in."""
+        groups: frozenset[str] = frozenset()
+        if request is not None and request.approvers.groups and user_id not in request.approvers.users:
+            groups = await self._groups.groups_of(user_id, request.approvers.groups)
+        return Principal(id=user_id, groups=groups)
+
+    async def may_decide(self, request_id: str, user_id: str) -> tuple[ApprovalRequest | None, str | None]:
+        """(request, why-not) for a click that wants a modal first (Deny with reason)."""
+        request = await self.service.get(request_id)
+        if request is None:
+            return None, "That approval request no longer exists."
+        if request.terminal:
+            return request, already_text(request)
+        why = authorise(request, await self.principal(user_id, request), approve=False)
+        return request, None if why is None else NOT_AUTHORISED
+
+    async def decide(
+        self,
+        request_id: str,
+        user_id: str,
+        *,
+        approve: bool,
+        scope: Scope = "once",
+        reason: str | None = None,
+    ) -> str | None:
+        """Decide for the clicker; returns the ephemeral reply, or None when the updated message says it."""
+        request = await self.service.get(request_id)
+        principal = await self.principal(user_id, request)
+        result = await self.service.decide(request_id, principal, approve=approve, scope=scope, reason=reason)
+        return result_text(result)
+
+
+NOT_AUTHORISED = "You are not authorised to decide this request. Nothing changed; the attempt was recorded."
+
+
+def already_text(request: ApprovalRequest) -> str:
+    """What a late or duplicate click is told."""
+    if request.status == "expired":
+        return "This request already expired (denied). Nothing changed."
+    by = f" by <@{request.decided_by}>" if request.decided_by and is_user_id(request.decided_by) else ""
+    return f"This request was already decided ({request.status}{by}). Nothing changed."
+
+
+def result_text(result: DecideResult) -> str | None:
+    """The ephemeral reply for a decision result."""
+    if isinstance(result, Decided):
+        return None
+    if isinstance(result, QuorumPending):
+        return f"Your approval is counted: {result.approvals} of {result.needed} needed."
+    if isinstance(result, AlreadyDecided):
+        return already_text(result.request)
+    if isinstance(result, NotAuthorised):
+        return NOT_AUTHORISED
+    if isinstance(result, ScopeNotOffered):
+        return "That approval scope is not offered for this request. Nothing changed."
+    assert isinstance(result, NotFound)
+    return "That approval request no longer exists."

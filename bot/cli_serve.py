@@ -1,0 +1,117 @@
+"""`massgen-bot serve` (HTTP), `massgen-bot socket` (Socket Mode) and `massgen-bot start` (`make run`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from bot.settings import BotSettings, Mode, missing_settings_help, secret
+
+log = logging.getLogger("massgen-bot")
+
+
+def register(subparsers: Any) -> None:
+    """Add the three serving subcommands."""
+    serve = subparsers.add_parser("serve", help="serve Slack over HTTP (POST /slack/events, GET /healthz)")
+    serve.add_argument(
+        "--port", type=int, default=None, help="port to bind on 0.0.0.0 (default $PORT or 3000)"
+    )
+    _common(serve)
+    serve.set_defaults(func=lambda args: _main(args, "http"))
+    socket = subparsers.add_parser("socket", help="connect to Slack over Socket Mode (needs SLACK_APP_TOKEN)")
+    _common(socket)
+    socket.set_defaults(func=lambda args: _main(args, "socket"))
+    start = subparsers.add_parser(
+        "start", help="Socket Mode when its tokens are set, else HTTP (what `make run` does)"
+    )
+    start.add_argument("--port", type=int, default=None, help="HTTP port when serving over HTTP")
+    _common(start)
+    start.set_defaults(func=lambda args: _main(args, None))
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--team", type=Path, default=None, help="team file (default: $MASSGEN_TEAM or built-in)"
+    )
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+
+
+def _main(args: argparse.Namespace, mode: Mode | None) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        settings = BotSettings.load()
+    except ValueError as exc:
+        print(f"massgen-bot: invalid settings: {exc}", file=sys.stderr)
+        return 1
+    chosen = mode or settings.start_mode()
+    if chosen is None or settings.missing(chosen):
+        print(missing_settings_help(settings), file=sys.stderr)
+        return 1
+    port = getattr(args, "port", None)
+    port = settings.port if port is None else port
+    try:
+        return asyncio.run(serve(settings, mode=chosen, team_file=args.team, port=port))
+    except KeyboardInterrupt:
+        return 0
+
+
+async def serve(
+    settings: BotSettings,
+    *,
+    mode: Mode,
+    team_file: Path | None = None,
+    port: int | None = None,
+    ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+) -> int:
+    """Run until SIGINT/SIGTERM (or `stop`), then drain runs and close everything."""
+    from aiohttp import web
+
+    from bot.app import build_app, build_web_app
+    from bot.wiring import build_services
+    from orchestrator.errors import TeamConfigError
+
+    try:
+        services = await build_services(settings, team_file=team_file)
+    except TeamConfigError as exc:
+        print(f"massgen-bot: {exc}", file=sys.stderr)
+        return 1
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    app = build_app(services)
+    runner: web.AppRunner | None = None
+    handler: Any = None
+    try:
+        if mode == "http":
+            runner = web.AppRunner(build_web_app(app, services), access_log=None)
+            await runner.setup()
+            await web.TCPSite(runner, settings.host, settings.port if port is None else port).start()
+            log.info("serving Slack over HTTP on %s:%s/slack/events", settings.host, port)
+        else:
+            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+            handler = AsyncSocketModeHandler(app, app_token=secret(settings.slack_app_token))
+            await handler.connect_async()
+            log.info("connected to Slack over Socket Mode")
+        if ready is not None:
+            ready.set()
+        await stop.wait()
+    finally:
+        log.info("shutting down: draining runs")
+        if handler is not None:
+            await handler.close_async()
+        if runner is not None:
+            await runner.cleanup()
+        await services.close()
+    return 0

@@ -1,0 +1,141 @@
+"""Button clicks: approvals (Approve once / for this run / Deny / Details) and run controls.
+
+Every listener acks before anything else; the clicker is the signed payload's `user.id`; the
+button value is only an id, everything else is looked up server-side.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp
+
+from approvals.models import Scope
+from bot.parse import action_value, conversation, user_id
+from bot.render import ids
+from bot.render.blocks import answer_modal, approval_details_modal, deny_reason_modal
+
+if TYPE_CHECKING:
+    from bot.wiring import Services
+
+log = logging.getLogger(__name__)
+
+
+def register(app: AsyncApp, services: Services) -> None:
+    """Attach the block_actions listeners."""
+
+    def approve(scope: Scope) -> Any:
+        async def listener(ack: AsyncAck, body: dict[str, Any]) -> None:
+            await ack()
+            services.runs.spawn(_decide(services, body, approve=True, scope=scope), name="click:approve")
+
+        return listener
+
+    app.action(ids.APPROVE_ONCE)(approve("once"))
+    app.action(ids.APPROVE_RUN)(approve("run"))
+
+    @app.action(ids.DENY)
+    async def deny(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        services.runs.spawn(_deny(services, body), name="click:deny")
+
+    @app.action(ids.DETAILS)
+    async def details(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        services.runs.spawn(_details(services, body), name="click:details")
+
+    @app.action(ids.RUN_CANCEL)
+    async def cancel(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        services.runs.spawn(_control(services, body, finish=False), name="click:cancel")
+
+    @app.action(ids.RUN_FINISH_NOW)
+    async def finish_now(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        services.runs.spawn(_control(services, body, finish=True), name="click:finish")
+
+    @app.action(ids.ANSWER_FULL)
+    async def answer_full(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        services.runs.spawn(_answer_full(services, body), name="click:answer")
+
+
+async def _tell(services: Services, body: dict[str, Any], text: str | None) -> None:
+    """An ephemeral reply to the clicker, in the channel they clicked in."""
+    where, user = conversation(body), user_id(body)
+    if text and where is not None and user is not None:
+        await services.outbox.ephemeral(where.channel, user, text=text, thread_ts=where.thread_ts)
+
+
+async def _decide(
+    services: Services, body: dict[str, Any], *, approve: bool, scope: Scope, reason: str | None = None
+) -> None:
+    request_id, user = action_value(body), user_id(body)
+    if request_id is None or user is None:
+        return
+    await _tell(
+        services, body, await services.approvals_ui.decide(request_id, user, approve=approve, scope=scope)
+    )
+
+
+async def _deny(services: Services, body: dict[str, Any]) -> None:
+    """Approvers get the reason modal (submitting it denies); anyone else is refused and audited."""
+    request_id, user, trigger = action_value(body), user_id(body), body.get("trigger_id")
+    if request_id is None or user is None:
+        return
+    ui = services.approvals_ui
+    request, why_not = await ui.may_decide(request_id, user)
+    if request is not None and why_not is None and isinstance(trigger, str):
+        try:
+            await services.outbox.call("views.open", trigger_id=trigger, view=deny_reason_modal(request_id))
+            return
+        except Exception:  # trigger expired or Slack refused the modal: deny now, without a reason
+            log.warning("deny modal could not open for %s; denying without a reason", request_id)
+    # Not authorised, already decided, or no modal: decide() audits and answers each case.
+    await _tell(services, body, await ui.decide(request_id, user, approve=False))
+
+
+async def _details(services: Services, body: dict[str, Any]) -> None:
+    request_id, trigger = action_value(body), body.get("trigger_id")
+    if request_id is None or not isinstance(trigger, str):
+        return
+    request = await services.approvals.get(request_id)
+    if request is None:
+        await _tell(services, body, "That approval request no longer exists.")
+        return
+    from bot.approvals_ui import approval_view
+
+    await services.outbox.call(
+        "views.open", trigger_id=trigger, view=approval_details_modal(approval_view(request))
+    )
+
+
+async def _control(services: Services, body: dict[str, Any], *, finish: bool) -> None:
+    run_id, user = action_value(body), user_id(body)
+    if run_id is None or user is None:
+        return
+    active = services.runs.active(run_id)
+    if active is None:
+        await _tell(services, body, "This run is not running any more.")
+        return
+    principal = await services.principal_for_run(user, active.team)
+    if not await services.runs.may_control(active, principal):
+        await _tell(services, body, "Only the requester or an approver can stop this run.")
+        return
+    if finish:
+        await active.handle.finish_now(by=user)
+    else:
+        await active.handle.cancel(by=user)
+
+
+async def _answer_full(services: Services, body: dict[str, Any]) -> None:
+    value, trigger = action_value(body), body.get("trigger_id")
+    if value is None or not isinstance(trigger, str):
+        return
+    run_id, _, label = value.partition(":")
+    content = await services.answer_text(run_id, label)
+    if content is None:
+        await _tell(services, body, "That answer is no longer available.")
+        return
+    await services.outbox.call("views.open", trigger_id=trigger, view=answer_modal(label, content))

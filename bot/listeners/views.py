@@ -1,0 +1,47 @@
+"""Modal submissions: the Deny-with-reason modal."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp
+
+from bot.render import ids
+
+if TYPE_CHECKING:
+    from bot.wiring import Services
+
+MAX_REASON = 500
+
+
+def register(app: AsyncApp, services: Services) -> None:
+    """Attach the view_submission listeners."""
+
+    @app.view(ids.DENY_MODAL)
+    async def deny_with_reason(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
+        await ack()
+        request_id = str(view.get("private_metadata") or "")
+        user = (body.get("user") or {}).get("id")
+        if request_id and isinstance(user, str):
+            reason = _reason(view)
+            services.runs.spawn(_deny(services, request_id, user, reason), name="modal:deny")
+
+
+def _reason(view: dict[str, Any]) -> str | None:
+    """The first text input's value, trimmed and capped (the agent is told it)."""
+    values = (view.get("state") or {}).get("values") or {}
+    for block in values.values():
+        for element in block.values():
+            text = element.get("value") if isinstance(element, dict) else None
+            if isinstance(text, str) and text.strip():
+                return text.strip()[:MAX_REASON]
+    return None
+
+
+async def _deny(services: Services, request_id: str, user: str, reason: str | None) -> None:
+    text = await services.approvals_ui.decide(request_id, user, approve=False, reason=reason)
+    if text:
+        request = await services.approvals.get(request_id)
+        channel = None if request is None else request.context.get("slack_channel")
+        if channel:
+            await services.outbox.ephemeral(channel, user, text=text)

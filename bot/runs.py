@@ -1,0 +1,217 @@
+"""The run supervisor: starts runs for Slack, renders their events through the outbox, drains on shutdown.
+
+Every background task the bot owns is created here and kept in a set until it ends (the event
+loop only keeps weak references to tasks; Bolt drops its own futures).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from approvals.models import Principal
+from approvals.service import ApprovalService
+from bot.approvals_ui import ThreadApprovalPort
+from bot.outbox import MessageRef, Outbox
+from bot.render.blocks import status_blocks
+from bot.runrender import RunRenderer
+from bot.runview import RunView
+from bot.store import BotStore
+from bot.teams import TeamChoice
+from orchestrator.config import TeamConfig
+from orchestrator.events import RunEvent
+from orchestrator.ports import RunContext, RunTools
+from orchestrator.run import RunHandle, start_run
+from orchestrator.store import RunStore
+
+log = logging.getLogger(__name__)
+
+# (run context, approval port) -> run tools; None runs agents with the workflow tools only.
+ToolsBuilder = Callable[[RunContext, ThreadApprovalPort], Awaitable[RunTools]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRequest:
+    """A run to start from Slack."""
+
+    choice: TeamChoice
+    task: str
+    requester: str
+    channel: str
+    thread_ts: str | None = None  # a follow-up posts into its parent's thread
+    context: str | None = None  # the previous final answer, for a follow-up
+
+
+@dataclass(slots=True, kw_only=True)
+class ActiveRun:
+    """A run this process is driving."""
+
+    request: RunRequest
+    handle: RunHandle
+    renderer: RunRenderer
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def team(self) -> TeamConfig:
+        return self.request.choice.team
+
+
+class RunSupervisor:
+    """Owns every run task and every other background task of the bot."""
+
+    def __init__(
+        self,
+        *,
+        outbox: Outbox,
+        store: BotStore,
+        approvals: ApprovalService,
+        run_store: RunStore | None = None,
+        tools: ToolsBuilder | None = None,
+        clock: Callable[[], float] = time.time,
+        broadcast_final: bool = False,
+    ) -> None:
+        self._outbox = outbox
+        self._store = store
+        self._approvals = approvals
+        self._run_store = run_store
+        self._tools = tools
+        self._clock = clock
+        self._broadcast = broadcast_final
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._active: dict[str, ActiveRun] = {}
+        self._closing = False
+        self.started = 0
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
+        """Run `coro` in a task the supervisor keeps until it ends; failures are logged, never lost."""
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._reap)
+        return task
+
+    def _reap(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task %s failed", task.get_name(), exc_info=task.exception())
+
+    def start(self, request: RunRequest) -> None:
+        """Start a run in the background; returns at once (listeners have already acked)."""
+        if self._closing:
+            raise RuntimeError("the bot is shutting down")
+        self.spawn(self._run(request), name=f"run:{request.channel}")
+
+    async def _run(self, request: RunRequest) -> None:
+        run_id = f"run-{secrets.token_hex(6)}"
+        initial = RunView.initial(task=request.task, requester=request.requester, now=self._clock())
+        view = dataclasses.replace(initial, run_id=run_id)
+        text, blocks = status_blocks(view, now=self._clock())
+        root = self._outbox.post(request.channel, text=text, blocks=blocks, thread=request.thread_ts)
+        thread: MessageRef | str = request.thread_ts or root
+        renderer = RunRenderer(
+            self._outbox,
+            request.channel,
+            root,
+            thread,
+            view=view,
+            clock=self._clock,
+            broadcast=self._broadcast,
+        )
+        await self._store.record_run(
+            run_id=run_id,
+            channel=request.channel,
+            requester=request.requester,
+            team=request.choice.name,
+            task=request.task,
+        )
+        self.spawn(self._remember_thread(run_id, thread), name=f"thread:{run_id}")
+        try:
+            handle = await start_run(
+                request.choice.team,
+                request.task,
+                run_id=run_id,
+                tools=self._tools_factory(request.channel, thread),
+                store=self._run_store,
+                requester=request.requester,
+                context=request.context,
+                subscribers=[renderer.on_event],
+            )
+        except Exception as exc:
+            log.exception("run %s could not start", run_id)
+            renderer.failed_to_start(type(exc).__name__)
+            await self._store.finish_run(run_id, state="failed", final_answer=None)
+            return
+        active = ActiveRun(request=request, handle=handle, renderer=renderer)
+        self._active[run_id] = active
+        self.started += 1
+        try:
+            outcome = await handle.wait()
+            await renderer.finish()
+            answer = outcome.answer if outcome.kind == "finished" else None
+            await self._store.finish_run(run_id, state=outcome.kind, final_answer=answer)
+        finally:
+            self._active.pop(run_id, None)
+            active.done.set()
+
+    async def _remember_thread(self, run_id: str, thread: MessageRef | str) -> None:
+        ts = thread if isinstance(thread, str) else await thread.ts()
+        await self._store.set_thread(run_id, ts)
+
+    def _tools_factory(
+        self, channel: str, thread: MessageRef | str
+    ) -> Callable[[RunContext], Awaitable[RunTools]] | None:
+        builder = self._tools
+        if builder is None:
+            return None
+        port = ThreadApprovalPort(self._approvals, channel, thread)
+
+        async def factory(ctx: RunContext) -> RunTools:
+            return await builder(ctx, port)
+
+        return factory
+
+    def active(self, run_id: str) -> ActiveRun | None:
+        return self._active.get(run_id)
+
+    def active_runs(self, channel: str | None = None) -> list[ActiveRun]:
+        return [r for r in self._active.values() if channel is None or r.request.channel == channel]
+
+    async def may_control(self, run: ActiveRun, principal: Principal) -> bool:
+        """Cancel and Finish now: the requester or one of the team's approvers."""
+        approvals = run.team.approvals
+        return (
+            principal.id == run.request.requester
+            or principal.id in approvals.approvers
+            or bool(principal.groups & set(approvals.approver_groups))
+        )
+
+    async def drain(self, *, grace: float = 10.0) -> None:
+        """Shutdown: stop accepting runs, cancel the running ones (their approvals too), await every task."""
+        self._closing = True
+        for active in list(self._active.values()):
+            await active.handle.cancel(by="shutdown")
+            await self._approvals.cancel_run(active.handle.run_id)
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=1.0)
+
+    async def wait_idle(self, *, within: float = 30.0) -> None:
+        """Until no background task is left (tests and benches); raises TimeoutError."""
+        async with asyncio.timeout(within):
+            while self._tasks:
+                await asyncio.wait(set(self._tasks))
+
+    @property
+    def task_count(self) -> int:
+        return len(self._tasks)
+
+
+__all__ = ["ActiveRun", "RunEvent", "RunRequest", "RunSupervisor", "ToolsBuilder"]

@@ -1,0 +1,212 @@
+"""The composition root: database, approval service + expiry scheduler, outbox, run supervisor, teams.
+
+`build_services(settings)` is the only place that knows every layer; `Services.close()` drains
+runs, stops the scheduler, flushes the outbox and disposes of the database, in that order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from orchestrator.sql import SqlRunStore, create_run_schema
+from slack_sdk.http_retry.builtin_async_handlers import AsyncServerErrorRetryHandler
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from approvals.models import Principal
+from approvals.scheduler import ExpiryScheduler
+from approvals.service import ApprovalService
+from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
+from bot.approvals_ui import ApprovalsUI, ThreadApprovalPort
+from bot.groups import GroupResolver
+from bot.outbox import Outbox
+from bot.runs import RunSupervisor, ToolsBuilder
+from bot.settings import BotSettings, secret
+from bot.store import BotStore
+from bot.teams import TeamCatalog
+from orchestrator.config import TeamConfig
+from orchestrator.events import AnswerSubmitted
+from orchestrator.ports import RunContext, RunTools
+from orchestrator.store import RunStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutboxOptions:
+    """Pacing knobs. Production keeps Slack's limits; tests and benches compress time with `scaled`."""
+
+    update_interval: float = 2.0
+    channel_interval: float = 1.0
+    tier3_per_minute: int = 45
+    tier2_per_minute: int = 18
+    budget_window: float = 60.0
+
+    def scaled(self, factor: float) -> OutboxOptions:
+        """The same budgets over `factor` times the time (0.02: a minute lasts 1.2 s)."""
+        return replace(
+            self,
+            update_interval=self.update_interval * factor,
+            channel_interval=self.channel_interval * factor,
+            budget_window=self.budget_window * factor,
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class Services:
+    """Everything the listeners call; built once per process."""
+
+    settings: BotSettings
+    client: AsyncWebClient
+    outbox: Outbox
+    engine: AsyncEngine
+    store: BotStore
+    run_store: RunStore
+    approvals: ApprovalService
+    audit: SqlAuditLog
+    approvals_ui: ApprovalsUI
+    groups: GroupResolver
+    scheduler: ExpiryScheduler
+    runs: RunSupervisor
+    teams: TeamCatalog
+    bot_token: str
+    signing_secret: str
+    identity: dict[str, str] = field(default_factory=dict)
+    clock: Callable[[], float] = time.time
+
+    async def principal_for_run(self, user: str, team: TeamConfig) -> Principal:
+        """The user with the team's approver groups they belong to (for Cancel / Finish now)."""
+        groups: frozenset[str] = frozenset()
+        if team.approvals.approver_groups and user not in team.approvals.approvers:
+            groups = await self.groups.groups_of(user, team.approvals.approver_groups)
+        return Principal(id=user, groups=groups)
+
+    async def answer_text(self, run_id: str, label: str) -> str | None:
+        """The full text of answer `label` of a run, from the run store."""
+        for event in await self.run_store.events(run_id):
+            if isinstance(event, AnswerSubmitted) and event.label == label:
+                return event.content
+        return None
+
+    async def close(self, *, grace: float = 10.0) -> None:
+        """Drain runs, stop timers, deliver queued Slack calls, release the database."""
+        self.approvals_ui.detach()
+        await self.runs.drain(grace=grace)
+        await self.scheduler.stop()
+        await self.outbox.close(drain=True, timeout=grace)
+        await self.engine.dispose()
+
+
+def make_client(settings: BotSettings) -> AsyncWebClient:
+    """The Web API client every call goes through (`SLACK_API_URL` redirects it, Socket Mode included).
+
+    Only 5xx retries are added: the outbox handles 429 itself (globally, honouring Retry-After), and
+    a blind retry of `chat.postMessage` after a timeout could post twice.
+    """
+    client = AsyncWebClient(token=secret(settings.slack_bot_token) or None, base_url=settings.api_url())
+    client.retry_handlers.append(AsyncServerErrorRetryHandler(max_retry_count=1))
+    return client
+
+
+def default_tools() -> ToolsBuilder:
+    """Real tools (files, shell in the sandbox, fetch) behind the permission gate."""
+    from orchestrator.toolbox import build_run_tools
+
+    async def build(ctx: RunContext, port: ThreadApprovalPort) -> RunTools:
+        tools: RunTools = await build_run_tools(ctx, approvals=port)
+        return tools
+
+    return build
+
+
+def _tools(choice: ToolsBuilder | Literal["real", "none"]) -> ToolsBuilder | None:
+    if choice == "real":
+        return default_tools()
+    return None if choice == "none" else choice
+
+
+async def identify(client: AsyncWebClient, *, within: float = 3.0) -> dict[str, str]:
+    """`auth.test` once at start-up, best effort: the bot's user id lets Bolt ignore its own events."""
+    try:
+        response = await asyncio.wait_for(client.auth_test(), within)
+    except Exception as exc:  # a stand-in without auth.test, or no network yet: run without the ids
+        log.warning("auth.test failed (%s); continuing without the bot's identity", exc)
+        return {}
+    return {k: str(response.get(k)) for k in ("user_id", "bot_id", "team_id") if response.get(k)}
+
+
+async def build_services(
+    settings: BotSettings,
+    *,
+    team_file: Path | None = None,
+    client: AsyncWebClient | None = None,
+    tools: ToolsBuilder | Literal["real", "none"] = "real",
+    outbox: OutboxOptions | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Services:
+    """Wire every layer for one process. `tools="none"` runs agents with the workflow tools only."""
+    teams = TeamCatalog.load(team_file or settings.team_file, settings.teams_dir)
+    if settings.state_dir is not None:
+        settings.state_dir.mkdir(parents=True, exist_ok=True)
+    client = client or make_client(settings)
+    options = outbox or OutboxOptions()
+    box = Outbox(
+        client,
+        update_interval=options.update_interval,
+        channel_interval=options.channel_interval,
+        tier3_per_minute=options.tier3_per_minute,
+        tier2_per_minute=options.tier2_per_minute,
+        budget_window=options.budget_window,
+    )
+    engine = make_engine(settings.resolved_database_url())
+    await create_schema(engine)
+    store = BotStore(engine)
+    await store.create_schema()
+    await create_run_schema(engine)
+    run_store = SqlRunStore(engine)
+    audit = SqlAuditLog(engine)
+    service = ApprovalService(SqlApprovalStore(engine), audit)
+    scheduler = ExpiryScheduler(service)
+    runs = RunSupervisor(
+        outbox=box,
+        store=store,
+        approvals=service,
+        run_store=run_store,
+        tools=_tools(tools),
+        clock=clock,
+    )
+    groups = GroupResolver(box.call, ttl=settings.group_cache_ttl)
+    ui = ApprovalsUI(
+        service, box, groups, store, spawn=lambda c: runs.spawn(c, name="approvals-ui"), clock=clock
+    )
+    ui.attach()
+    await box.start()
+    await scheduler.start()
+    return Services(
+        settings=settings,
+        client=client,
+        outbox=box,
+        engine=engine,
+        store=store,
+        run_store=run_store,
+        approvals=service,
+        audit=audit,
+        approvals_ui=ui,
+        groups=groups,
+        scheduler=scheduler,
+        runs=runs,
+        teams=teams,
+        bot_token=secret(settings.slack_bot_token),
+        signing_secret=secret(settings.slack_signing_secret),
+        identity=await identify(client),
+        clock=clock,
+    )
+
+
+__all__ = ["OutboxOptions", "Services", "build_services", "identify", "make_client"]

@@ -1,0 +1,108 @@
+"""The HTTP surface: signature checks, url_verification, health, and what `/massgen` answers before work."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from bot.parse import MAX_TASK_CHARS
+from tests.bot.test_scenarios_support import SECRET, bot_harness
+from tests.fakes.slack_payloads import (
+    encode_form,
+    encode_json,
+    signed_request,
+    slash_command,
+    url_verification,
+)
+from tests.fakes.slack_signing import sign
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        pytest.param({}, id="unsigned"),
+        pytest.param({"X-Slack-Signature": "v0=" + "0" * 64}, id="forged"),
+        pytest.param("wrong-secret", id="other-secret"),
+        pytest.param("stale", id="stale-timestamp"),
+    ],
+)
+async def test_unverified_requests_get_401_and_change_nothing(tmp_path: Path, headers: object) -> None:
+    async with bot_harness(tmp_path) as bot:
+        body = encode_form(slash_command("deploy everything"))
+        if headers == "wrong-secret":
+            sent = {"Content-Type": "application/x-www-form-urlencoded", **sign(body, "not-the-secret")}
+        elif headers == "stale":
+            sent = signed_request(body, SECRET, timestamp=int(time.time()) - 301)
+        else:
+            assert isinstance(headers, dict)
+            sent = {
+                "Content-Type": "application/x-www-form-urlencoded",
+                "X-Slack-Request-Timestamp": str(int(time.time())),
+                **headers,
+            }
+        status, _ = await bot.post(body, headers=sent)
+        assert status == 401
+        await bot.settle()
+        assert bot.slack.calls_to("chat.postMessage") == []
+        assert await bot.services.store.recent_runs() == []
+
+
+async def test_url_verification_and_health(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path) as bot:
+        status, text = await bot.post(encode_json(url_verification("abc123")))
+        assert (status, json.loads(text)) == (200, {"challenge": "abc123"})
+        health = await bot.http.get("/healthz")
+        assert health.status == 200
+        assert (await health.json())["ok"] is True
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", "/massgen"),
+        ("help", "/massgen"),
+        ("x" * (MAX_TASK_CHARS + 1), "limit is 4,000"),
+        ("--policy yolo do it", "must be one of"),
+        ("cancel", "cancel RUN"),
+    ],
+)
+async def test_help_and_usage_errors_are_ephemeral_and_start_nothing(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    async with bot_harness(tmp_path) as bot:
+        status, body = await bot.command(text)
+        assert status == 200
+        assert expected in body
+        await bot.settle()
+        assert bot.slack.calls_to("chat.postMessage") == []
+        assert bot.services.runs.started == 0
+
+
+async def test_unknown_team_or_agent_is_an_ephemeral_error(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path) as bot:
+        for text, fragment in [
+            ("--team nope fix it", "No team named `nope`"),
+            ("--agents zz fix it", "Unknown agent `zz`"),
+        ]:
+            status, body = await bot.command(text)
+            assert (status, body) == (200, "")
+            await bot.settle()
+            assert any(fragment in t for t in bot.ephemerals("U0USER"))
+        assert bot.slack.calls_to("chat.postMessage") == []
+
+
+async def test_slash_command_acks_fast(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path) as bot:
+        elapsed = []
+        for _ in range(20):
+            started = time.perf_counter()
+            status, _ = await bot.command("status")
+            elapsed.append(time.perf_counter() - started)
+            assert status == 200
+        await bot.settle()
+        elapsed.sort()
+        # Slack's budget is 3 s; ours is 100 ms at p99 (the bench measures it under load).
+        assert elapsed[-2] < 0.1, elapsed

@@ -93,6 +93,8 @@ def accesses(inv: Invocation) -> Iterator[Access]:
             target = redirect.target
             yield Access(target.text, write=redirect.writes, glob=False)
     program = inv.program
+    if inv.words and "/" in inv.words[0].text:
+        yield Access(inv.words[0].text, write=False)  # the program file itself
     if program in _NO_FILES:
         return
     if program == "git":
@@ -122,6 +124,8 @@ def accesses(inv: Invocation) -> Iterator[Access]:
         if program == "ln" and not write:
             continue  # a link's target is not touched by ln; the link itself is checked on use
         yield Access(text, write=write, glob=_glob(inv, text))
+    if program == "unzip" and "-d" in inv.argv[:-1]:
+        yield Access(inv.argv[inv.argv.index("-d") + 1], write=True)
     for text in _option_paths(inv):
         yield Access(text, write=program in ("curl", "wget", "sort", "gcc", "cc", "clang"))
 
@@ -240,8 +244,10 @@ def _git_paths(inv: Invocation) -> Iterator[Access]:
         if arg in ("-C", "--git-dir", "--work-tree") and i + 1 < len(args):
             yield Access(args[i + 1], write=True)
             skip_next = True
-        elif arg.startswith(("--git-dir=", "--work-tree=")):
-            yield Access(arg.split("=", 1)[1], write=True)
+        elif arg.startswith("--") and "=" in arg:
+            value = arg.split("=", 1)[1]
+            if arg.startswith(("--git-dir=", "--work-tree=")) or _pathlike(value):
+                yield Access(value, write=True)
         elif arg in (
             "-m",
             "--message",

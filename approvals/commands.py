@@ -29,6 +29,7 @@ _BENIGN_VARIABLES = frozenset(
     3 4 5 6 7 8 9
     """.split()  # noqa: SIM905
 )
+_LITERAL = re.compile(r"""(['"])([^'"\n]{1,300})\1""")
 _PRINTERS = frozenset({"echo", "printf", "print", "cat", "tee", "logger", "wall", "write"})
 _DELETERS = frozenset({"rm", "rmdir", "mv", "shred", "unlink", "chmod", "chown", "chgrp"})
 _LIST_SOURCES = frozenset({"find", "fd", "ls", "git", "grep", "rg", "echo", "printf"})
@@ -95,6 +96,12 @@ class CommandJudge:
             yield Finding("ask", "high", "risk", f"{inv.program}: {problem}", broad=True)
         yield from self._paths(inv, cwd)
         yield from self._variables(inv, local_names)
+        if inv.inline_code:
+            # Paths named in inline code (`open('.env')`) are judged like any other read.
+            for literal in _LITERAL.findall(inv.inline_code):
+                text = literal[1]
+                if text and UNKNOWN not in text and (text.startswith(("/", "~", "..")) or "." in text):
+                    yield path_finding(self.boundary, self.rules, text, write=False, cwd=cwd)
         if (
             inv.extra_args
             and "xargs" in inv.wrappers

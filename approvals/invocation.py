@@ -158,8 +158,12 @@ def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
         base = Invocation(argv, words, command, tuple(wrappers), tuple(problems), extra_args, depth=depth)
         if name in _WRAPPERS and not (name == "command" and len(words) > 1 and words[1].text in ("-v", "-V")):
             valued, operands = _WRAPPERS[name]
+            rest = words[_skip_options(words, 1, valued, operands) :]
+            if not rest:
+                yield base  # `exec 3<>/dev/tcp/…`, a bare `time`: judged as themselves (redirects count)
+                return
             wrappers.append(name)
-            words = words[_skip_options(words, 1, valued, operands) :]
+            words = rest
             continue
         if name == "env":
             index = _env_command_index(words)
@@ -261,7 +265,7 @@ def _with_inline_code(inv: Invocation) -> Invocation:
             return replace(inv, inline_code=code)
         if not text.startswith("-"):
             return inv  # a script operand: the script is read from a file
-    if inv.command.stdin == "heredoc":
+    if inv.command.stdin in ("heredoc", "herestring"):
         return replace(inv, inline_code=inv.command.heredoc or "")
     return inv
 
@@ -275,8 +279,12 @@ def _nested_shell_text(inv: Invocation) -> str | None:
                 return words[i + 1].text if i + 1 < len(words) else ""
             if not word.text.startswith(("-", "+")):
                 return None
-        if inv.command.stdin == "heredoc":
+        if inv.command.stdin in ("heredoc", "herestring"):
             return inv.command.heredoc or ""
+        upstream = inv.command.upstream
+        if inv.command.stdin == "pipe" and upstream and posixpath.basename(upstream[0]) in ("echo", "printf"):
+            # `echo 'rm -rf /' | sh`: the text is right there, so judge it (still an ask at least).
+            return " ".join(a for a in upstream[1:] if not a.startswith("-"))
         return None
     if program == "eval":
         return " ".join(w.text for w in words[1:])

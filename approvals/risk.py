@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from approvals.decisions import Risk
 from approvals.invocation import SHELLS, Invocation, interpreter_family
+from approvals.words import UNKNOWN
 
 _LOW = frozenset(
     """
@@ -97,7 +98,7 @@ _EGRESS_SUB = {
 _NETWORK_CODE = re.compile(
     r"\b(socket|urllib|requests|http\.client|httpx|aiohttp|ftplib|smtplib|telnetlib|paramiko|websocket|"
     r"fetch|XMLHttpRequest|net\.|https?\.(get|request)|IO::Socket|LWP|Net::|open-uri|Net::HTTP|curl|wget|"
-    r"dns|xmlrpc|grpc)\b"
+    r"dns|xmlrpc|grpc|dgram|tls|net/http|open-uri|Socket)\b"
 )
 _RISKY_CODE = re.compile(
     r"\b(os|sys\.modules|shutil|subprocess|pty|ctypes|importlib|pickle|marshal|child_process|fs|process|"
@@ -129,6 +130,14 @@ class RiskInfo:
     broad: bool = False
 
 
+def _normalise(program: str) -> str:
+    """`pip3.12` → pip, `python3` stays (interpreters are matched by family)."""
+    for family in ("pip", "easy_install"):
+        if program.startswith(family) and program[len(family) :].strip("0123456789.") == "":
+            return family
+    return program
+
+
 def _subcommand(inv: Invocation, skip_valued: frozenset[str] = frozenset()) -> str:
     args = inv.argv[1:]
     i = 0
@@ -144,7 +153,7 @@ def _subcommand(inv: Invocation, skip_valued: frozenset[str] = frozenset()) -> s
 
 def classify(inv: Invocation) -> RiskInfo:
     """Risk of one program run."""
-    program = inv.program
+    program = _normalise(inv.program)
     if program in SHELLS:
         return _shell_risk(inv)
     if program in ("source", ".") and (
@@ -187,6 +196,8 @@ def classify(inv: Invocation) -> RiskInfo:
 
 
 def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
+    if program == "env" and any(a in ("-S", "--split-string", "-C", "--chdir") for a in inv.argv[1:]):
+        return RiskInfo("high", "env runs a split string or changes directory", broad=True)
     if program in ("printenv",) or (
         program in ("env", "export", "set", "declare", "typeset") and _dumps_env(inv)
     ):
@@ -194,11 +205,11 @@ def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
     if program in ("awk", "gawk", "mawk") and re.search(
         r"system|\|\s*\"|getline|\bprint\b[^;}]*>", " ".join(inv.argv[1:])
     ):
-        return RiskInfo("medium", "awk program runs commands or writes files")
+        return RiskInfo("high", "awk program runs commands or writes files", broad=True)
     if program == "sed" and any(
         re.search(r"(^|[;}\s])e(\s|$)|/e\b|\bw\s", a) for a in inv.argv[1:] if not a.startswith("-")
     ):
-        return RiskInfo("medium", "sed script runs commands or writes files")
+        return RiskInfo("high", "sed script runs commands or writes files", broad=True)
     if program in ("make", "cmake", "ninja") or program in ("npm", "yarn", "pnpm", "bun", "cargo", "go"):
         return RiskInfo("low", f"local build or test ({program} {sub})".rstrip())
     if program == "pip" and sub in ("list", "show", "freeze", "check", "--version", "help", ""):
@@ -209,6 +220,10 @@ def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
         return RiskInfo("medium", "archive with absolute paths")
     if program in _LOW:
         return RiskInfo("low", "reads or edits files")
+    head = inv.words[0].text if inv.words else ""
+    if "/" in head and not head.startswith(("/", "~")) and inv.words[0].plain:
+        # `./run.sh`, `bin/tool`: a program from the workspace (its path is checked as a read).
+        return RiskInfo("low", "runs a program from the workspace", broad=True)
     return RiskInfo("medium", f"unknown program ({program})")
 
 
@@ -252,9 +267,10 @@ def _posts(inv: Invocation) -> bool:
 
 def _git_risk(inv: Invocation) -> RiskInfo:
     args = inv.argv[1:]
-    if any(a == "-c" or a.startswith(("--exec-path", "--config-env")) for a in args):
-        return RiskInfo("medium", "git with command-line configuration (can run programs)")
-    sub = _subcommand(inv, frozenset({"-C", "--git-dir", "--work-tree", "--namespace"}))
+    sub = _subcommand(inv, frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"}))
+    before = args[: args.index(sub)] if sub in args else args
+    if any(a == "-c" or a.startswith(("--exec-path", "--config-env", "-c")) for a in before):
+        return RiskInfo("high", "git with command-line configuration (can run programs)", broad=True)
     rest = args[args.index(sub) + 1 :] if sub in args else []
     if sub == "push":
         forced = any(
@@ -305,16 +321,18 @@ def _interpreter_risk(inv: Invocation, family: str) -> RiskInfo:
             return RiskInfo("high", f"network module ({module})", egress=True, broad=True)
         return RiskInfo("low", f"runs python module {module}")
     if code is not None:
+        if UNKNOWN in code:
+            return RiskInfo("high", f"{family} code computed at run time", broad=True)
         if _NETWORK_CODE.search(code):
             return RiskInfo("high", f"{family} code that opens network connections", egress=True, broad=True)
         if _RISKY_CODE.search(code):
-            return RiskInfo(
-                "medium", f"{family} code that touches files, processes or the system", broad=True
-            )
+            return RiskInfo("high", f"{family} code that touches files, processes or the system", broad=True)
         return RiskInfo("low", f"{family} code that only computes", broad=True)
     if inv.command.stdin == "pipe" or inv.command.stdin == "herestring":
         return RiskInfo("high", f"{family} runs code from its input (decode-and-execute)", broad=True)
     operands = [a for a in inv.argv[1:] if not a.startswith("-")]
+    if not operands and any(a in ("--version", "-V", "-v", "--help", "-h", "-VV") for a in inv.argv[1:]):
+        return RiskInfo("low", f"{family} version or help")
     if not operands:
         return RiskInfo("medium", f"interactive {family}", broad=True)
     return RiskInfo("low", f"runs a {family} script", broad=True)
@@ -324,7 +342,7 @@ def _shell_risk(inv: Invocation) -> RiskInfo:
     args = inv.argv[1:]
     if any(a.startswith("-") and "c" in a[1:] and not a.startswith("--") for a in args):
         return RiskInfo("low", "shell running the commands judged separately")
-    if inv.command.stdin == "heredoc":
+    if inv.command.stdin in ("heredoc", "herestring"):
         return RiskInfo("low", "shell running a here-document judged separately")
     operands = [a for a in args if not a.startswith(("-", "+"))]
     if inv.command.stdin == "file" and not operands:

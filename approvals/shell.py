@@ -47,6 +47,8 @@ class Redirect:
 
     op: str
     target: Word | None
+    # What a here-string (`<<< text`) feeds to stdin.
+    text: str | None = None
 
     @property
     def writes(self) -> bool:
@@ -182,8 +184,9 @@ class _Walker:
                 group.append(node_)
         if group:
             words.append(self.words.read_group(group))
-        if any(r.op == "<<<" for r in redirects):
-            stdin = "herestring"
+        herestrings = [r.text for r in redirects if r.op == "<<<"]
+        if herestrings:
+            stdin, heredoc = "herestring", herestrings[-1]
         elif stdin == "inherit" and any(r.reads for r in redirects):
             stdin = "file"
         command = SimpleCommand(tuple(words), tuple(redirects), stdin, heredoc, upstream)
@@ -201,7 +204,7 @@ class _Walker:
             else:
                 target = self.words.read(child)
         if node.type == "herestring_redirect":
-            return Redirect("<<<", None)
+            return Redirect("<<<", None, target.text if target is not None else "")
         # `>&2`, `2>&1`, `<&0`: descriptor duplication, not a file.
         if target is not None and op in (">&", "<&") and (target.text.isdigit() or target.text == "-"):
             return Redirect(op, None)

@@ -36,6 +36,7 @@ from orchestrator.tools import (
     actions_for,
     execute,
     parse_args,
+    pin,
     resolve,
     tool_specs,
 )
@@ -262,9 +263,17 @@ class AgentTools:
             return await self._refuse(denied, str(exc))
         frozen = json.dumps(args.model_dump(mode="json"), sort_keys=True)
         digest = action_digest(call.name, json.loads(frozen))
-        actions = actions_for(args, self.env.workspace)
+        real = pin(args, self.env.workspace)
+        actions = actions_for(args, self.env.workspace, real=real)
         question = GateCall(
-            agent_id=self.agent_id, tool=call.name, actions=actions, digest=digest, phase=phase
+            agent_id=self.agent_id,
+            tool=call.name,
+            actions=actions,
+            digest=digest,
+            phase=phase,
+            # Through a symlink the approver sees the real path, which is what will be opened.
+            request_action=actions[-1],
+            context={"path_as_given": actions[0].target} if len(actions) > 1 else {},
         )
         refusal = self._boundary_refusal(args)
         if refusal is not None:  # refused whatever a human would say: don't ask one
@@ -276,7 +285,7 @@ class AgentTools:
         report = _Report(call, phase, " + ".join(map(str, actions)), decision.risk, layer)
         if not result.allowed:
             return await self._refuse(report, result.reason)
-        return await self._run_bound(report, frozen, digest, result)
+        return await self._run_bound(report, frozen, digest, result, real)
 
     def _boundary_refusal(self, args: Any) -> str | None:
         """File writes stay in the own workspace whatever is approved; peers' are never writable."""
@@ -292,7 +301,9 @@ class AgentTools:
             f"refused: write_file writes only inside your own workspace ({self.env.workspace}), not {target}"
         )
 
-    async def _run_bound(self, report: _Report, frozen: str, digest: str, result: GateResult) -> ToolOutcome:
+    async def _run_bound(
+        self, report: _Report, frozen: str, digest: str, result: GateResult, real: str | None
+    ) -> ToolOutcome:
         # Re-derive the input from the frozen text and re-check its hash: what runs is what was approved.
         name = report.call.name
         bound = parse_args(name, json.loads(frozen))
@@ -303,7 +314,7 @@ class AgentTools:
                 replace(report, layer="policy"), "refused: the input changed after approval"
             )
         try:
-            content = await execute(bound, self.env, network=result.network)
+            content = await execute(bound, self.env, network=result.network, real=real)
             is_error = False
         except (OSError, OrchestratorError) as exc:
             content, is_error = f"{name} failed: {exc}", True

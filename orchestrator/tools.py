@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from approvals.actions import Action
+from approvals.actions import Action, ActionKind
 from orchestrator.fetch import fetch_text
 from orchestrator.llm.base import ToolSpec
 from orchestrator.sandbox import Sandbox, SandboxSpec
@@ -141,13 +141,25 @@ def resolve(raw: str, workspace: Path) -> Path:
     return Path(os.path.normpath(workspace / expanded))
 
 
-def actions_for(args: _Args, workspace: Path) -> tuple[Action, ...]:
-    """What the engine judges for a call; commands carry their own reads and writes in the text."""
+def pin(args: _Args, workspace: Path) -> str | None:
+    """The real path (symlinks resolved) a file tool will touch, fixed before it is judged."""
+    if isinstance(args, ReadFileArgs | ListFilesArgs | SearchFilesArgs | WriteFileArgs):
+        return os.path.realpath(resolve(args.path, workspace))
+    return None
+
+
+def actions_for(args: _Args, workspace: Path, *, real: str | None = None) -> tuple[Action, ...]:
+    """What the engine judges for a call; commands carry their own reads and writes in the text.
+
+    When a path goes through a symlink, its pinned real path is judged too (and shown to the
+    approver), and execution opens exactly that real path: a link swapped later changes nothing.
+    """
     match args:
-        case ReadFileArgs() | ListFilesArgs() | SearchFilesArgs():
-            return (Action(kind="read", target=str(resolve(args.path, workspace))),)
-        case WriteFileArgs():
-            return (Action(kind="write", target=str(resolve(args.path, workspace))),)
+        case ReadFileArgs() | ListFilesArgs() | SearchFilesArgs() | WriteFileArgs():
+            kind: ActionKind = "write" if isinstance(args, WriteFileArgs) else "read"
+            given = str(resolve(args.path, workspace))
+            targets = [given] if real in (None, given) else [given, str(real)]
+            return tuple(Action(kind=kind, target=target) for target in targets)
         case RunCommandArgs():
             return (Action(kind="command", target=args.command),)
         case FetchUrlArgs():
@@ -176,18 +188,20 @@ def cap(text: str, limit: int) -> str:
     return data[:limit].decode(errors="ignore") + f"\n[truncated {len(data) - limit} bytes]"
 
 
-async def execute(args: _Args, env: ToolEnv, *, network: bool = False) -> str:
-    """Run an already validated and permitted call; `OSError`s become readable results upstream."""
+async def execute(args: _Args, env: ToolEnv, *, network: bool = False, real: str | None = None) -> str:
+    """Run a validated, permitted call (file tools on the pinned `real` path); may raise `OSError`."""
+    if real is None:
+        real = pin(args, env.workspace)
     match args:
         # File tools run in a thread: a search over a big tree must not stall the other agents.
         case ReadFileArgs():
-            return cap(await asyncio.to_thread(read_file, args, env), env.output_limit)
+            return cap(await asyncio.to_thread(read_file, args, env, real), env.output_limit)
         case WriteFileArgs():
-            return await asyncio.to_thread(write_file, args, env)
+            return await asyncio.to_thread(write_file, args, env, real)
         case ListFilesArgs():
-            return cap(await asyncio.to_thread(list_files, args, env), env.output_limit)
+            return cap(await asyncio.to_thread(list_files, args, env, real), env.output_limit)
         case SearchFilesArgs():
-            return cap(await asyncio.to_thread(search_files, args, env), env.output_limit)
+            return cap(await asyncio.to_thread(search_files, args, env, real), env.output_limit)
         case RunCommandArgs():
             spec = SandboxSpec(
                 workspace=env.workspace,
@@ -238,9 +252,9 @@ def _display(real: str, env: ToolEnv) -> str:
     return os.path.relpath(real, top) if _inside(real, env.workspace) else real
 
 
-def read_file(args: ReadFileArgs, env: ToolEnv) -> str:
+def read_file(args: ReadFileArgs, env: ToolEnv, real: str | None = None) -> str:
     """Text content (optionally a line window); binary files are reported, not dumped."""
-    real = os.path.realpath(resolve(args.path, env.workspace))
+    real = real or os.path.realpath(resolve(args.path, env.workspace))
     fd = _open_real(real, os.O_RDONLY)
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
@@ -257,10 +271,10 @@ def read_file(args: ReadFileArgs, env: ToolEnv) -> str:
     return text if text else f"{args.path} is empty"
 
 
-def write_file(args: WriteFileArgs, env: ToolEnv) -> str:
+def write_file(args: WriteFileArgs, env: ToolEnv, real: str | None = None) -> str:
     """Write inside the own workspace only (checked on the real path, so symlinks cannot lead out)."""
     target = resolve(args.path, env.workspace)
-    real = os.path.realpath(target)  # a link to a file inside the workspace is fine, outside is not
+    real = real or os.path.realpath(target)  # a link to a file inside the workspace is fine, outside not
     if not _inside(real, env.workspace) or real == os.path.realpath(env.workspace):
         raise PermissionError(f"refused: write_file writes only inside your own workspace, not {target}")
     data = args.content.encode()
@@ -288,9 +302,9 @@ def _walk(fd: int, prefix: str, recursive: bool) -> Iterator[tuple[str, os.stat_
                 os.close(child)
 
 
-def list_files(args: ListFilesArgs, env: ToolEnv) -> str:
+def list_files(args: ListFilesArgs, env: ToolEnv, real: str | None = None) -> str:
     """One entry per line: `dir/`, `file (N bytes)`, `link -> target`."""
-    real = os.path.realpath(resolve(args.path, env.workspace))
+    real = real or os.path.realpath(resolve(args.path, env.workspace))
     fd = _open_real(real, _DIR_FLAGS)
     lines: list[str] = []
     try:
@@ -309,14 +323,14 @@ def list_files(args: ListFilesArgs, env: ToolEnv) -> str:
     return "\n".join(lines) if lines else f"{args.path} is empty"
 
 
-def search_files(args: SearchFilesArgs, env: ToolEnv) -> str:
+def search_files(args: SearchFilesArgs, env: ToolEnv, real: str | None = None) -> str:
     """`path:line: text` for each matching line of each text file under `path`."""
     flags = re.IGNORECASE if args.ignore_case else 0
     try:
         needle = re.compile(args.pattern if args.regex else re.escape(args.pattern), flags)
     except re.error as exc:
         return f"invalid regular expression: {exc}"
-    real = os.path.realpath(resolve(args.path, env.workspace))
+    real = real or os.path.realpath(resolve(args.path, env.workspace))
     fd = _open_real(real, _DIR_FLAGS)
     hits: list[str] = []
     try:

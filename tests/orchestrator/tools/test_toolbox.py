@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from approvals.actions import action_digest
+from approvals.actions import Action, action_digest
+from approvals.decisions import Decision
 from approvals.models import Principal
 from orchestrator.config import TeamConfig
 from orchestrator.events import ToolDecided
@@ -17,7 +18,11 @@ from orchestrator.llm.base import ToolCall
 from orchestrator.ports import RunContext, RunTools
 from orchestrator.toolbox import WorkspaceRunTools, build_run_tools
 from tests.orchestrator.tools.conftest import needs_bwrap
-from tests.orchestrator.tools.fakes import Harness
+from tests.orchestrator.tools.fakes import ALLOW, Harness, ScriptedEngine
+
+EGRESS_ALLOWED = Decision(
+    verdict="allow", resolved="allow", risk="high", layer="rule", reason="rule", egress=True
+)
 
 APPROVER = Principal(id="U_APPROVER")
 AGENTS = ("alpha", "beta")
@@ -154,19 +159,23 @@ async def test_run_scope_approval_is_not_asked_twice(
 
 
 @needs_bwrap
-async def test_without_approval_the_sandbox_has_no_network(
-    harness: Harness, source: Path, tmp_path: Path, http_server: str
+@pytest.mark.parametrize(("decision", "reachable"), [(ALLOW, False), (EGRESS_ALLOWED, True)])
+async def test_network_follows_the_egress_decision_not_the_command_text(
+    harness: Harness, source: Path, tmp_path: Path, http_server: str, decision: Decision, reachable: bool
 ) -> None:
-    # A command the engine allows without asking must still not reach the network.
+    # An engine that misses the socket (plain allow, no egress) still gets no network from the OS.
     port = http_server.rsplit(":", 1)[1]
     command = f"(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo CONNECTED || echo UNREACHABLE"
-    config = team(source, permissions={"policy": "allow-all", "rules": {}})
-    tools = await build(harness, config, tmp_path / "ws")
+    tools = await build(
+        harness,
+        team(source),
+        tmp_path / "ws",
+        engine_factory=lambda config: ScriptedEngine({command: decision}),
+    )
     outcome = await tools.for_agent("alpha").call(
         call("run_command", {"command": command}), phase="coordination"
     )
-    assert not outcome.is_error
-    assert "UNREACHABLE" in outcome.content
+    assert ("CONNECTED" if reachable else "UNREACHABLE") in outcome.content
     await tools.close()
 
 
@@ -336,4 +345,29 @@ async def test_huge_arguments_are_clipped_in_events_not_in_the_file(
     (called,) = [e for e in harness.events if e.kind == "tool_call"]
     assert len(called.arguments["content"]) < 2100
     assert (tools.workspace("alpha") / "big.txt").read_text() == content
+    await tools.close()
+
+
+async def test_a_symlink_swapped_during_the_approval_does_not_redirect_the_read(
+    harness: Harness, source: Path, tmp_path: Path
+) -> None:
+    shown, secret = tmp_path / "shown.txt", tmp_path / "secret.txt"
+    shown.write_text("the approved file\n")
+    secret.write_text("SECRET\n")
+    tools = await build(harness, team(source), tmp_path / "ws")
+    link = tools.workspace("alpha") / "link.txt"
+    link.symlink_to(shown)
+    waiting = asyncio.create_task(
+        tools.for_agent("alpha").call(call("read_file", {"path": "link.txt"}), phase="coordination")
+    )
+    request = await harness.next_request()
+    assert request.action == Action(kind="read", target=str(shown))
+    assert request.context["path_as_given"] == str(link)
+    link.unlink()
+    link.symlink_to(secret)  # swapped while the approver looks at the request
+    await harness.service.decide(request.id, APPROVER, approve=True)
+    outcome = await asyncio.wait_for(waiting, timeout=5)
+    assert outcome.content == "the approved file\n"
+    (called,) = [e for e in harness.events if isinstance(e, ToolDecided)]
+    assert str(shown) in called.action  # the real path was judged and shown, not only the link
     await tools.close()

@@ -10,6 +10,7 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.listeners import actions, commands, events, views
 
@@ -36,8 +37,10 @@ def build_app(services: Services) -> AsyncApp:
             bot_id=identity.get("bot_id"),
         )
 
+    # Listeners get per-request clients carrying the token from `authorize`; this one only lends its
+    # base URL (SLACK_API_URL) to them and to Socket Mode's apps.connections.open.
     app = AsyncApp(
-        client=services.client,
+        client=AsyncWebClient(base_url=services.client.base_url),
         # Without a secret (Socket Mode only) a random one makes every HTTP request fail verification.
         signing_secret=services.signing_secret or secrets.token_hex(32),
         authorize=authorize,

@@ -164,7 +164,13 @@ class ApprovalsUI:
         channel = request.context.get(CONTEXT_CHANNEL)
         if not channel:
             return  # not a Slack run (CLI, file handshake): nothing to show here
-        approver_ids = sorted(u for u in request.approvers.users if is_user_id(u))
+        approvers = request.approvers
+        # Mention who can act: the requester cannot approve their own request unless configured.
+        approver_ids = sorted(
+            u
+            for u in approvers.users
+            if is_user_id(u) and (u != request.requester_id or approvers.allow_self_approval)
+        )
         text, blocks = approval_request_blocks(
             approval_view(request), approver_ids=approver_ids, now=self._clock()
         )

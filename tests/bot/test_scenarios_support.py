@@ -133,7 +133,7 @@ async def bot_harness(
 ) -> AsyncIterator[BotHarness]:
     """Start the emulator, the provider server and the bot (HTTP app); close all at exit."""
     slack_emulator = SlackEmulator(
-        bot_token=TOKEN, allowed_mentions={APPROVER}, limits=limits or scaled_limits()
+        bot_token=TOKEN, allowed_mentions={APPROVER, REQUESTER}, limits=limits or scaled_limits()
     )
     async with slack_emulator as slack, ProviderServer(handler) as provider:
         if True:

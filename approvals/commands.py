@@ -125,8 +125,10 @@ class CommandJudge:
             rule = next((r for r in allow if r.matches_command(inv.text)), None)
         if rule is not None:
             verdict, layer, reason = rule.bucket, "rule", f"{rule.bucket} rule {rule.text}"
+        if info.secret and verdict != "deny":
+            verdict, layer, reason, rule = "ask", "boundary", info.reason, None
         return Finding(
-            verdict, info.risk, layer, reason, rule=rule.text if rule else None,
+            verdict, info.risk, layer, reason, rule=rule.text if rule else None, sensitive=info.secret,
             egress=info.egress, side_effect=info.side_effect, broad=info.broad,
         )  # fmt: skip
 

@@ -128,6 +128,8 @@ class RiskInfo:
     side_effect: bool = False
     # An interpreter or network program: never offered an "always" approval.
     broad: bool = False
+    # Exposes secrets (an environment dump): a boundary ask that no rule or automation allows.
+    secret: bool = False
 
 
 def _normalise(program: str) -> str:
@@ -201,7 +203,7 @@ def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
     if program in ("printenv",) or (
         program in ("env", "export", "set", "declare", "typeset") and _dumps_env(inv)
     ):
-        return RiskInfo("high", "dumps environment variables (may contain secrets)")
+        return RiskInfo("high", "dumps environment variables (may contain secrets)", secret=True)
     if program in ("awk", "gawk", "mawk") and re.search(
         r"system|\|\s*\"|getline|\bprint\b[^;}]*>", " ".join(inv.argv[1:])
     ):

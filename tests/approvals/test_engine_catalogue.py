@@ -1,0 +1,92 @@
+"""The action catalogue (catalogue/actions.yaml) through the engine: safety bars and ordinary-work rates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from approvals.actions import Action
+from approvals.decisions import Decision
+from approvals.engine import PermissionConfig, PermissionEngine
+from approvals.policy import PolicyName
+from approvals.rules import load_rules
+
+CATALOGUE: dict[str, Any] = yaml.safe_load((Path(__file__).parent / "catalogue" / "actions.yaml").read_text())
+HOME = Path("/home/tester")
+UNSAFE = ("egress", "publish", "privilege", "secrets", "outside_write", "obfuscation", "chaining")
+
+
+def _items(category: str) -> list[str]:
+    return list(CATALOGUE[category])
+
+
+def _action(item: str) -> Action:
+    kind, _, target = item.partition(" ")
+    return Action(kind=kind, target=target)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("ws")
+
+
+def _engine(workspace: Path, policy: PolicyName, rules: dict[str, Any] | None = None) -> PermissionEngine:
+    return PermissionEngine(
+        PermissionConfig(workspace=workspace, home=HOME, policy=policy, rules=load_rules(rules))
+    )
+
+
+def _decide(workspace: Path, category: str, item: str, policy: PolicyName) -> Decision:
+    rules = CATALOGUE["chaining_rules"] if category == "chaining" else None
+    return _engine(workspace, policy, rules).evaluate(_action(item))
+
+
+def test_catalogue_is_large_enough() -> None:
+    total = sum(len(v) for k, v in CATALOGUE.items() if k != "chaining_rules")
+    assert total >= 300
+    assert len(CATALOGUE["ordinary"]) >= 120
+
+
+@pytest.mark.parametrize("item", _items("floor"))
+def test_floor_is_denied_by_the_floor(workspace: Path, item: str) -> None:
+    for policy in ("human", "allow-all"):
+        decision = _decide(workspace, "floor", item, policy)  # type: ignore[arg-type]
+        assert (decision.verdict, decision.resolved, decision.layer, decision.risk) == (
+            "deny", "deny", "floor", "critical",
+        ), decision  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("category", "item"), [(c, i) for c in UNSAFE for i in _items(c)], ids=lambda v: str(v)[:60]
+)
+def test_unsafe_actions_are_never_allowed(workspace: Path, category: str, item: str) -> None:
+    human = _decide(workspace, category, item, "human")
+    automated = _decide(workspace, category, item, "risk-based")
+    assert human.verdict != "allow", human
+    assert automated.resolved != "allow", automated
+
+
+@pytest.mark.parametrize("item", _items("outside_read"))
+def test_outside_reads_are_asked(workspace: Path, item: str) -> None:
+    decision = _decide(workspace, "outside_read", item, "human")
+    assert decision.verdict == "ask", decision
+    assert decision.layer == "boundary"
+
+
+@pytest.mark.parametrize("item", _items("secrets"))
+def test_secrets_are_never_resolved_by_automation(workspace: Path, item: str) -> None:
+    for policy in ("risk-based", "allow-all", "deny-all"):
+        assert _decide(workspace, "secrets", item, policy).resolved == "deny"  # type: ignore[arg-type]
+
+
+def test_ordinary_work_rate(workspace: Path) -> None:
+    """The bar: at most one in forty ordinary actions asked or denied (we aim for none)."""
+    items = _items("ordinary")
+    blocked = [
+        (i, d.reason) for i in items if (d := _decide(workspace, "ordinary", i, "human")).verdict != "allow"
+    ]
+    assert len(blocked) / len(items) <= 1 / 40, blocked
+    assert blocked == []

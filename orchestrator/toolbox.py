@@ -252,6 +252,15 @@ class AgentTools:
 
     async def call(self, call: ToolCall, *, phase: ToolPhase) -> ToolOutcome:
         """Validate, gate, execute exactly the approved input; never raises for a bad call."""
+        try:
+            return await self._call(call, phase)
+        except (
+            Exception
+        ) as exc:  # a bug here must cost one tool call, not the agent (cancel still propagates)
+            log.exception("tool %s of agent %s failed", call.name, self.agent_id)
+            return ToolOutcome(content=f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+
+    async def _call(self, call: ToolCall, phase: ToolPhase) -> ToolOutcome:
         emit = self._ctx.emit
         arguments = {k: _clip(v) for k, v in call.arguments.items()}  # events are logged and shown
         await emit(ToolCalled(agent_id=self.agent_id, call_id=call.id, tool=call.name, arguments=arguments))

@@ -258,7 +258,7 @@ def read_file(args: ReadFileArgs, env: ToolEnv, real: str | None = None) -> str:
     fd = _open_real(real, os.O_RDONLY)
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return f"{args.path} is not a regular file"
+            raise IsADirectoryError(f"{args.path} is not a regular file (use list_files for directories)")
         data = handle.read(_MAX_READ)
         size = os.fstat(handle.fileno()).st_size
     if b"\x00" in data[:8192]:

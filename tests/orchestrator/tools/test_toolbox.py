@@ -371,3 +371,17 @@ async def test_a_symlink_swapped_during_the_approval_does_not_redirect_the_read(
     (called,) = [e for e in harness.events if isinstance(e, ToolDecided)]
     assert str(shown) in called.action  # the real path was judged and shown, not only the link
     await tools.close()
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"path": "a\x00b"}, {"path": "no/such/file.txt"}, {"path": "."}],
+)
+async def test_odd_paths_give_an_error_result_never_an_exception(
+    harness: Harness, source: Path, tmp_path: Path, arguments: dict[str, Any]
+) -> None:
+    tools = await build(harness, team(source), tmp_path / "ws")
+    outcome = await tools.for_agent("alpha").call(call("read_file", arguments), phase="coordination")
+    assert outcome.is_error
+    assert outcome.content.startswith(("read_file failed", "denied"))
+    await tools.close()

@@ -155,13 +155,14 @@ def split_message(text: str, limit: int = 3000) -> list[str]:
     in_fence = False
     for line in text.split("\n"):
         for piece in _hard_wrap(line, limit - 2 * len(FENCE) - 2):
-            closing = len(FENCE) + 1 if in_fence else 0
+            toggles = piece.count(FENCE) % 2 == 1
+            closing = len(FENCE) + 1 if in_fence != toggles else 0  # room to close a fence left open
             if current and size + len(piece) + 1 + closing > limit:
                 chunks.append("\n".join([*current, FENCE] if in_fence else current))
                 current, size = ([FENCE], len(FENCE)) if in_fence else ([], -1)
             current.append(piece)
             size += len(piece) + 1
-            if piece.count(FENCE) % 2 == 1:
+            if toggles:
                 in_fence = not in_fence
     if current and any(part.strip() for part in current):
         chunks.append("\n".join([*current, FENCE] if in_fence else current))

@@ -1,0 +1,92 @@
+"""Markdown → mrkdwn conversion and message splitting."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bot.render.mrkdwn import FENCE, markdown_to_mrkdwn, split_message
+
+
+@pytest.mark.parametrize(
+    ("md", "expected"),
+    [
+        ("# Title", "*Title*"),
+        ("### **Bold** heading", "*Bold heading*"),
+        ("some **bold** text", "some *bold* text"),
+        ("__also bold__", "*also bold*"),
+        ("an *italic* word", "an _italic_ word"),
+        ("an _italic_ word", "an _italic_ word"),
+        ("~~gone~~", "~gone~"),
+        ("2 * 3 * 4", "2 * 3 * 4"),
+        ("[docs](https://example.com/a?b=1&c=2)", "<https://example.com/a?b=1&amp;c=2|docs>"),
+        ("[x](javascript:alert(1))", "x (javascript:alert(1))"),
+        ("[a|b](https://e.com)", "<https://e.com|a¦b>"),
+        ("- one\n* two\n  + nested", "• one\n• two\n  • nested"),
+        ("1. first\n2) second", "1. first\n2. second"),
+        ("> quoted <b>", ">quoted &lt;b&gt;"),
+        ("---", "──────────"),
+        ("use `a <b> **c**` here", "use `a &lt;b&gt; **c**` here"),
+        ("```python\nx = 1 < 2  # **not bold**\n```", "```\nx = 1 &lt; 2  # **not bold**\n```"),
+        ("```\nunclosed", "```\nunclosed\n```"),
+        ("~~~\ntilde fence\n~~~", "```\ntilde fence\n```"),
+        ("| a | bb |\n|---|:-:|\n| 1 | 2 |", "```\na | bb\n--+---\n1 | 2\n```"),
+        ("x | y without separator", "x | y without separator"),
+        ("<!channel> & @here", "&lt;!channel&gt; &amp; @\u2060here"),
+    ],
+)
+def test_markdown_to_mrkdwn(md: str, expected: str) -> None:
+    assert markdown_to_mrkdwn(md) == expected
+
+
+def fences_balanced(chunk: str) -> bool:
+    return sum(line.count(FENCE) for line in chunk.split("\n")) % 2 == 0
+
+
+def test_split_closes_and_reopens_code_blocks() -> None:
+    text = (
+        "intro\n"
+        + FENCE
+        + "\n"
+        + "\n".join(f"line {i} of code" for i in range(200))
+        + "\n"
+        + FENCE
+        + "\nafter"
+    )
+    chunks = split_message(text, limit=500)
+    assert len(chunks) > 3
+    assert all(len(c) <= 500 for c in chunks)
+    assert all(fences_balanced(c) for c in chunks)
+    assert all(c.startswith(FENCE) for c in chunks[1:-1])
+    rejoined = "\n".join(c for chunk in chunks for c in chunk.split("\n") if c != FENCE)
+    assert rejoined == "\n".join(line for line in text.split("\n") if line != FENCE)
+
+
+def test_split_short_text_is_one_chunk() -> None:
+    assert split_message("hello", 3000) == ["hello"]
+
+
+def test_split_hard_wraps_long_lines_without_cutting_entities() -> None:
+    line = ("word &amp; " * 400).strip()
+    chunks = split_message(line, limit=300)
+    assert all(len(c) <= 300 for c in chunks)
+    assert all(c.count("&") == c.count("&amp;") for c in chunks)
+
+
+def test_split_rejects_a_limit_that_cannot_hold_a_fence() -> None:
+    with pytest.raises(ValueError, match="too small"):
+        split_message("x", limit=5)
+
+
+@given(
+    st.lists(
+        st.sampled_from(["text line", FENCE, "x" * 120, "", "code  <>&", "more words here"]), max_size=80
+    ),
+    st.integers(min_value=40, max_value=400),
+)
+@settings(max_examples=200, deadline=None)
+def test_split_properties(lines: list[str], limit: int) -> None:
+    chunks = split_message("\n".join(lines), limit)
+    assert all(len(c) <= limit for c in chunks)
+    assert all(fences_balanced(c) for c in chunks)

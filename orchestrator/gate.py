@@ -10,6 +10,7 @@ only in the final phase, for one agent per run: N agents never push N times.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -120,6 +121,7 @@ class PermissionGate:
         self._approvers = approvers
         self._timeout = timeout
         self._emit = emit
+        self._asking: dict[frozenset[str], asyncio.Future[None]] = {}  # asks in flight, by scope keys
         self._now = now
 
     async def check(self, engine: Evaluator, call: GateCall) -> GateResult:
@@ -145,7 +147,28 @@ class PermissionGate:
                 )
         if decision.resolved == "allow":
             return await self._finish(call, decision, True, decision.reason)
-        return await self._ask(engine, call, decision)
+        return await self._ask_once(engine, call, decision)
+
+    async def _ask_once(self, engine: Evaluator, call: GateCall, decision: Decision) -> GateResult:
+        """Ask, unless the same action is already being asked: then wait for that answer and re-check.
+
+        N agents wanting the same `pip install` make one Slack message, not N. A "run" approval
+        then lets the followers through; "once" never propagates (pitfall 19): they ask in turn.
+        """
+        key = frozenset(engine.scope_key(a) for a in call.actions)
+        pending = self._asking.get(key)
+        if pending is not None:
+            detail = f"waiting for the same approval ({call.actions[0]})"
+            await self._emit(AgentStatus(agent_id=call.agent_id, status="awaiting_approval", detail=detail))
+            await asyncio.shield(pending)
+            return await self.check(engine, call)
+        done = asyncio.get_running_loop().create_future()
+        self._asking[key] = done
+        try:
+            return await self._ask(engine, call, decision)
+        finally:
+            del self._asking[key]
+            done.set_result(None)
 
     async def refuse(self, call: GateCall, reason: str, *, layer: str = "boundary") -> None:
         """Audit a refusal decided before the engine (e.g. a write outside the own workspace)."""

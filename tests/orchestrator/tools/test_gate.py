@@ -193,3 +193,36 @@ async def test_an_approval_for_a_different_digest_is_not_honoured() -> None:
     result = await waiting
     assert not result.allowed
     assert "does not match this exact call" in result.reason
+
+
+async def test_identical_concurrent_asks_make_one_request_and_a_run_grant_frees_all() -> None:
+    harness = Harness()
+    gate, engine = harness.gate(), ScriptedEngine({"pip install x": ASK})
+    tasks = [
+        asyncio.create_task(gate.check(engine, _call("pip install x", agent=a, digest=a)))
+        for a in ("alpha", "beta", "gamma")
+    ]
+    request = await harness.next_request()
+    await harness.service.decide(request.id, APPROVER, approve=True, scope="run")
+    results = await asyncio.wait_for(asyncio.gather(*tasks), timeout=5)
+    assert all(r.allowed for r in results)
+    assert harness.requested.empty()
+    assert len(await harness.service.pending()) == 0
+    assert sum(1 for e in harness.audit.entries if e.outcome == "ask") == 1
+
+
+async def test_a_once_approval_does_not_propagate_to_waiting_agents() -> None:
+    harness = Harness()
+    gate, engine = harness.gate(), ScriptedEngine({"pip install x": ASK})
+    tasks = [
+        asyncio.create_task(gate.check(engine, _call("pip install x", agent=a, digest=a)))
+        for a in ("alpha", "beta")
+    ]
+    first = await harness.next_request()
+    await harness.service.decide(first.id, APPROVER, approve=True)  # once
+    second = await harness.next_request()  # the follower asks for itself
+    assert second.id != first.id
+    assert {first.agent_id, second.agent_id} == {"alpha", "beta"}
+    await harness.service.decide(second.id, APPROVER, approve=False)
+    results = await asyncio.wait_for(asyncio.gather(*tasks), timeout=5)
+    assert sorted(r.allowed for r in results) == [False, True]

@@ -42,6 +42,7 @@ from approvals.models import (
     NotFound,
     Principal,
     QuorumPending,
+    Rejection,
     Scope,
     ScopeNotOffered,
     offered_scopes,
@@ -58,6 +59,11 @@ _EMPTY: Mapping[str, str] = MappingProxyType({})
 _MAX_CAS_ATTEMPTS = 1000
 
 
+def _new_request_id() -> str:
+    """144 random bits; the prefix keeps ids from starting with "-" (argparse would read an option)."""
+    return "apr_" + secrets.token_urlsafe(18)
+
+
 class ApprovalService:
     """The approval lifecycle over a store, an audit log and a clock."""
 
@@ -68,7 +74,7 @@ class ApprovalService:
         clock: Clock | None = None,
         *,
         poll_interval: float = 0.25,
-        new_id: Callable[[], str] = lambda: secrets.token_urlsafe(18),
+        new_id: Callable[[], str] = _new_request_id,
         new_nonce: Callable[[], str] = lambda: secrets.token_urlsafe(24),
     ) -> None:
         self._store = store
@@ -78,7 +84,7 @@ class ApprovalService:
         self._new_id = new_id
         self._new_nonce = new_nonce
         self._subscribers: list[Subscriber] = []
-        self._wakeups: dict[str, asyncio.Event] = {}
+        self._wakeups: dict[str, set[asyncio.Event]] = {}
         self._timer: ExpiryTimer | None = None
 
     @property
@@ -142,13 +148,12 @@ class ApprovalService:
     ) -> DecideResult:
         """Apply one human decision; first decision wins, everything else changes nothing."""
         vote = Vote(principal=principal, approve=approve, scope=scope, reason=reason)
-        outcome = await self._apply(request_id, vote)
+        after = await self._apply(request_id, vote)
         now = self._clock.now()
-        if outcome is None:
+        if after is None:
             await self._reject(request_id, None, principal.id, "no such request")
             return NotFound(request_id=request_id)
-        after = outcome[1]
-        if isinstance(after, NotAuthorised | ScopeNotOffered | AlreadyDecided):
+        if not isinstance(after, ApprovalRequest):
             why = _rejection_reason(after)
             await self._reject(request_id, after.request, principal.id, why)
             return after
@@ -170,7 +175,8 @@ class ApprovalService:
 
     async def wait(self, request_id: str) -> ApprovalRequest:
         """Return the request once it is terminal; an overdue request is expired here (fail closed)."""
-        wakeup = self._wakeups.setdefault(request_id, asyncio.Event())
+        wakeup = asyncio.Event()
+        self._wakeups.setdefault(request_id, set()).add(wakeup)
         try:
             while True:
                 wakeup.clear()
@@ -186,7 +192,10 @@ class ApprovalService:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wakeup.wait(), self._poll_interval)
         finally:
-            self._wakeups.pop(request_id, None)
+            waiters = self._wakeups.get(request_id, set())
+            waiters.discard(wakeup)
+            if not waiters:
+                self._wakeups.pop(request_id, None)
 
     async def get(self, request_id: str) -> ApprovalRequest | None:
         return await self._store.get(request_id)
@@ -204,10 +213,9 @@ class ApprovalService:
         """Cancel every pending request of `run_id`; returns how many this call cancelled."""
         cancelled = 0
         for request in await self._store.query(status="pending", run_id=run_id):
-            outcome = await self._apply(request.id, Cancel(reason=reason))
-            if outcome is None or not isinstance(outcome[1], ApprovalRequest):
+            after = await self._apply(request.id, Cancel(reason=reason))
+            if not isinstance(after, ApprovalRequest):
                 continue
-            after = outcome[1]
             now = self._clock.now()
             await self._audit.record(entry_for(after, "cancelled", at=now, actor="engine", reason=reason))
             await self._finish(after, ApprovalCancelled(request=after))
@@ -231,10 +239,9 @@ class ApprovalService:
         for request in await self._store.query(status="pending", expires_before=now + within):
             if request.reminded_at is not None or request.expires_at <= now:
                 continue
-            outcome = await self._apply(request.id, Remind())
-            if outcome is None or not isinstance(outcome[1], ApprovalRequest):
+            after = await self._apply(request.id, Remind())
+            if not isinstance(after, ApprovalRequest):
                 continue
-            after = outcome[1]
             await self._audit.record(entry_for(after, "reminded", at=now, actor="engine"))
             await self._emit(ApprovalReminder(request=after))
             reminded.append(after)
@@ -269,9 +276,7 @@ class ApprovalService:
 
     # -- internals -------------------------------------------------------------------------
 
-    async def _apply(
-        self, request_id: str, event: LifecycleEvent
-    ) -> tuple[ApprovalRequest, ApprovalRequest | NotAuthorised | ScopeNotOffered | AlreadyDecided] | None:
+    async def _apply(self, request_id: str, event: LifecycleEvent) -> ApprovalRequest | Rejection | None:
         """Read, transition and compare-and-set until the write lands or nothing is to change."""
         for _ in range(_MAX_CAS_ATTEMPTS):
             current = await self._store.get(request_id)
@@ -279,20 +284,20 @@ class ApprovalService:
                 return None
             after = transition(current, event, self._clock.now())
             if not isinstance(after, ApprovalRequest):
-                return current, after
+                return after
             if await self._store.replace(after, expected_version=current.version):
-                return current, _bumped(after, current.version)
+                return replace(after, version=current.version + 1)
         raise StoreError(f"compare-and-set on request {request_id!r} never settled")
 
     async def _expire_one(self, request_id: str) -> ApprovalRequest | None:
         current = await self._store.get(request_id)
         if current is None or current.terminal or self._clock.now() < current.expires_at:
             return None
-        outcome = await self._apply(request_id, Expire())
-        if outcome is None or not isinstance(outcome[1], ApprovalRequest):
+        after = await self._apply(request_id, Expire())
+        if not isinstance(after, ApprovalRequest):
             return None
-        await self._expired(outcome[1])
-        return outcome[1]
+        await self._expired(after)
+        return after
 
     async def _expired(self, request: ApprovalRequest) -> None:
         at = request.decided_at or self._clock.now()
@@ -319,8 +324,7 @@ class ApprovalService:
     async def _finish(self, request: ApprovalRequest, event: ApprovalEvent) -> None:
         if self._timer is not None:
             self._timer.unschedule(request.id)
-        wakeup = self._wakeups.get(request.id)
-        if wakeup is not None:
+        for wakeup in self._wakeups.get(request.id, ()):
             wakeup.set()
         await self._emit(event)
 
@@ -357,10 +361,6 @@ class ApprovalService:
             except Exception:
                 # A broken renderer must not undo or block a decision that is already stored.
                 log.exception("approval subscriber failed on %s", event.kind)
-
-
-def _bumped(request: ApprovalRequest, previous_version: int) -> ApprovalRequest:
-    return replace(request, version=previous_version + 1)
 
 
 def _rejection_reason(result: NotAuthorised | ScopeNotOffered | AlreadyDecided) -> str:

@@ -84,6 +84,8 @@ async def test_request_is_stored_audited_and_announced(h: Harness) -> None:
 async def test_ids_and_nonces_are_unique(h: Harness) -> None:
     requests = [await h.ask() for _ in range(20)]
     assert len({r.id for r in requests}) == len({r.nonce for r in requests}) == 20
+    # An id starting with "-" would read as an option to `massgen-bot approvals approve ID`.
+    assert all(r.id.startswith("apr_") for r in requests)
 
 
 @pytest.mark.parametrize(
@@ -240,6 +242,16 @@ async def test_wait_wakes_on_an_in_process_decision(h: Harness) -> None:
     await h.service.decide(request.id, ALICE, approve=True)
     done = await asyncio.wait_for(waiter, 5)
     assert done.status == "approved"
+
+
+async def test_every_waiter_wakes(h: Harness) -> None:
+    h.service = ApprovalService(h.store, h.audit, h.clock, poll_interval=60)  # polling cannot help
+    request = await h.ask()
+    waiters = [asyncio.create_task(h.service.wait(request.id)) for _ in range(3)]
+    await asyncio.sleep(0)
+    await h.service.decide(request.id, BOB, approve=True)
+    done = await asyncio.wait_for(asyncio.gather(*waiters), 5)
+    assert [r.status for r in done] == ["approved"] * 3
 
 
 async def test_wait_sees_a_decision_made_by_another_service_instance(h: Harness) -> None:

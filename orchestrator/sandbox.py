@@ -30,6 +30,8 @@ _PASSTHROUGH = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "COLUMNS")
 _KILL_GRACE_S = 0.5
 _SANDBOX_TMP = "/tmp"  # noqa: S108 - a fresh tmpfs inside the sandbox, not the host's /tmp
 _READ_CHUNK = 65536
+_SYSTEM_DIRS = ("/", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt", "/var", "/dev")
+_NEVER_HIDDEN = frozenset(Path(p) for p in _SYSTEM_DIRS)
 _PROBED: dict[str, str | None] = {}  # bubblewrap path -> why it cannot sandbox (None: it can)
 
 
@@ -167,11 +169,15 @@ def _is_executable(path: str) -> bool:
 
 
 def _hidden_dirs(spec: SandboxSpec) -> list[Path]:
-    """Home directories (keys, tokens, shell history) plus whatever the caller hides, never `/`."""
+    """Home directories (keys, tokens, shell history) plus whatever the caller hides.
+
+    Never `/` or a system directory: hiding `/usr` because the bot was started from it would
+    leave commands without a shell.
+    """
     candidates = [Path("/root"), Path.home(), *spec.hidden]
     seen: list[Path] = []
     for path in candidates:
-        if path != Path("/") and path.is_dir() and path not in seen:
+        if path not in _NEVER_HIDDEN and path.is_dir() and path not in seen:
             seen.append(path)
     return seen
 

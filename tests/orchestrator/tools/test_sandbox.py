@@ -153,3 +153,9 @@ async def test_hidden_directories_are_empty_inside(tmp_path: Path) -> None:
     output = result.output.decode()
     assert "sk-live" not in output
     assert output.splitlines()[-1] == "0"
+
+
+@needs_bwrap
+async def test_system_directories_are_never_hidden(tmp_path: Path) -> None:
+    result = await Sandbox("bwrap").run("ls /usr/bin/env && echo ok", _spec(tmp_path, hidden=(Path("/usr"),)))
+    assert result.output.decode().splitlines()[-1] == "ok"

@@ -46,6 +46,8 @@ class ExpiryScheduler:
         # Attach before reading the store, so a request created meanwhile is scheduled by request().
         self._service.use_timer(self)
         await self._service.expire_due()
+        # A reminder whose time passed while no process ran goes out now, before its deadline.
+        await self._service.remind_due(within=self._remind_before)
         for request in await self._service.pending():
             self.schedule(request)
 

@@ -233,11 +233,17 @@ class ApprovalService:
         return expired
 
     async def remind_due(self, *, within: timedelta = timedelta(minutes=1)) -> list[ApprovalRequest]:
-        """Send the one reminder for pending requests expiring within `within`."""
+        """Send the one reminder for pending requests expiring within `within`.
+
+        A request whose whole lifetime is shorter than `within` gets none: reminding at the
+        moment of asking is noise.
+        """
         now = self._clock.now()
         reminded = []
         for request in await self._store.query(status="pending", expires_before=now + within):
             if request.reminded_at is not None or request.expires_at <= now:
+                continue
+            if request.expires_at - request.created_at <= within:
                 continue
             after = await self._apply(request.id, Remind())
             if not isinstance(after, ApprovalRequest):

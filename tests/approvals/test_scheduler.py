@@ -126,11 +126,16 @@ async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
 class Process:
     """One bot process: its own engine, service and scheduler over the shared database."""
 
-    def __init__(self, url: str, clock: FrozenClock | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        clock: FrozenClock | None = None,
+        remind_before: timedelta = timedelta(milliseconds=100),
+    ) -> None:
         self.engine = make_engine(url)
         self.service = ApprovalService(SqlApprovalStore(self.engine), SqlAuditLog(self.engine), clock)
         self.recorder = Recorder(self.service)
-        self.scheduler = ExpiryScheduler(self.service, remind_before=timedelta(milliseconds=100))
+        self.scheduler = ExpiryScheduler(self.service, remind_before=remind_before)
 
     async def start(self) -> None:
         await create_schema(self.engine)
@@ -147,18 +152,22 @@ async def test_timers_survive_a_restart(database_url: str) -> None:
     soon = await ask(first.service, timedelta(seconds=30))
     later = await ask(first.service, timedelta(hours=1))
     overdue = await ask(first.service, timedelta(minutes=2))
+    almost = await ask(first.service, timedelta(minutes=3, seconds=1))  # its reminder time passes while down
     await first.stop()  # the process dies before any timer fired
     assert first.recorder.kinds(soon.id) == ["approval_requested"]
 
     # The next process starts with a clock three minutes on: `overdue` is past its deadline.
     clock = FrozenClock(overdue.created_at + timedelta(minutes=3))
-    second = Process(database_url, clock)
+    second = Process(database_url, clock, remind_before=timedelta(seconds=30))
     await second.start()
     try:
         # Overdue requests expire during start-up, before anything else happens.
         assert second.recorder.kinds(overdue.id) == ["approval_expired"]
         assert second.recorder.kinds(soon.id) == ["approval_expired"]
-        assert sorted(second.scheduler.job_ids()) == [f"expire:{later.id}", f"remind:{later.id}"]
+        assert second.recorder.kinds(almost.id) == ["approval_reminder"]
+        assert sorted(second.scheduler.job_ids()) == sorted(
+            [f"expire:{later.id}", f"remind:{later.id}", f"expire:{almost.id}"]
+        )
         stored = await second.service.get(later.id)
         assert stored is not None
         assert stored.status == "pending"

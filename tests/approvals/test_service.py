@@ -301,19 +301,23 @@ async def test_cancel_run_cancels_only_that_runs_pending_requests(h: Harness) ->
 
 
 async def test_expire_due_and_remind_due(h: Harness) -> None:
-    short = await h.ask(timeout=timedelta(minutes=1))
+    short = await h.ask(timeout=timedelta(minutes=3))
     long = await h.ask(timeout=timedelta(minutes=10))
-    assert await h.service.expire_due() == []
-    reminded = await h.service.remind_due(within=timedelta(minutes=2))
-    assert [r.id for r in reminded] == [short.id]
-    assert await h.service.remind_due(within=timedelta(minutes=2)) == []  # only once
-    h.clock.advance(timedelta(minutes=1))
+    brief = await h.ask(timeout=timedelta(minutes=1))  # shorter than the reminder lead: never reminded
+    within = timedelta(minutes=2)
+    assert await h.service.remind_due(within=within) == []  # short still has 3 minutes
+    h.clock.advance(timedelta(seconds=70))
+    assert [r.id for r in await h.service.expire_due()] == [brief.id]
+    assert [r.id for r in await h.service.remind_due(within=within)] == [short.id]
+    assert await h.service.remind_due(within=within) == []  # only once
+    h.clock.advance(timedelta(minutes=2))
     assert [r.id for r in await h.service.expire_due()] == [short.id]
     assert await h.service.expire_due() == []
     assert (await h.service.get(long.id)).status == "pending"
-    assert [e.kind for e in h.events if e.kind != "approval_requested"] == [
-        "approval_reminder",
-        "approval_expired",
+    assert [(e.kind, e.request.id) for e in h.events if e.kind != "approval_requested"] == [
+        ("approval_expired", brief.id),
+        ("approval_reminder", short.id),
+        ("approval_expired", short.id),
     ]
 
 

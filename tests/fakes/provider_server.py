@@ -65,7 +65,8 @@ def estimate_tokens(chars: int) -> int:
 
 
 class ProviderServer:
-    """The server; `requests` records every request in order, `disconnects` early client closes."""
+    """The server. `requests`: every request, in order. `disconnects`: responses the client abandoned
+    before they were complete (timeouts, cancellation); server-injected drops do not count."""
 
     def __init__(self, handler: Handler | None = None, *, host: str = "127.0.0.1", port: int = 0) -> None:
         self.handler: Handler = handler or protocol_agent
@@ -161,7 +162,8 @@ class ProviderServer:
         try:
             return await self._respond(http, request, reply, input_tokens)
         except (asyncio.CancelledError, ConnectionResetError):
-            if not self._closing.is_set():
+            # Only an abandoned response counts: a client closing right after the last frame does not.
+            if not self._closing.is_set() and not http.get("complete"):
                 self.disconnects += 1
                 await asyncio.shield(self._notify())
             raise
@@ -203,6 +205,7 @@ class ProviderServer:
         if reply.hang:
             await self._closing.wait()
             return response
+        http["complete"] = True
         await response.write_eof()
         return response
 

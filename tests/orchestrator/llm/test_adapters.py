@@ -129,7 +129,7 @@ async def test_429_honours_retry_after(
     first, second = server.requests
     seconds = wait / 1000 if header == "retry_after_ms" else wait
     gap = second.received_at - first.received_at
-    assert seconds - 0.01 <= gap < seconds + 1.0
+    assert seconds - 0.01 <= gap < seconds + 2.0
 
 
 async def test_500_is_retried_then_succeeds(server: ProviderServer, adapter: Adapter) -> None:

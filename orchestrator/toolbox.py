@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -159,7 +160,7 @@ class WorkspaceRunTools:
                 agent_id=agent_id,
                 gate=gate,
                 engine=engines[agent_id],
-                emit=ctx,
+                ctx=ctx,
                 env=ToolEnv(
                     workspace=spaces.path(agent_id),
                     peers=spaces.peers(agent_id),
@@ -238,13 +239,13 @@ class AgentTools:
     """`AgentToolbox` of one agent."""
 
     def __init__(
-        self, *, agent_id: str, gate: PermissionGate, engine: Evaluator, emit: RunContext, env: ToolEnv
+        self, *, agent_id: str, gate: PermissionGate, engine: Evaluator, ctx: RunContext, env: ToolEnv
     ) -> None:
         self.agent_id = agent_id
         self.env = env
         self._gate = gate
         self._engine = engine
-        self._ctx = emit
+        self._ctx = ctx
 
     def specs(self, phase: ToolPhase) -> Sequence[ToolSpec]:
         # Same tools in both phases; the gate decides what may run in which phase.
@@ -254,9 +255,7 @@ class AgentTools:
         """Validate, gate, execute exactly the approved input; never raises for a bad call."""
         try:
             return await self._call(call, phase)
-        except (
-            Exception
-        ) as exc:  # a bug here must cost one tool call, not the agent (cancel still propagates)
+        except Exception as exc:  # a bug costs one tool call, not the agent; cancellation propagates
             log.exception("tool %s of agent %s failed", call.name, self.agent_id)
             return ToolOutcome(content=f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
@@ -284,7 +283,7 @@ class AgentTools:
             request_action=actions[-1],
             context={"path_as_given": actions[0].target} if len(actions) > 1 else {},
         )
-        refusal = self._boundary_refusal(args)
+        refusal = self._boundary_refusal(args, real)
         if refusal is not None:  # refused whatever a human would say: don't ask one
             await self._gate.refuse(question, refusal)
             return await self._refuse(_Report(call, phase, str(actions[0]), "high", "boundary"), refusal)
@@ -296,13 +295,16 @@ class AgentTools:
             return await self._refuse(report, result.reason)
         return await self._run_bound(report, frozen, digest, result, real)
 
-    def _boundary_refusal(self, args: Any) -> str | None:
+    def _boundary_refusal(self, args: Any, real: str | None) -> str | None:
         """File writes stay in the own workspace whatever is approved; peers' are never writable."""
         if not isinstance(args, WriteFileArgs):
             return None
         target = resolve(args.path, self.env.workspace)
+        own = Path(os.path.realpath(self.env.workspace))
+        if self.env.workspace in target.parents and real is not None and own in Path(real).parents:
+            return None
         if self.env.workspace in target.parents:
-            return None  # symlinks are checked again on the real path when writing
+            return f"refused: {target} leads outside your workspace through a symlink (to {real})"
         for peer in self.env.peers:
             if target == peer or peer in target.parents:
                 return f"refused: {target} is another agent's workspace (readable, never writable)"

@@ -385,3 +385,20 @@ async def test_odd_paths_give_an_error_result_never_an_exception(
     assert outcome.is_error
     assert outcome.content.startswith(("read_file failed", "denied"))
     await tools.close()
+
+
+async def test_a_write_through_a_symlink_out_of_the_workspace_is_refused_without_asking(
+    harness: Harness, source: Path, tmp_path: Path
+) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("original\n")
+    tools = await build(harness, team(source), tmp_path / "ws")
+    (tools.workspace("alpha") / "trap.txt").symlink_to(victim)
+    outcome = await tools.for_agent("alpha").call(
+        call("write_file", {"path": "trap.txt", "content": "pwned"}), phase="coordination"
+    )
+    assert outcome.is_error
+    assert "through a symlink" in outcome.content
+    assert victim.read_text() == "original\n"
+    assert harness.requested.empty()
+    await tools.close()

@@ -13,6 +13,7 @@ from datetime import UTC, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
+from apscheduler.triggers.interval import IntervalTrigger
 
 from approvals.models import ApprovalRequest
 from approvals.service import ApprovalService
@@ -21,11 +22,21 @@ log = logging.getLogger(__name__)
 
 
 class ExpiryScheduler:
-    """Fires `service.expire_due()` at each deadline and `remind_due()` `remind_before` earlier."""
+    """Fires `service.expire_due()` at each deadline and `remind_due()` `remind_before` earlier.
 
-    def __init__(self, service: ApprovalService, *, remind_before: timedelta = timedelta(minutes=1)) -> None:
+    Every `sweep_every` it also sweeps the store for anything due (None turns the sweep off).
+    """
+
+    def __init__(
+        self,
+        service: ApprovalService,
+        *,
+        remind_before: timedelta = timedelta(minutes=1),
+        sweep_every: timedelta | None = timedelta(seconds=30),
+    ) -> None:
         self._service = service
         self._remind_before = remind_before
+        self._sweep_every = sweep_every
         self._scheduler: AsyncIOScheduler | None = None
 
     @property
@@ -50,6 +61,12 @@ class ExpiryScheduler:
         await self._service.remind_due(within=self._remind_before)
         for request in await self._service.pending():
             self.schedule(request)
+        if self._sweep_every is not None:
+            # Safety net: requests another replica created (and then died holding the only timer),
+            # or whose job failed because the database was briefly down, still expire.
+            scheduler.add_job(
+                self._sweep, IntervalTrigger(seconds=self._sweep_every.total_seconds()), id="sweep"
+            )
 
     async def stop(self) -> None:
         """Stop firing; pending requests keep their deadlines in the store for the next start."""
@@ -90,7 +107,9 @@ class ExpiryScheduler:
 
     def job_ids(self) -> list[str]:
         """Scheduled job ids (for diagnostics and tests)."""
-        return [] if self._scheduler is None else sorted(job.id for job in self._scheduler.get_jobs())
+        if self._scheduler is None:
+            return []
+        return sorted(job.id for job in self._scheduler.get_jobs() if job.id != "sweep")
 
     async def _expire(self) -> None:
         # Expire everything due, not just this job's request: a sweep is idempotent and also
@@ -99,6 +118,10 @@ class ExpiryScheduler:
             await self._service.expire_due()
         except Exception:
             log.exception("expiry sweep failed")
+
+    async def _sweep(self) -> None:
+        await self._expire()
+        await self._remind()
 
     async def _remind(self) -> None:
         try:

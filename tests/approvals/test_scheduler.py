@@ -191,3 +191,19 @@ async def test_a_rescheduled_timer_really_fires_after_restart(database_url: str)
         assert stored.status == "expired"
     finally:
         await second.stop()
+
+
+async def test_the_sweep_expires_requests_another_replica_created() -> None:
+    store, audit = InMemoryApprovalStore(), InMemoryAuditLog()
+    survivor = ApprovalService(store, audit)
+    recorder = Recorder(survivor)
+    scheduler = ExpiryScheduler(survivor, sweep_every=timedelta(milliseconds=100))
+    await scheduler.start()
+    try:
+        # A replica without a running timer (it crashed) created this request after our start-up.
+        crashed = ApprovalService(store, audit)
+        request = await ask(crashed, timedelta(milliseconds=300))
+        assert scheduler.job_ids() == []  # nothing scheduled here for it...
+        await recorder.wait_for("approval_expired", request.id)  # ...yet the sweep expires it
+    finally:
+        await scheduler.stop()

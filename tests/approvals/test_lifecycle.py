@@ -6,6 +6,8 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from approvals.lifecycle import Cancel, Expire, Remind, Vote, authorise, transition
 from approvals.models import (
@@ -191,3 +193,54 @@ def test_transition_never_mutates_its_input() -> None:
     for event in (Vote(principal=ALICE, approve=True), Expire(), Cancel(), Remind()):
         transition(request, event, NOW)
     assert request == snapshot
+
+
+PRINCIPALS = [ALICE, BOB, REQUESTER, INTRUDER, OPS_MEMBER, OTHER_GROUP]
+EVENTS = st.one_of(
+    st.builds(
+        Vote,
+        principal=st.sampled_from(PRINCIPALS),
+        approve=st.booleans(),
+        scope=st.sampled_from(["once", "run", "always", "bogus"]),
+    ),
+    st.just(Expire()),
+    st.just(Cancel()),
+    st.just(Remind()),
+)
+
+
+@given(
+    events=st.lists(st.tuples(EVENTS, st.integers(min_value=0, max_value=90)), max_size=12),
+    quorum=st.integers(min_value=1, max_value=3),
+    allow_self=st.booleans(),
+    scopes=st.sampled_from([("once", "run"), ("once", "run", "always")]),
+)
+def test_invariants_hold_for_any_event_sequence(events, quorum, allow_self, scopes) -> None:
+    approvers = replace(sample_request().approvers, quorum=quorum, allow_self_approval=allow_self)
+    request = sample_request(approvers=approvers, scopes=scopes)
+    original, now = request, EPOCH
+    for event, seconds in events:
+        now += timedelta(seconds=seconds)
+        after = transition(request, event, now)
+        if request.terminal:
+            assert not isinstance(after, ApprovalRequest)  # terminal states never change
+        if not isinstance(after, ApprovalRequest):
+            continue
+        request = after
+        assert (request.id, request.digest, request.action, request.nonce) == (
+            original.id,
+            original.digest,
+            original.action,
+            original.nonce,
+        )
+        assert len(set(request.approvals_so_far)) == len(request.approvals_so_far)
+        for voter in request.approvals_so_far:
+            principal = next(p for p in PRINCIPALS if p.id == voter)
+            assert authorise(request, principal, approve=True) is None
+        if request.status == "approved":
+            assert len(request.approvals_so_far) >= quorum
+            assert request.decision_scope in scopes
+            assert request.decided_at is not None
+            assert request.decided_at < request.expires_at
+        if request.status == "denied":
+            assert request.decided_by in {p.id for p in PRINCIPALS if request.approvers.lists(p)}

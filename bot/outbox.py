@@ -188,6 +188,7 @@ class Outbox:
         """Start the dispatcher task."""
         if self._worker is None:
             self._worker = asyncio.create_task(self._run(), name="outbox")
+            self._worker.add_done_callback(_report_crash)
 
     async def close(self, *, drain: bool = True, timeout: float = 10.0) -> None:  # noqa: ASYNC109 - the drain deadline
         """Stop; with `drain`, first send what is queued (up to `timeout` seconds)."""
@@ -323,8 +324,14 @@ class Outbox:
         self._bucket(method).take(self._clock())
 
     async def _send(self, method: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """One Web API call; the SDK's own method when it has one (read methods take form/query
+        parameters, not JSON bodies), else a JSON `api_call`."""
         self.stats.calls_by_method[method] += 1
-        response = await self._client.api_call(method, json=kwargs)
+        sdk_method = getattr(self._client, method.replace(".", "_"), None)
+        if callable(sdk_method):
+            response = await sdk_method(**kwargs)
+        else:
+            response = await self._client.api_call(method, json=kwargs)
         return dict(response.data) if isinstance(response.data, dict) else {}
 
     def _note_retry(self, method: str, kind: str, retry_after: float | None, attempt: int) -> None:
@@ -364,9 +371,10 @@ class Outbox:
 
     def _next_post(self, queue: list[_Post]) -> _Post | None:
         """Highest priority among thread heads whose root is posted; fails replies to failed roots."""
-        heads: dict[int, _Post] = {}
+        heads: dict[object, _Post] = {}
         for post in queue:
-            key = id(post.root) if post.root is not None else id(post)
+            # One thread = one root ts, however many MessageRef objects name it.
+            key: object = id(post) if post.root is None else (post.root.known_ts or id(post.root))
             heads.setdefault(key, post)
         best: _Post | None = None
         for post in heads.values():
@@ -465,6 +473,9 @@ class Outbox:
             post.ref._resolve(await self._post_once(post))
         except OutboxError as exc:
             post.ref._fail(exc)
+        except Exception as exc:  # a bug must not leave the ref (and flush) waiting forever
+            log.exception("outbox post failed unexpectedly")
+            post.ref._fail(OutboxError(f"post failed: {exc!r}", method="chat.postMessage"))
         finally:
             self._posting.discard(channel)
             await self._finished()
@@ -518,6 +529,11 @@ class Outbox:
             if payload.get("id") == post.marker:
                 return str(message["ts"])
         return ""
+
+
+def _report_crash(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("outbox dispatcher stopped", exc_info=task.exception())
 
 
 def _error_code(exc: BaseException) -> str | None:

@@ -249,3 +249,14 @@ async def test_refs_to_the_same_message_share_one_slot(slack: SlackEmulator, out
     await outbox.flush()
     assert len(slack.calls_to("chat.update")) <= 2
     assert stored_text(slack, ref) == "decided 4"
+
+
+async def test_thread_named_by_ts_string_keeps_order_across_priorities(
+    slack: SlackEmulator, outbox: Outbox
+) -> None:
+    root_ts = await outbox.post(CHANNEL, text="started in a thread").ts()
+    low = [outbox.post(CHANNEL, text=f"step {i}", thread=root_ts) for i in range(3)]
+    final = outbox.post(CHANNEL, text="final", thread=root_ts, priority=PRIORITY_APPROVAL)
+    await asyncio.gather(*(r.ts() for r in [*low, final]))
+    order = [c.params["text"] for c in slack.calls_to("chat.postMessage")][1:]
+    assert order == ["step 0", "step 1", "step 2", "final"]

@@ -17,20 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from orchestrator.config_yaml import KeyPath, line_of, load_with_lines, render_path
 from orchestrator.cost import Price, resolve_price
 from orchestrator.errors import TeamConfigError
+from orchestrator.llm.factory import PRESETS  # OpenAI-compatible presets: name -> (base URL, key variable)
 
 BackendType = Literal["openai", "claude", "chatcompletion"]
 BACKEND_TYPES: tuple[str, ...] = ("openai", "claude", "chatcompletion")
-# OpenAI-compatible providers: preset name -> (base URL, environment variable holding the key).
-PRESETS: dict[str, tuple[str, str | None]] = {
-    "grok": ("https://api.x.ai/v1", "XAI_API_KEY"),
-    "gemini": ("https://generativelanguage.googleapis.com/v1beta/openai/", "GEMINI_API_KEY"),
-    "openrouter": ("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
-    "groq": ("https://api.groq.com/openai/v1", "GROQ_API_KEY"),
-    "together": ("https://api.together.xyz/v1", "TOGETHER_API_KEY"),
-    "vllm": ("http://127.0.0.1:8000/v1", None),
-    "ollama": ("http://127.0.0.1:11434/v1", None),
-    "lmstudio": ("http://127.0.0.1:1234/v1", None),
-}
 LOCAL_PRESETS = frozenset({"vllm", "ollama", "lmstudio"})
 _TYPE_ALIASES = {"anthropic": "claude", "response": "openai", "chat_completions": "chatcompletion"}
 
@@ -307,9 +297,9 @@ def _normalise_backend(
         raise _error("missing backend type", (*path, "type"), lines, source)
     kind = _TYPE_ALIASES.get(kind.lower(), kind.lower())
     if kind in PRESETS:
-        base_url, key_env = PRESETS[kind]
-        out.setdefault("base_url", base_url)
-        out["preset"], out["api_key_env"], kind = kind, key_env, "chatcompletion"
+        # The factory resolves the preset's URL and key variable; a `base_url` given here overrides it
+        # (and, being a private server, may need no key).
+        out["preset"], out["api_key_env"], kind = kind, PRESETS[kind][1], "chatcompletion"
     if kind not in BACKEND_TYPES:
         expected = ", ".join((*BACKEND_TYPES, *PRESETS))
         raise _error(

@@ -49,7 +49,7 @@ def default_models(agent: AgentConfig) -> ModelClient:
 
     backend = agent.backend
     return make_model_client(
-        type=backend.type,
+        type=backend.preset or backend.type,
         model=backend.model,
         base_url=backend.base_url,
         api_key=backend.api_key.get_secret_value() if backend.api_key is not None else None,

@@ -7,19 +7,26 @@ a compare-and-set, so the first decision to reach the store wins.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
+from types import MappingProxyType
 
+from approvals.actions import Action
+from approvals.decisions import Decision
+from approvals.errors import ApprovalMisuseError
 from approvals.models import (
     SCOPE_ORDER,
     AlreadyDecided,
     ApprovalRequest,
+    Approvers,
     NotAuthorised,
     Principal,
     Rejection,
     Scope,
     ScopeNotOffered,
     Status,
+    offered_scopes,
 )
 
 
@@ -51,6 +58,59 @@ class Remind:
 
 
 LifecycleEvent = Vote | Expire | Cancel | Remind
+
+
+def open_request(
+    *,
+    id: str,  # the field's name
+    nonce: str,
+    now: datetime,
+    run_id: str,
+    agent_id: str,
+    requester_id: str | None,
+    action: Action,
+    digest: str,
+    decision: Decision,
+    approvers: Approvers,
+    timeout: timedelta,
+    context: Mapping[str, str],
+) -> ApprovalRequest:
+    """A new pending request for an engine `ask`; misuse raises and creates nothing."""
+    _check_new_request(decision=decision, approvers=approvers, timeout=timeout, digest=digest)
+    return ApprovalRequest(
+        id=id,
+        run_id=run_id,
+        agent_id=agent_id,
+        requester_id=requester_id,
+        action=action,
+        digest=digest,
+        risk=decision.risk,
+        layer=decision.layer,
+        reason=decision.reason,
+        rule=decision.rule,
+        scopes=offered_scopes(always_offerable=decision.always_offerable, risk=decision.risk),
+        approvers=approvers,
+        status="pending",
+        created_at=now,
+        expires_at=now + timeout,
+        nonce=nonce,
+        context=MappingProxyType(dict(context)),
+    )
+
+
+def _check_new_request(*, decision: Decision, approvers: Approvers, timeout: timedelta, digest: str) -> None:
+    if decision.resolved != "ask":
+        raise ApprovalMisuseError(f"only an 'ask' opens a request; the engine resolved {decision.resolved!r}")
+    if approvers.empty:
+        raise ApprovalMisuseError("no approvers configured: nobody could approve this request")
+    if approvers.quorum < 1:
+        raise ApprovalMisuseError(f"quorum must be at least 1, got {approvers.quorum}")
+    if not approvers.groups and len(approvers.users) < approvers.quorum:
+        raise ApprovalMisuseError(f"quorum {approvers.quorum} exceeds the {len(approvers.users)} approvers")
+    if timeout <= timedelta(0):
+        raise ApprovalMisuseError(f"timeout must be positive, got {timeout}")
+    if not digest:
+        raise ApprovalMisuseError("an approval must bind to the action digest")
 
 
 def authorise(request: ApprovalRequest, principal: Principal, *, approve: bool) -> str | None:
@@ -134,3 +194,16 @@ def _close(
         decision_scope=scope,
         decision_reason=reason,
     )
+
+
+def rejection_reason(result: Rejection) -> str:
+    """One line for the audit trail and the person refused."""
+    match result:
+        case NotAuthorised(why=why):
+            return why
+        case ScopeNotOffered(scope=scope):
+            return f"scope {scope!r} was not offered for this request"
+        case AlreadyDecided(request=request):
+            if request.terminal:
+                return f"already {request.status}"
+            return "this approver's vote is already counted"

@@ -21,7 +21,7 @@ from types import MappingProxyType
 from approvals.actions import Action
 from approvals.audit import AuditEntry, AuditLog, Outcome, entry_for
 from approvals.decisions import Decision
-from approvals.errors import ApprovalMisuseError, ApprovalNotFoundError, StoreError
+from approvals.errors import ApprovalNotFoundError, StoreError
 from approvals.events import (
     ApprovalCancelled,
     ApprovalDecided,
@@ -31,21 +31,27 @@ from approvals.events import (
     ApprovalRequested,
     DecisionRejected,
 )
-from approvals.lifecycle import Cancel, Expire, LifecycleEvent, Remind, Vote, transition
+from approvals.lifecycle import (
+    Cancel,
+    Expire,
+    LifecycleEvent,
+    Remind,
+    Vote,
+    open_request,
+    rejection_reason,
+    transition,
+)
 from approvals.models import (
     AlreadyDecided,
     ApprovalRequest,
     Approvers,
     Decided,
     DecideResult,
-    NotAuthorised,
     NotFound,
     Principal,
     QuorumPending,
     Rejection,
     Scope,
-    ScopeNotOffered,
-    offered_scopes,
 )
 from approvals.ports import ApprovalStore, Clock, ExpiryTimer, SystemClock
 
@@ -109,27 +115,21 @@ class ApprovalService:
         context: Mapping[str, str] = _EMPTY,
     ) -> ApprovalRequest:
         """Open a pending request for an engine `ask`; audited, announced and timed."""
-        _check_request(decision=decision, approvers=approvers, timeout=timeout, digest=digest)
-        now = self._clock.now()
-        request = ApprovalRequest(
+        request = open_request(
             id=self._new_id(),
+            nonce=self._new_nonce(),
+            now=self._clock.now(),
             run_id=run_id,
             agent_id=agent_id,
             requester_id=requester_id,
             action=action,
             digest=digest,
-            risk=decision.risk,
-            layer=decision.layer,
-            reason=decision.reason,
-            rule=decision.rule,
-            scopes=offered_scopes(always_offerable=decision.always_offerable, risk=decision.risk),
+            decision=decision,
             approvers=approvers,
-            status="pending",
-            created_at=now,
-            expires_at=now + timeout,
-            nonce=self._new_nonce(),
-            context=MappingProxyType(dict(context)),
+            timeout=timeout,
+            context=context,
         )
+        now = request.created_at
         await self._store.insert(request)
         await self._audit.record(entry_for(request, "ask", at=now, actor="engine", reason=decision.reason))
         await self._emit(ApprovalRequested(request=request))
@@ -154,7 +154,7 @@ class ApprovalService:
             await self._reject(request_id, None, principal.id, "no such request")
             return NotFound(request_id=request_id)
         if not isinstance(after, ApprovalRequest):
-            why = _rejection_reason(after)
+            why = rejection_reason(after)
             await self._reject(request_id, after.request, principal.id, why)
             return after
         if after.status == "expired":
@@ -367,30 +367,3 @@ class ApprovalService:
             except Exception:
                 # A broken renderer must not undo or block a decision that is already stored.
                 log.exception("approval subscriber failed on %s", event.kind)
-
-
-def _rejection_reason(result: NotAuthorised | ScopeNotOffered | AlreadyDecided) -> str:
-    match result:
-        case NotAuthorised(why=why):
-            return why
-        case ScopeNotOffered(scope=scope):
-            return f"scope {scope!r} was not offered for this request"
-        case AlreadyDecided(request=request):
-            if request.terminal:
-                return f"already {request.status}"
-            return "this approver's vote is already counted"
-
-
-def _check_request(*, decision: Decision, approvers: Approvers, timeout: timedelta, digest: str) -> None:
-    if decision.resolved != "ask":
-        raise ApprovalMisuseError(f"only an 'ask' opens a request; the engine resolved {decision.resolved!r}")
-    if approvers.empty:
-        raise ApprovalMisuseError("no approvers configured: nobody could approve this request")
-    if approvers.quorum < 1:
-        raise ApprovalMisuseError(f"quorum must be at least 1, got {approvers.quorum}")
-    if not approvers.groups and len(approvers.users) < approvers.quorum:
-        raise ApprovalMisuseError(f"quorum {approvers.quorum} exceeds the {len(approvers.users)} approvers")
-    if timeout <= timedelta(0):
-        raise ApprovalMisuseError(f"timeout must be positive, got {timeout}")
-    if not digest:
-        raise ApprovalMisuseError("an approval must bind to the action digest")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncSay
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond, AsyncSay
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
@@ -31,9 +31,11 @@ def make_app(slack: SlackEmulator) -> AsyncApp:
         await ack(text=f"on it: {command['text']}")
 
     @app.action("approve_once")
-    async def approve(ack: AsyncAck, body: dict[str, Any]) -> None:
+    async def approve(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
         await ack()
         clicks.append(body["actions"][0]["value"])
+        if "127.0.0.1" in body["response_url"]:
+            await respond(text="Approved", replace_original=True)
 
     @app.view("deny_reason")
     async def view(ack: AsyncAck, view: dict[str, Any]) -> None:
@@ -128,3 +130,24 @@ async def test_bad_or_stale_signatures_are_refused(slack: SlackEmulator, secret:
     status, _ = await dispatch(make_app(slack), body, headers)
     assert status == 401
     assert slack.calls == []
+
+
+async def test_respond_reaches_the_emulated_response_url(slack: SlackEmulator) -> None:
+    payload = payloads.block_actions("approve_once", "req-7", response_url=slack.response_url("click"))
+    body = payloads.encode_interactive(payload)
+    status, _ = await dispatch(make_app(slack), body, payloads.signed_request(body, SECRET))
+    assert status == 200
+    await slack.wait_for(lambda: bool(slack.responses["click"]))
+    assert slack.responses["click"][0]["text"] == "Approved"
+
+
+async def test_socket_mode_reconnects_after_disconnect(slack: SlackEmulator) -> None:
+    handler = AsyncSocketModeHandler(make_app(slack), app_token="xapp-test")
+    await handler.connect_async()
+    try:
+        await slack.socket_disconnect()
+        await slack.wait_for(lambda: len(slack.calls_to("apps.connections.open")) == 2)
+        ack = await slack.socket_send("slash_commands", payloads.slash_command("still there?"))
+        assert ack == {"text": "on it: still there?"}
+    finally:
+        await handler.close_async()

@@ -154,6 +154,7 @@ class SlackEmulator(MethodsMixin):
         self.ephemerals: list[dict[str, Any]] = []
         self.views: dict[str, dict[str, Any]] = {}
         self.home_views: dict[str, dict[str, Any]] = {}
+        self.responses: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self._limiter = _RateLimiter(self.limits, clock)
         self._last_ts = 0.0
         self._changed = asyncio.Condition()
@@ -168,6 +169,7 @@ class SlackEmulator(MethodsMixin):
         """Listen on a free loopback port."""
         app = web.Application()
         app.router.add_get("/socket", self._socket)
+        app.router.add_post("/response/{key}", self._response_url)
         app.router.add_route("*", "/api/{method}", self._handle)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
@@ -199,6 +201,10 @@ class SlackEmulator(MethodsMixin):
     @property
     def socket_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/socket"
+
+    def response_url(self, key: str = "1") -> str:
+        """A `response_url` for payload builders; what the app posts there lands in `responses[key]`."""
+        return f"http://127.0.0.1:{self.port}/response/{key}"
 
     # -- test helpers ----------------------------------------------------------------------------
 
@@ -328,6 +334,17 @@ class SlackEmulator(MethodsMixin):
         for p in find_mentions(texts, self.allowed_mentions):
             self.violate(f"{method}: {p}")
 
+    async def _response_url(self, request: web.Request) -> web.Response:
+        """Slack's `response_url` webhook: records the message (checked like any other) and says ok."""
+        params = await self._params(request)
+        self._check_payload("response_url", params)
+        if self._payload_invalid("response_url", params):
+            return web.Response(status=400, text="invalid_blocks")
+        self.responses[request.match_info["key"]].append(params)
+        self.calls.append(Call("response_url", params, self.clock(), 200))
+        await self._notify()
+        return web.Response(text="ok")
+
     # -- Socket Mode -----------------------------------------------------------------------------
 
     async def _socket(self, request: web.Request) -> web.WebSocketResponse:
@@ -356,6 +373,11 @@ class SlackEmulator(MethodsMixin):
             self.violate(f"socket: ack for unknown envelope {data.get('envelope_id')!r}")
         elif not fut.done():
             fut.set_result(data.get("payload") or {})
+
+    async def socket_disconnect(self, reason: str = "refresh_requested") -> None:
+        """Ask the connected client to reconnect, as Slack does every few hours."""
+        if self._sockets:
+            await self._sockets[-1].send_json({"type": "disconnect", "reason": reason})
 
     @property
     def socket_connected(self) -> bool:

@@ -33,6 +33,7 @@ def slash_command(
     channel: str = "C0CHAN",
     team: str = TEAM,
     trigger_id: str | None = None,
+    response_url: str | None = None,
 ) -> dict[str, str]:
     """Form fields of a slash command invocation."""
     return {
@@ -47,7 +48,7 @@ def slash_command(
         "text": text,
         "api_app_id": APP,
         "is_enterprise_install": "false",
-        "response_url": f"https://hooks.slack.test/commands/{team}/{next(_seq)}/x",
+        "response_url": response_url or f"https://hooks.slack.test/commands/{team}/{next(_seq)}/x",
         "trigger_id": trigger_id or _trigger_id(),
     }
 
@@ -63,6 +64,7 @@ def block_actions(
     message: dict[str, Any] | None = None,
     view: dict[str, Any] | None = None,
     team: str = TEAM,
+    response_url: str | None = None,
 ) -> dict[str, Any]:
     """A button click in a message (or in a modal when `view` is given)."""
     action = {
@@ -83,7 +85,7 @@ def block_actions(
         "enterprise": None,
         "is_enterprise_install": False,
         "state": {"values": {}},
-        "response_url": f"https://hooks.slack.test/actions/{team}/{next(_seq)}/y",
+        "response_url": response_url or f"https://hooks.slack.test/actions/{team}/{next(_seq)}/y",
         "actions": [action],
     }
     if view is not None:

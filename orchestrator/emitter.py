@@ -49,7 +49,9 @@ class Emitter:
     def emit(self, event: RunEvent) -> RunEvent:
         """Stamp, fold and queue one event; returns the stamped event."""
         if self.terminal is not None:
-            raise RuntimeError(f"run {self.run_id} already ended; cannot emit {event.kind}")
+            # A straggler (e.g. a toolbox cleaning up) must not break a finished run: drop it, loudly.
+            log.warning("run %s already ended; dropped a late %s event", self.run_id, event.kind)
+            return event
         self._seq += 1
         stamped = replace(event, run_id=self.run_id, seq=self._seq, at=self._clock())
         self.state = self.state.apply(stamped)

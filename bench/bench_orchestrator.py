@@ -1,0 +1,196 @@
+"""Orchestrator figures: overhead, concurrency, calls and prompt tokens per run, CLI start-up.
+
+Printed, not asserted (the tests assert behaviour). MassGen reference for the same protocol on the
+same scripted server: 27.9k prompt tokens for 3 agents, 43.5k for 5 (target: at most a third).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+from orchestrator.config import AgentConfig, BackendConfig, TeamConfig
+from orchestrator.events import RunEvent
+from orchestrator.run import start_run
+from orchestrator.testing import Request, ScriptedModels, Turn, protocol, scripted_team
+
+MASSGEN_PROMPT_TOKENS = {3: 27_900, 5: 43_500}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def overhead(runs: int = 200, agents: int = 3) -> None:
+    """Zero-latency models: what coordination itself costs."""
+    durations: list[float] = []
+    events = 0
+    for _ in range(runs):
+        seen: list[RunEvent] = []
+        started = time.perf_counter()
+        handle = await start_run(
+            scripted_team(agents), "task", models=ScriptedModels(), subscribers=[seen.append]
+        )
+        await handle.wait()
+        durations.append(time.perf_counter() - started)
+        events += len(seen)
+    per_run = statistics.median(durations)
+    print(f"overhead, {agents} agents, zero-latency models, {runs} runs:")
+    print(f"  per run: median {per_run * 1e3:.2f} ms, p99 {pct(durations, 0.99) * 1e3:.2f} ms")
+    print(f"  per event: {sum(durations) / events * 1e6:.1f} µs ({events / runs:.0f} events per run)")
+
+
+def delayed(delay: float):  # type: ignore[no-untyped-def]
+    def script(request: Request) -> Turn:
+        turn = protocol(request)
+        return Turn(text=turn.text, calls=turn.calls, delay=delay)
+
+    return script
+
+
+async def _concurrent_runs(runs: int, agents: int, delay: float) -> list[str]:
+    handles = [
+        await start_run(scripted_team(agents), f"task {i}", models=ScriptedModels(then=delayed(delay)))
+        for i in range(runs)
+    ]
+    return [r.kind for r in await asyncio.gather(*(h.wait() for h in handles))]
+
+
+async def concurrent(runs: int = 100, agents: int = 3, delay: float = 0.02) -> None:
+    """Many runs in one process, each model call taking `delay` seconds: wall time and loop lag."""
+    lags: list[float] = []
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            before = loop.time()
+            await asyncio.sleep(0.005)
+            lags.append(loop.time() - before - 0.005)
+
+    tick = asyncio.create_task(ticker())
+    started = time.perf_counter()
+    kinds = await _concurrent_runs(runs, agents, delay)
+    wall = time.perf_counter() - started
+    stop.set()
+    await tick
+    print(f"{runs} concurrent {agents}-agent runs, {delay * 1e3:.0f} ms per model call:")
+    print(
+        f"  wall {wall:.2f} s ({kinds.count('finished')}/{runs} finished; serial ≥ {runs * 3 * delay:.1f} s)"
+    )
+    print(f"  event-loop lag p50 {pct(lags, 0.5) * 1e3:.2f} ms, p99 {pct(lags, 0.99) * 1e3:.2f} ms")
+
+
+async def memory(runs: int = 100, agents: int = 3, delay: float = 0.02) -> None:
+    """Memory of the same load, measured in a separate pass (tracemalloc slows the loop)."""
+    gc.collect()
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    tracemalloc.start()
+    await _concurrent_runs(runs, agents, delay)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    rss_growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
+    print(f"  memory per run: {peak / runs / 1024:.0f} KiB (tracemalloc peak / runs)")
+    print(f"  peak RSS growth: {rss_growth / runs:.0f} KiB per run")
+
+
+async def growth() -> None:
+    """Model calls and prompt tokens (≈4 chars per token) per converged run as the team grows."""
+    print("calls and prompt tokens per converged run (scripted models):")
+    for agents in range(2, 9):
+        models = ScriptedModels()
+        handle = await start_run(scripted_team(agents), "fix the flaky test in billing", models=models)
+        result = await handle.wait()
+        tokens = getattr(result, "input_tokens", 0)
+        massgen = MASSGEN_PROMPT_TOKENS.get(agents)
+        ratio = f" = {tokens / massgen:.2f} × MassGen's {massgen / 1000:.1f}k" if massgen else ""
+        print(f"  N={agents}: {models.calls} calls (2N+1 = {2 * agents + 1}), {tokens} prompt tokens{ratio}")
+
+
+async def loopback_tokens() -> None:
+    """The same through the real SDKs against the loopback server, which counts prompt tokens itself."""
+    sys.path.insert(0, str(ROOT))
+    from tests.fakes.provider_server import ProviderServer
+
+    print("prompt tokens per converged run through the SDKs (loopback server's count):")
+    for agents in (3, 5):
+        async with ProviderServer() as server:
+            team = TeamConfig(
+                agents=[
+                    AgentConfig(
+                        id=f"a{i}",
+                        backend=BackendConfig(
+                            type="chatcompletion",
+                            model=f"m{i}",
+                            base_url=server.openai_base_url,
+                            api_key="k",  # type: ignore[arg-type]
+                        ),
+                    )
+                    for i in range(agents)
+                ]
+            )
+            handle = await start_run(team, "fix the flaky test in billing")
+            await handle.wait()
+            tokens = server.prompt_tokens_total
+            massgen = MASSGEN_PROMPT_TOKENS[agents]
+            print(
+                f"  N={agents}: {len(server.requests)} calls, {tokens} prompt tokens "
+                f"= {tokens / massgen:.2f} × MassGen's {massgen / 1000:.1f}k"
+            )
+
+
+async def cli_startup(samples: int = 3) -> None:
+    """`massgen-bot run --json` spawned against the loopback server: seconds to its first model request."""
+    sys.path.insert(0, str(ROOT))
+    from tests.fakes.provider_server import ProviderServer
+
+    times: list[float] = []
+    with tempfile.TemporaryDirectory() as folder:
+        for _ in range(samples):
+            async with ProviderServer() as server:
+                team = Path(folder) / "team.yaml"
+                backend = (
+                    f"{{type: openai, model: gpt-4o-mini, base_url: '{server.openai_base_url}', api_key: k}}"
+                )
+                team.write_text(
+                    f"agents:\n  - id: a\n    backend: {backend}\n  - id: b\n    backend: {backend}\n"
+                )
+                env = {k: v for k, v in os.environ.items() if k != "MASSGEN_TEAM"}
+                started = time.perf_counter()
+                process = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "bot", "run", "--json", "--team", str(team), "task",
+                    stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.DEVNULL, cwd=ROOT, env=env,
+                )  # fmt: skip
+                await server.wait_for(requests=1, timeout=60)
+                times.append(time.perf_counter() - started)
+                await process.wait()
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(
+        f"`massgen-bot run --json` start-up to first model request: median {statistics.median(times):.2f} s"
+    )
+    print(f"  (samples {', '.join(f'{t:.2f}' for t in times)}; load average {os.getloadavg()[0]:.1f})")
+    print(f"  peak RSS of the CLI run: {peak_mib:.0f} MiB")
+
+
+def main() -> None:
+    asyncio.run(overhead())
+    asyncio.run(concurrent())
+    asyncio.run(memory())
+    asyncio.run(growth())
+    asyncio.run(loopback_tokens())
+    asyncio.run(cli_startup())
+
+
+if __name__ == "__main__":
+    main()

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from approvals.models import Principal
 from orchestrator.events import RunFinished, ToolDecided
+from orchestrator.llm.base import ToolResultMessage
 from orchestrator.ports import RunContext, RunTools
 from orchestrator.run import start_run
-from orchestrator.testing import Script, ScriptedModels, Turn, call, scripted_team
+from orchestrator.testing import Request, Script, ScriptedModels, Turn, call, protocol, scripted_team
 from orchestrator.toolbox import build_run_tools
 from tests.orchestrator.tools.fakes import Harness
 
@@ -39,3 +42,60 @@ async def test_agents_edit_their_workspaces_and_the_winner_patch_is_reported(tmp
     writes = [e for e in harness.events if isinstance(e, ToolDecided) and e.tool == "write_file"]
     assert [(e.decision, e.executed) for e in writes] == [("allow", True), ("allow", True)]
     assert not (tmp_path / "ws" / handle.run_id).exists()  # the runner closed the toolbox
+
+
+def _git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+async def test_every_agent_wants_to_push_but_only_the_winner_does_once(tmp_path: Path) -> None:
+    remote, source = tmp_path / "remote.git", tmp_path / "repo"
+    _git("init", "-q", "--bare", str(remote), cwd=tmp_path)
+    source.mkdir()
+    _git("init", "-q", "-b", "main", cwd=source)
+    (source / "app.py").write_text("v1\n")
+    _git("add", ".", cwd=source)
+    _git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "init", cwd=source)
+    _git("remote", "add", "origin", str(remote), cwd=source)
+    team = scripted_team(3).model_copy(update={"sandbox": "none"})
+    team = team.model_copy(
+        update={
+            "workspace": team.workspace.model_copy(update={"source": source}),
+            "approvals": team.approvals.model_copy(update={"approvers": ["U_APPROVER"]}),
+        }
+    )
+    push = "git push -q origin main"
+
+    def push_when_presenting(request: Request) -> Turn:
+        presenting = not request.tool_names & {"new_answer", "vote"}
+        pushed = any(isinstance(m, ToolResultMessage) for m in request.messages[-1:])
+        if presenting and not pushed:
+            return Turn(calls=(call("run_command", command=push),))
+        return protocol(request)
+
+    harness = Harness()
+    models = ScriptedModels(
+        {a: [Turn(calls=(call("run_command", command=push),))] for a in ("a0", "a1", "a2")},
+        then=push_when_presenting,
+    )
+
+    async def approve_all() -> None:
+        while True:
+            request = await harness.requested.get()
+            await harness.service.decide(request.id, Principal(id="U_APPROVER"), approve=True)
+
+    approver = asyncio.create_task(approve_all())
+
+    async def tools(ctx: RunContext) -> RunTools:
+        return await build_run_tools(ctx, approvals=harness.service, root=tmp_path / "ws")
+
+    handle = await start_run(team, "ship it", models=models, tools=tools, subscribers=[harness.emit])
+    finished = await asyncio.wait_for(handle.wait(), timeout=30)
+    approver.cancel()
+    assert isinstance(finished, RunFinished)
+    pushes = [e for e in harness.events if isinstance(e, ToolDecided) and e.tool == "run_command"]
+    assert sum(e.executed for e in pushes) == 1
+    assert sum(e.reason.startswith("deferred") for e in pushes) == 3
+    (executed,) = [e for e in pushes if e.executed]
+    assert executed.agent_id == finished.winner
+    assert "main" in _git("branch", "--list", cwd=remote)

@@ -240,3 +240,32 @@ def test_vote_target_respects_the_schema_enum() -> None:
     assert vote_target(request("nothing", ["vote"], raw=raw)) == "agent2"
     assert answer_labels("<agent2.1> <agent1> <agent2.3>") == ["agent2", "agent1"]
     assert task_of(request("  many   words\nhere ", [])) == "many words here"
+
+
+def test_protocol_agent_follows_our_engines_prompts() -> None:
+    """The shapes orchestrator/prompts produce: <task>, then answers in a tool result."""
+    first = WireMessage(role="user", text="<task>\nfix the flaky test\n</task>\nNo answers yet.")
+    answered = WireMessage(role="assistant", tool_calls=[("new_answer", {"content": "mine"})])
+    update = WireMessage(
+        role="tool",
+        call_id="c1",
+        text="Recorded as agent1.1.\n\nCurrent answers:\n"
+        '<answer agent="agent3" label="agent3.2">\nA\n</answer>\n'
+        '<answer agent="agent1" label="agent1.1">\nB\n</answer>\nVote for the best one.',
+    )
+    opening = ProviderRequest(
+        api="chat", model="gpt-x", system="", messages=[first], tools=BOTH, raw={}, stream=True
+    )
+    assert protocol_agent(opening).tool_calls == [FIRST]
+    later = ProviderRequest(
+        api="chat",
+        model="gpt-x",
+        system="",
+        messages=[first, answered, update],
+        tools=BOTH,
+        raw={},
+        stream=True,
+    )
+    assert protocol_agent(later).tool_calls == [
+        ("vote", {"agent_id": "agent3", "reason": "agent3 answers the task."})
+    ]

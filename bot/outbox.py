@@ -27,15 +27,24 @@ import asyncio
 import logging
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import OutboxError
-from bot.outbox_budget import TokenBucket, classify, method_tier
+from bot.outbox_budget import Budgets, classify
+from bot.outbox_state import MessageRef, OutboxStats, Post, Slot, next_post, rekey_slots, slot_key
+
+__all__ = [
+    "PRIORITY_APPROVAL",
+    "PRIORITY_FINAL",
+    "PRIORITY_STATUS",
+    "PRIORITY_THREAD",
+    "MessageRef",
+    "Outbox",
+    "OutboxStats",
+]
 
 log = logging.getLogger(__name__)
 
@@ -45,90 +54,6 @@ PRIORITY_APPROVAL = 10
 PRIORITY_FINAL = 10
 MARKER_EVENT = "massgen_outbox"  # metadata event_type carrying the post's client-generated id
 _MAX_ATTEMPTS = 5
-
-
-class MessageRef:
-    """A message the outbox posted (or will post); `ts()` waits for Slack's id."""
-
-    __slots__ = ("_done", "_error", "_ts", "channel")
-
-    def __init__(self, channel: str, ts: str | None = None) -> None:
-        self.channel = channel
-        self._ts = ts
-        self._error: OutboxError | None = None
-        self._done = asyncio.Event()
-        if ts is not None:
-            self._done.set()
-
-    @classmethod
-    def existing(cls, channel: str, ts: str) -> MessageRef:
-        """A message posted earlier (e.g. the one a button was clicked in)."""
-        return cls(channel, ts)
-
-    async def ts(self) -> str:
-        """Slack's `ts` once posted; raises `OutboxError` if the post finally failed."""
-        await self._done.wait()
-        if self._error is not None:
-            raise self._error
-        assert self._ts is not None
-        return self._ts
-
-    @property
-    def known_ts(self) -> str | None:
-        return self._ts
-
-    @property
-    def failed(self) -> bool:
-        return self._error is not None
-
-    def _resolve(self, ts: str) -> None:
-        self._ts = ts
-        self._done.set()
-
-    def _fail(self, error: OutboxError) -> None:
-        self._error = error
-        self._done.set()
-
-    def __repr__(self) -> str:
-        return f"MessageRef({self.channel!r}, {self._ts!r})"
-
-
-@dataclass(slots=True)
-class OutboxStats:
-    """Counters for tests, logs and the benchmark."""
-
-    calls_by_method: Counter[str] = field(default_factory=Counter)
-    retries: int = 0
-    rate_limited: int = 0  # HTTP 429s seen
-    coalesced_updates: int = 0  # updates replaced by a newer state before being sent
-    duplicates_avoided: int = 0  # ambiguous post failures found already delivered
-    dropped_updates: int = 0  # updates Slack refused (e.g. message_not_found)
-
-
-@dataclass(eq=False, slots=True)
-class _Post:
-    ref: MessageRef
-    kwargs: dict[str, Any]
-    root: MessageRef | None
-    priority: int
-    seq: int
-    marker: str
-
-
-@dataclass(eq=False, slots=True)
-class _Slot:
-    """The latest wanted state of one message, and when it was last sent."""
-
-    ref: MessageRef
-    text: str = ""
-    blocks: list[dict[str, Any]] | None = None
-    dirty: bool = False
-    dirty_since: float = 0.0
-    last_sent: float = float("-inf")
-    in_flight: bool = False
-    failures: int = 0
-    not_before: float = 0.0
-    version: int = 0
 
 
 class Outbox:
@@ -161,18 +86,11 @@ class Outbox:
         self.channel_interval = channel_interval
         self._clock = clock
         per_window = {2: tier2_per_minute, 3: tier3_per_minute, 4: tier4_per_minute, 5: tier4_per_minute}
-        self._per_window = per_window
-        self._window = budget_window
-        self._buckets: dict[str, TokenBucket] = {
-            "chat.postMessage": TokenBucket.per(posts_per_minute, budget_window)
-        }
-        self._backoff: dict[str, float] = {}
-        self._posts: dict[str, list[_Post]] = {}
+        self._budgets = Budgets(per_window, budget_window, posts_per_minute=posts_per_minute)
+        self._posts: dict[str, list[Post]] = {}
         self._posting: set[str] = set()
         self._channel_next: dict[str, float] = {}
-        # Keyed by (channel, ts) once the ts is known, so refs made with `MessageRef.existing` for
-        # the same message share one slot; by the ref itself while its post is pending.
-        self._slots: dict[object, _Slot] = {}
+        self._slots: dict[object, Slot] = {}
         self._version = 0
         self._seq = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -252,14 +170,13 @@ class Outbox:
             kwargs["reply_broadcast"] = True
         ref = MessageRef(channel)
         self._seq += 1
-        self._posts.setdefault(channel, []).append(_Post(ref, kwargs, root, priority, self._seq, marker))
+        self._posts.setdefault(channel, []).append(Post(ref, kwargs, root, priority, self._seq, marker))
         self._wake.set()
         return ref
 
     def update(self, ref: MessageRef, *, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
         """Set the wanted state of a message; sent coalesced, at most once per `update_interval`."""
-        key: object = ref if ref.known_ts is None else (ref.channel, ref.known_ts)
-        slot = self._slots.setdefault(key, _Slot(ref))
+        slot = self._slots.setdefault(slot_key(ref), Slot(ref))
         self._version += 1
         slot.version = self._version
         if slot.dirty:
@@ -303,25 +220,13 @@ class Outbox:
 
     # -- budgets ---------------------------------------------------------------------------------
 
-    def _bucket(self, method: str) -> TokenBucket:
-        bucket = self._buckets.get(method)
-        if bucket is None:
-            bucket = TokenBucket.per(self._per_window[method_tier(method)], self._window)
-            self._buckets[method] = bucket
-        return bucket
-
-    def _wait_time(self, method: str, now: float) -> float:
-        """Seconds until `method` may be called: the 429 back-off, then its token bucket."""
-        backoff = self._backoff.get(method, 0.0) - now
-        return backoff if backoff > 0 else self._bucket(method).wait_time(now)
-
     async def _gate(self, method: str) -> None:
         """Wait for the method's budget and take one token (sleeping is the pacing itself)."""
-        delay = self._wait_time(method, self._clock())
+        delay = self._budgets.wait_time(method, self._clock())
         while delay > 0:
             await asyncio.sleep(delay)
-            delay = self._wait_time(method, self._clock())
-        self._bucket(method).take(self._clock())
+            delay = self._budgets.wait_time(method, self._clock())
+        self._budgets.take(method, self._clock())
 
     async def _send(self, method: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         """One Web API call; the SDK's own method when it has one (read methods take form/query
@@ -343,7 +248,7 @@ class Outbox:
             pause = retry_after if retry_after is not None else 1.0
         else:
             pause = min(0.25 * 2**attempt, 5.0)
-        self._backoff[method] = max(self._backoff.get(method, 0.0), now + pause)
+        self._budgets.back_off(method, now + pause)
         log.info("slack %s: %s, retrying in %.2fs", method, kind, pause)
 
     # -- dispatcher ------------------------------------------------------------------------------
@@ -369,35 +274,19 @@ class Outbox:
         pending = [w for w in waits if w is not None]
         return max(min(pending), 0.001) if pending else None
 
-    def _next_post(self, queue: list[_Post]) -> _Post | None:
-        """Highest priority among thread heads whose root is posted; fails replies to failed roots."""
-        heads: dict[object, _Post] = {}
-        for post in queue:
-            # One thread = one root ts, however many MessageRef objects name it.
-            key: object = id(post) if post.root is None else (post.root.known_ts or id(post.root))
-            heads.setdefault(key, post)
-        best: _Post | None = None
-        for post in heads.values():
-            if post.root is not None and post.root.failed:
-                queue.remove(post)
-                post.ref._fail(OutboxError("thread root was never posted", method="chat.postMessage"))
-                self._wake.set()
-                continue
-            if post.root is not None and post.root.known_ts is None:
-                continue
-            if best is None or (post.priority, -post.seq) > (best.priority, -best.seq):
-                best = post
-        return best
-
     def _dispatch_posts(self, now: float) -> float | None:
         soonest: float | None = None
         for channel, queue in self._posts.items():
             if channel in self._posting or not queue:
                 continue
-            post = self._next_post(queue)
+            post, orphans = next_post(queue)
+            for orphan in orphans:
+                orphan.ref._fail(OutboxError("thread root was never posted", method="chat.postMessage"))
             if post is None:
                 continue
-            wait = max(self._channel_next.get(channel, 0.0) - now, self._wait_time("chat.postMessage", now))
+            wait = max(
+                self._channel_next.get(channel, 0.0) - now, self._budgets.wait_time("chat.postMessage", now)
+            )
             if wait > 0:
                 soonest = wait if soonest is None else min(soonest, wait)
                 continue
@@ -406,34 +295,20 @@ class Outbox:
             self._spawn(self._deliver_post(post))
         return soonest
 
-    def _rekey_slots(self) -> None:
-        """Move slots of refs that just got their ts under (channel, ts), merging with any there."""
-        for key, slot in list(self._slots.items()):
-            if not isinstance(key, MessageRef) or (key.known_ts is None and not key.failed):
-                continue
-            del self._slots[key]
-            if key.failed:
-                continue
-            other = self._slots.setdefault((key.channel, key.known_ts), slot)
-            if other is not slot and slot.dirty and slot.version > other.version:
-                other.text, other.blocks, other.version = slot.text, slot.blocks, slot.version
-                if not other.dirty:
-                    other.dirty, other.dirty_since = True, slot.dirty_since
-
     def _dispatch_updates(self, now: float) -> float | None:
-        self._rekey_slots()
+        rekey_slots(self._slots)
         ready = sorted(
             (s for s in self._slots.values() if s.dirty and not s.in_flight and s.ref.known_ts is not None),
             key=lambda s: s.dirty_since,
         )
         soonest: float | None = None
         for slot in ready:
-            wait = max(slot.last_sent + self.update_interval, slot.not_before) - now
-            wait = max(wait, self._wait_time("chat.update", now))
+            wait = slot.last_sent + self.update_interval - now
+            wait = max(wait, self._budgets.wait_time("chat.update", now))
             if wait > 0:
                 soonest = wait if soonest is None else min(soonest, wait)
                 continue
-            self._bucket("chat.update").take(now)
+            self._budgets.take("chat.update", now)
             slot.in_flight, slot.dirty, slot.last_sent = True, False, now
             self._spawn(self._deliver_update(slot, slot.text, slot.blocks))
         return soonest
@@ -445,7 +320,7 @@ class Outbox:
 
     # -- sending ---------------------------------------------------------------------------------
 
-    async def _deliver_update(self, slot: _Slot, text: str, blocks: list[dict[str, Any]] | None) -> None:
+    async def _deliver_update(self, slot: Slot, text: str, blocks: list[dict[str, Any]] | None) -> None:
         kwargs: dict[str, Any] = {"channel": slot.ref.channel, "ts": slot.ref.known_ts, "text": text}
         if blocks is not None:
             kwargs["blocks"] = blocks
@@ -467,7 +342,7 @@ class Outbox:
             slot.in_flight = False
             await self._finished()
 
-    async def _deliver_post(self, post: _Post) -> None:
+    async def _deliver_post(self, post: Post) -> None:
         channel = post.ref.channel
         try:
             post.ref._resolve(await self._post_once(post))
@@ -480,7 +355,7 @@ class Outbox:
             self._posting.discard(channel)
             await self._finished()
 
-    async def _post_once(self, post: _Post) -> str:
+    async def _post_once(self, post: Post) -> str:
         """Send a post, retrying only in ways that cannot duplicate it; return its ts."""
         channel = post.ref.channel
         if post.root is not None:
@@ -509,7 +384,7 @@ class Outbox:
                 self._note_retry("chat.postMessage", kind, retry_after, attempt)
         raise OutboxError(f"post failed after {_MAX_ATTEMPTS} attempts", method="chat.postMessage")
 
-    async def _find_posted(self, post: _Post, oldest: str) -> str | None:
+    async def _find_posted(self, post: Post, oldest: str) -> str | None:
         """The ts of a post that may have reached Slack, found by its marker; "" if surely absent."""
         channel = post.ref.channel
         args: dict[str, Any]

@@ -69,6 +69,39 @@ class TokenBucket:
         self.tokens -= 1.0
 
 
+class Budgets:
+    """One token bucket per Web API method, sized by its tier, plus a per-method 429 back-off.
+
+    Slack counts limits "per API method per workspace per app", so every run shares these; a 429
+    on one method pauses that method only.
+    """
+
+    def __init__(self, per_window: dict[int, int], window: float, *, posts_per_minute: int) -> None:
+        self._per_window = per_window
+        self._window = window
+        self._buckets = {"chat.postMessage": TokenBucket.per(posts_per_minute, window)}
+        self._backoff: dict[str, float] = {}
+
+    def _bucket(self, method: str) -> TokenBucket:
+        bucket = self._buckets.get(method)
+        if bucket is None:
+            bucket = self._buckets[method] = TokenBucket.per(
+                self._per_window[method_tier(method)], self._window
+            )
+        return bucket
+
+    def wait_time(self, method: str, now: float) -> float:
+        """Seconds until `method` may be called: the 429 back-off first, then its token bucket."""
+        backoff = self._backoff.get(method, 0.0) - now
+        return backoff if backoff > 0 else self._bucket(method).wait_time(now)
+
+    def take(self, method: str, now: float) -> None:
+        self._bucket(method).take(now)
+
+    def back_off(self, method: str, until: float) -> None:
+        self._backoff[method] = max(self._backoff.get(method, 0.0), until)
+
+
 def _retry_after(exc: SlackApiError) -> float | None:
     headers = getattr(exc.response, "headers", None) or {}
     for key, value in dict(headers).items():

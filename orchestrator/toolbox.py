@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 EngineFactory = Callable[[PermissionConfig], Evaluator]
 _PREVIEW = 300
 _EVENT_ARG_CHARS = 2000
+_CONTEXT_INPUT_CHARS = 3000  # raw tool input shown with an approval request (pitfall 20)
 
 
 def default_engine(config: PermissionConfig) -> Evaluator:
@@ -281,7 +282,7 @@ class AgentTools:
             phase=phase,
             # Through a symlink the approver sees the real path, which is what will be opened.
             request_action=actions[-1],
-            context={"path_as_given": actions[0].target} if len(actions) > 1 else {},
+            context=_request_context(frozen, actions),
         )
         refusal = self._boundary_refusal(args, real)
         if refusal is not None:  # refused whatever a human would say: don't ask one
@@ -370,3 +371,13 @@ def _clip(value: Any) -> Any:
     if isinstance(value, str) and len(value) > _EVENT_ARG_CHARS:
         return value[:_EVENT_ARG_CHARS] + f"… [{len(value) - _EVENT_ARG_CHARS} more characters]"
     return value
+
+
+def _request_context(frozen: str, actions: tuple[Action, ...]) -> dict[str, str]:
+    """What an approver may want beside the action: the raw input (e.g. a file's new content)."""
+    context = {
+        "input": frozen if len(frozen) <= _CONTEXT_INPUT_CHARS else frozen[:_CONTEXT_INPUT_CHARS] + "…"
+    }
+    if len(actions) > 1:
+        context["path_as_given"] = actions[0].target
+    return context

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -297,7 +298,12 @@ async def test_fetch_url_asks_then_fetches_exactly_the_approved_url(
     waiting = asyncio.create_task(tools.for_agent("alpha").call(fetch, phase="coordination"))
     request = await harness.next_request()
     assert str(request.action) == f"fetch({http_server}/hello)"
-    assert request.context == {"run_id": "run1", "agent_id": "alpha", "tool": "fetch_url"}
+    assert request.context == {
+        "run_id": "run1",
+        "agent_id": "alpha",
+        "tool": "fetch_url",
+        "input": json.dumps({"url": f"{http_server}/hello"}),
+    }
     await harness.service.decide(request.id, APPROVER, approve=True)
     outcome = await asyncio.wait_for(waiting, timeout=10)
     assert outcome.content.endswith("hello from loopback")

@@ -70,3 +70,7 @@ class ProviderError(OrchestratorError):
         self.retry_after = retry_after
         where = f"{provider} {model}" + (f" HTTP {status}" if status is not None else "")
         super().__init__(f"{where}: {message}")
+
+
+class RunNotResumable(OrchestratorError):
+    """`resume_run` was given a run that is unknown, already ended, or started with other agents."""

@@ -19,10 +19,12 @@ from typing import Literal
 
 from orchestrator.agent import AgentDropped, AgentSession, BudgetReached
 from orchestrator.config import LOCAL_PRESETS, AgentConfig, TeamConfig
-from orchestrator.coordination import Choice, CoordinationState
+from orchestrator.coordination import Choice, CoordinationState, rebuild_state
 from orchestrator.cost import Price, cost_usd, resolve_price
 from orchestrator.emitter import Emitter, Subscriber
+from orchestrator.errors import RunNotResumable
 from orchestrator.events import (
+    TERMINAL_KINDS,
     AgentFailed,
     AgentInfo,
     ConsensusReached,
@@ -92,6 +94,42 @@ async def start_run(
     return RunHandle(run)
 
 
+async def resume_run(
+    run_id: str,
+    team: TeamConfig,
+    store: RunStore,
+    *,
+    models: ModelFactory | None = None,
+    tools: RunToolsFactory | None = None,
+    clock: Callable[[], float] = time.time,
+    subscribers: Sequence[Subscriber] = (),
+) -> RunHandle:
+    """Continue a persisted run that never ended (the process died): only in-flight turns are redone.
+
+    The coordination state is folded back from the event log; answers, votes, failures and spend
+    carry over and `seq` continues. Agents start fresh conversations that show the current answers
+    (model conversations are not persisted), and the run timeout starts again.
+    """
+    events = await store.events(run_id)
+    if not events or not isinstance(events[0], RunStarted):
+        raise RunNotResumable(f"run {run_id!r} is not in the store")
+    if events[-1].kind in TERMINAL_KINDS:
+        raise RunNotResumable(f"run {run_id!r} already ended ({events[-1].kind})")
+    started = events[0]
+    if [a.agent_id for a in started.agents] != [a.id for a in team.agents]:
+        raise RunNotResumable(f"run {run_id!r} was started with other agents than this team has")
+    run = _Run(team, run_id, clock=clock, store=store, state=rebuild_state(events))
+    run.requester = started.requester
+    for callback in subscribers:
+        run.emitter.subscribe(callback)
+    run.emitter.start()
+    run.owns_clients = models is None
+    run.main_task = asyncio.create_task(
+        run.main(models or default_models, tools, started.context), name=run_id
+    )
+    return RunHandle(run)
+
+
 class RunHandle:
     """Control and observe one run."""
 
@@ -127,10 +165,18 @@ class RunHandle:
 class _Run:
     """The supervisor of one run (also the `Host` its agent sessions talk to)."""
 
-    def __init__(self, team: TeamConfig, run_id: str, *, clock: Callable[[], float], store: RunStore | None):
+    def __init__(
+        self,
+        team: TeamConfig,
+        run_id: str,
+        *,
+        clock: Callable[[], float],
+        store: RunStore | None,
+        state: CoordinationState | None = None,
+    ):
         self.team = team
         self.run_id = run_id
-        self.emitter = Emitter(run_id, clock=clock, store=store, state=CoordinationState())
+        self.emitter = Emitter(run_id, clock=clock, store=store, state=state or CoordinationState())
         self.done: asyncio.Future[Terminal] = asyncio.get_running_loop().create_future()
         self.main_task: asyncio.Task[None] | None = None
         self.tools: RunTools | None = None
@@ -322,14 +368,15 @@ class _Run:
         """Consensus: announce the winner, let it present (per strategy), attach its patch."""
         choice = self.state.leader()
         assert choice is not None  # converged implies votes for an agent with an answer
-        self.emit(
-            ConsensusReached(
-                winner=choice.agent_id,
-                winner_label=choice.label,
-                tally=self.state.tally(),
-                tie_break=choice.tie_break,
+        if self.state.phase == "coordinating":  # a resumed run may have announced it already
+            self.emit(
+                ConsensusReached(
+                    winner=choice.agent_id,
+                    winner_label=choice.label,
+                    tally=self.state.tally(),
+                    tie_break=choice.tie_break,
+                )
             )
-        )
         answer, salvage = await self._final_answer(choice)
         return await self._finished(choice, answer, salvage)
 

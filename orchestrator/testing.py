@@ -37,6 +37,7 @@ from orchestrator.ports import RunContext, ToolOutcome, ToolPhase
 
 _ids = itertools.count(1)
 _ANSWER_AGENT = re.compile(r'<answer agent="(agent\d+)"')
+_OWN_LABEL = re.compile(r"^You are (agent\d+)\b")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,15 +115,21 @@ def protocol(request: Request) -> Turn:
         isinstance(m, AssistantMessage) and any(c.name == "new_answer" for c in m.tool_calls)
         for m in request.messages
     )
+    own = _OWN_LABEL.search(request.system)
+    if own is not None and any(f'<answer agent="{own.group(1)}"' in _text(m) for m in request.messages):
+        answered = True  # a resumed conversation shows the agent its own earlier answer
     if "new_answer" in names and not answered:
         return answer(f"An answer to the task ({len(request.messages)} messages in).")
     if "vote" in names:
         for message in reversed(request.messages):
-            text = message.content if isinstance(message, ToolResultMessage) else getattr(message, "text", "")
-            found = _ANSWER_AGENT.search(text)
+            found = _ANSWER_AGENT.search(_text(message))
             if found:
                 return vote(found.group(1), "complete and correct")
     return say("Final answer: the task is done.")
+
+
+def _text(message: Message) -> str:
+    return message.content if isinstance(message, ToolResultMessage) else message.text
 
 
 class ScriptedModelClient:

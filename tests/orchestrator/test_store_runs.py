@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -9,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from orchestrator.coordination import rebuild_state
-from orchestrator.errors import RunStoreError
-from orchestrator.events import AnswerSubmitted, RunStarted
-from orchestrator.run import start_run
+from orchestrator.errors import RunNotResumable, RunStoreError
+from orchestrator.events import AnswerSubmitted, RunEvent, RunFinished, RunStarted
+from orchestrator.run import resume_run, start_run
 from orchestrator.sql import SqlRunStore
 from orchestrator.store import InMemoryRunStore, RunStore
 from orchestrator.testing import ScriptedModels, hang, scripted_team
 from tests.conftest import postgres_url
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[RunStore]:
     if request.param == "memory":
         yield InMemoryRunStore()
@@ -83,3 +84,58 @@ async def test_sql_refuses_duplicate_and_orphan_events(tmp_path: Path) -> None:
     await store.append(orphan)  # not a summary event: stored, no summary row
     assert await store.get("r2") is None
     await store.close()
+
+
+async def test_unfinished_run_resumes_from_its_log() -> None:
+    """A process dies after two of three first answers: the resumed run redoes only the third agent's turn."""
+    live_store = InMemoryRunStore()
+    persisted: list[RunEvent] = []
+    two_answers = asyncio.Event()
+
+    def watch(event: RunEvent) -> None:  # subscribers run after the store write
+        persisted.append(event)
+        if sum(e.kind == "answer" for e in persisted) == 2:
+            two_answers.set()
+
+    first = ScriptedModels({"a2": [hang()]})
+    team = scripted_team(3)
+    handle = await start_run(
+        team, "task", models=first, store=live_store, run_id="r-crash", subscribers=[watch]
+    )
+    await asyncio.wait_for(two_answers.wait(), timeout=5)
+    crashed_log = list(await live_store.events("r-crash"))  # what the database held when the process died
+    await handle.cancel()
+    await handle.wait()
+
+    store = InMemoryRunStore()
+    for event in crashed_log:
+        await store.append(event)
+    second = ScriptedModels()
+    resumed = await resume_run("r-crash", team, store, models=second)
+    result = await resumed.wait()
+    assert isinstance(result, RunFinished)
+    assert result.salvage is None
+    events = await store.events("r-crash")
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert [e.agent_id for e in events if isinstance(e, AnswerSubmitted)] == ["a0", "a1", "a2"]
+    assert second.calls == 3 + 3 + 1 - 2  # a2's answer, three votes, the presentation
+    assert rebuild_state(events) == resumed.snapshot()
+
+
+@pytest.mark.parametrize("case", ["unknown", "ended", "other_team"])
+async def test_resume_refuses(case: str) -> None:
+    store = InMemoryRunStore()
+    handle = await start_run(scripted_team(2), "task", models=ScriptedModels(), store=store, run_id="r1")
+    await handle.wait()
+    run_id, team = {
+        "unknown": ("nope", scripted_team(2)),
+        "ended": ("r1", scripted_team(2)),
+        "other_team": ("r1", scripted_team(3)),
+    }[case]
+    if case == "other_team":  # drop the terminal event so the team check is what refuses
+        unfinished = InMemoryRunStore()
+        for event in (await store.events("r1"))[:-1]:
+            await unfinished.append(event)
+        store = unfinished
+    with pytest.raises(RunNotResumable):
+        await resume_run(run_id, team, store, models=ScriptedModels())

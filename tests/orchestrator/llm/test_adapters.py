@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from orchestrator.errors import ProviderError
 from orchestrator.llm.base import (
     AssistantMessage,
+    Message,
     TextDelta,
     ToolCall,
     ToolResultMessage,
@@ -63,7 +65,7 @@ async def test_default_usage_matches_what_the_server_counted(
     ids=["single", "parallel"],
 )
 async def test_streams_tool_calls(
-    server: ProviderServer, adapter: Adapter, calls: list[tuple[str, dict]]
+    server: ProviderServer, adapter: Adapter, calls: list[tuple[str, dict[str, Any]]]
 ) -> None:
     script(server, Reply(text="Let me look.", tool_calls=list(calls)))
     items = await collect(adapter)
@@ -90,7 +92,7 @@ async def test_conversation_round_trips_to_the_wire(server: ProviderServer, adap
     script(server, Reply(text="done"))
     call = ToolCall(id="call_a", name="shell", arguments={"cmd": "ls"})
     bad = ToolCall(id="call_b", name="shell", arguments={}, raw_arguments="{oops")
-    history = [
+    history: list[Message] = [
         UserMessage(text="list files"),
         AssistantMessage(text="Sure.", tool_calls=(call, bad)),
         ToolResultMessage(call_id="call_a", name="shell", content="a.txt"),
@@ -123,7 +125,12 @@ async def test_conversation_round_trips_to_the_wire(server: ProviderServer, adap
 async def test_429_honours_retry_after(
     server: ProviderServer, adapter: Adapter, header: str, wait: float
 ) -> None:
-    script(server, Reply(error=429, **{header: wait}), Reply(text="finally"))
+    limited = (
+        Reply(error=429, retry_after=wait)
+        if header == "retry_after"
+        else Reply(error=429, retry_after_ms=wait)
+    )
+    script(server, limited, Reply(text="finally"))
     items = await collect(adapter)
     assert text_of(items) == "finally"
     first, second = server.requests

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.llm import convert
-from orchestrator.llm.base import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+from orchestrator.llm.base import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 
 
 @pytest.mark.parametrize(
@@ -60,7 +60,7 @@ def test_responses_stop_reason(status: str, incomplete: str | None, called: bool
     assert convert.responses_stop_reason(status, incomplete, called) == stop
 
 
-HISTORY = [
+HISTORY: list[Message] = [
     UserMessage(text="go"),
     AssistantMessage(
         tool_calls=(ToolCall(id="a", name="sh", arguments={}), ToolCall(id="b", name="sh", arguments={}))

@@ -71,6 +71,7 @@ async def chat(client: AsyncOpenAI, model: str, stream: bool) -> tuple[str, list
 
 async def responses(client: AsyncOpenAI, model: str, stream: bool) -> tuple[str, list[tuple[str, str]]]:
     tools: Any = [{"type": "function", "name": "get_weather", "parameters": TOOL, "strict": False}]
+    done: Any
     if stream:
         async with client.responses.stream(model=model, input="weather?", tools=tools) as s:
             done = await s.get_final_response()

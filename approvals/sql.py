@@ -27,10 +27,11 @@ from sqlalchemy import (
     event,
     insert,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.schema import CreateIndex, CreateTable
 from sqlalchemy.types import TypeDecorator
@@ -41,6 +42,7 @@ from approvals.errors import ApprovalMisuseError, StoreError
 from approvals.models import ApprovalRequest, Status
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+_SCHEMA_LOCK_KEY = 0x6D617373_67656E  # arbitrary, fixed: "massgen"
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -188,9 +190,23 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: object) -> None:
 
 
 async def create_schema(engine: AsyncEngine) -> None:
-    """Create the tables (and the audit triggers) unless they exist; safe to call every start-up."""
-    async with engine.begin() as conn:
-        await conn.run_sync(metadata.create_all, checkfirst=True)
+    """Create the tables (and the audit triggers) unless they exist; safe to call every start-up.
+
+    Replicas (and the CLI) may start together: on PostgreSQL an advisory lock serialises them;
+    on SQLite a loser of the race sees "already exists" and checks again; each such failure
+    means another process created a table, so the retries are bounded by the table count.
+    """
+    attempts = len(metadata.tables) + 1
+    for attempt in range(1, attempts + 1):
+        try:
+            async with engine.begin() as conn:
+                if conn.dialect.name == "postgresql":
+                    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
+                await conn.run_sync(metadata.create_all, checkfirst=True)
+            return
+        except OperationalError as exc:
+            if attempt == attempts or "already exists" not in str(exc):
+                raise
 
 
 def schema_ddl(dialect: Dialect) -> str:

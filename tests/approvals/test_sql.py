@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
@@ -226,3 +227,15 @@ async def test_datetimes_come_back_in_utc(engine, when: datetime) -> None:
     assert loaded is not None
     assert loaded.created_at == when
     assert loaded.created_at.utcoffset() == UTC.utcoffset(None)
+
+
+async def test_concurrent_schema_creation_is_safe(database_url: str) -> None:
+    engines = [make_engine(database_url) for _ in range(4)]
+    try:
+        await asyncio.gather(*(create_schema(e) for e in engines))
+        store = SqlApprovalStore(engines[0])
+        await store.insert(sample_request())
+        assert await SqlApprovalStore(engines[3]).get("req-1") is not None
+    finally:
+        for engine in engines:
+            await engine.dispose()

@@ -12,12 +12,92 @@ else the latest one, and labels the result `"<why>:<most_voted|latest_answer>"` 
 
 from __future__ import annotations
 
+import logging
+from typing import Protocol
+
 from orchestrator import prompts
-from orchestrator.agent import AgentSession
-from orchestrator.config import FinalAnswerStrategy
+from orchestrator.agent import AgentSession, BudgetReached
+from orchestrator.config import FinalAnswerStrategy, TeamConfig
 from orchestrator.coordination import Choice, CoordinationState
-from orchestrator.events import AgentStatus
+from orchestrator.events import AgentStatus, ConsensusReached, RunEvent, RunFailed, RunFinished
 from orchestrator.llm.base import AssistantMessage, Message, ToolResultMessage, UserMessage
+from orchestrator.ports import RunTools
+
+log = logging.getLogger(__name__)
+
+
+class Finisher(Protocol):
+    """What ending a run needs from the runner (agent tasks already stopped)."""
+
+    run_id: str
+    team: TeamConfig
+    sessions: dict[str, AgentSession]
+    tools: RunTools | None
+
+    @property
+    def state(self) -> CoordinationState: ...
+
+    def emit(self, event: RunEvent) -> RunEvent: ...
+
+
+async def conclude(run: Finisher) -> RunFinished:
+    """Consensus: announce the winner, let it present (per strategy), attach its patch."""
+    choice = run.state.leader()
+    assert choice is not None  # converged implies votes for an agent with an answer
+    if run.state.phase == "coordinating":  # a resumed run may have announced it already
+        tally = run.state.tally()
+        run.emit(
+            ConsensusReached(
+                winner=choice.agent_id, winner_label=choice.label, tally=tally, tie_break=choice.tie_break
+            )
+        )
+    answer, why = await _final_answer(run, choice)
+    return await finished(run, choice, answer, why)
+
+
+async def salvage(run: Finisher, why: str) -> RunFinished | RunFailed:
+    """End without consensus and without a model call: most voted, else latest answer."""
+    choice = run.state.salvage()
+    if choice is None:
+        reasons = {v.agent_id: v.failed for v in run.state.agents.values() if v.failed}
+        return RunFailed(reasons={"run": f"{why} before any answer", **reasons})
+    return await finished(run, choice, choice.content, f"{why}:{choice.source}")
+
+
+async def finished(run: Finisher, choice: Choice, answer: str, salvaged: str | None) -> RunFinished:
+    """The terminal event for an answer, with the winner's workspace patch and the run's spend."""
+    patch = None
+    if run.tools is not None:
+        try:
+            patch = await run.tools.winner_patch(choice.agent_id)
+        except Exception:
+            log.exception("run %s: winner patch failed", run.run_id)
+    state = run.state
+    return RunFinished(
+        winner=choice.agent_id,
+        answer=answer,
+        tally=state.tally(),
+        salvage=salvaged,
+        patch=patch,
+        cost_usd=state.cost_usd,
+        input_tokens=state.input_tokens,
+        output_tokens=state.output_tokens,
+    )
+
+
+async def _final_answer(run: Finisher, choice: Choice) -> tuple[str, str | None]:
+    strategy = run.team.orchestrator.final_answer_strategy
+    session = run.sessions.get(choice.agent_id)
+    if strategy == "winner_reuse" or session is None or not run.state.agents[choice.agent_id].live:
+        return choice.content, None
+    try:
+        text = await present(session, run.state, choice, strategy)
+    except BudgetReached:
+        return run.state.final_text or choice.content, "budget:most_voted"
+    except Exception as exc:  # the consensus answer still stands; say the presentation failed
+        log.warning("run %s: presentation by %s failed: %r", run.run_id, choice.agent_id, exc)
+        return choice.content, "presentation_failed:most_voted"
+    return text or choice.content, None
 
 
 def final_prompt(state: CoordinationState, choice: Choice, strategy: FinalAnswerStrategy) -> str:

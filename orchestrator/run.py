@@ -19,7 +19,7 @@ from typing import Literal
 
 from orchestrator.agent import AgentDropped, AgentSession, BudgetReached
 from orchestrator.config import LOCAL_PRESETS, AgentConfig, TeamConfig
-from orchestrator.coordination import Choice, CoordinationState, rebuild_state
+from orchestrator.coordination import CoordinationState, rebuild_state
 from orchestrator.cost import Price, cost_usd, resolve_price
 from orchestrator.emitter import Emitter, Subscriber
 from orchestrator.errors import RunNotResumable
@@ -27,7 +27,6 @@ from orchestrator.events import (
     TERMINAL_KINDS,
     AgentFailed,
     AgentInfo,
-    ConsensusReached,
     RunCancelled,
     RunEvent,
     RunFailed,
@@ -35,7 +34,7 @@ from orchestrator.events import (
     RunStarted,
     UsageUpdated,
 )
-from orchestrator.final import present
+from orchestrator.final import conclude, salvage
 from orchestrator.llm.base import ModelClient, Usage
 from orchestrator.ports import RunContext, RunTools, RunToolsFactory
 from orchestrator.store import RunStore
@@ -365,62 +364,11 @@ class _Run:
         self._in_turn.clear()
 
     async def _conclude(self) -> Terminal:
-        """Consensus: announce the winner, let it present (per strategy), attach its patch."""
-        choice = self.state.leader()
-        assert choice is not None  # converged implies votes for an agent with an answer
-        if self.state.phase == "coordinating":  # a resumed run may have announced it already
-            self.emit(
-                ConsensusReached(
-                    winner=choice.agent_id,
-                    winner_label=choice.label,
-                    tally=self.state.tally(),
-                    tie_break=choice.tie_break,
-                )
-            )
-        answer, salvage = await self._final_answer(choice)
-        return await self._finished(choice, answer, salvage)
-
-    async def _final_answer(self, choice: Choice) -> tuple[str, str | None]:
-        strategy = self.team.orchestrator.final_answer_strategy
-        session = self.sessions.get(choice.agent_id)
-        if strategy == "winner_reuse" or session is None or not self.state.agents[choice.agent_id].live:
-            return choice.content, None
-        try:
-            text = await present(session, self.state, choice, strategy)
-        except BudgetReached:
-            return self.state.final_text or choice.content, "budget:most_voted"
-        except Exception as exc:  # the consensus answer still stands; say the presentation failed
-            log.warning("run %s: presentation by %s failed: %r", self.run_id, choice.agent_id, exc)
-            return choice.content, "presentation_failed:most_voted"
-        return text or choice.content, None
+        return await conclude(self)
 
     async def _salvage(self, why: str) -> Terminal:
-        """End without consensus and without a model call: most voted, else latest answer."""
         await self._stop_agents()
-        choice = self.state.salvage()
-        if choice is None:
-            reasons = {v.agent_id: v.failed for v in self.state.agents.values() if v.failed}
-            return RunFailed(reasons={"run": f"{why} before any answer", **reasons})
-        return await self._finished(choice, choice.content, f"{why}:{choice.source}")
-
-    async def _finished(self, choice: Choice, answer: str, salvage: str | None) -> RunFinished:
-        patch = None
-        if self.tools is not None:
-            try:
-                patch = await self.tools.winner_patch(choice.agent_id)
-            except Exception:
-                log.exception("run %s: winner patch failed", self.run_id)
-        state = self.state
-        return RunFinished(
-            winner=choice.agent_id,
-            answer=answer,
-            tally=state.tally(),
-            salvage=salvage,
-            patch=patch,
-            cost_usd=state.cost_usd,
-            input_tokens=state.input_tokens,
-            output_tokens=state.output_tokens,
-        )
+        return await salvage(self, why)
 
 
 def _reason(exc: BaseException) -> str:

@@ -1,7 +1,8 @@
 """Sandbox and tool overhead: what bubblewrap adds to a command, and file-tool latency.
 
-Prints p50/p99 per call for `true` run unconfined vs under bubblewrap, the ratio, and the
-latency of read_file/write_file/search_files on a small workspace.
+Prints p50/p99 per call for `true` run unconfined vs under bubblewrap, the ratio, the latency
+of read_file/write_file/search_files on a small workspace, and what per-agent workspace copies
+and the winner's patch cost for a 2,000-file source.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from orchestrator.sandbox import Sandbox, SandboxSpec
 from orchestrator.tools import ToolEnv, execute, parse_args
+from orchestrator.workspace import RunWorkspaces
 
 RUNS = 60
 
@@ -67,9 +69,32 @@ async def _run(ws: Path) -> None:
         _report(label, await _time(once))
 
 
+def _workspaces(tmp: Path, files: int = 2000, agents: int = 3) -> None:
+    """Copy cost of per-agent workspaces and the cost of the winner's patch, for a mid-size repo."""
+    source = tmp / "source"
+    for i in range(files):
+        path = source / f"pkg{i % 40}" / f"mod{i}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"def f{i}():\n    return {i}\n" * 30)
+    started = time.perf_counter()
+    ids = tuple(f"agent{i}" for i in range(agents))
+    spaces = RunWorkspaces.create(root=tmp / "ws", run_id="bench", agent_ids=ids, source=source)
+    created = time.perf_counter() - started
+    for i in range(0, files, 100):
+        (spaces.path("agent0") / f"pkg{i % 40}" / f"mod{i}.py").write_text("changed\n")
+    started = time.perf_counter()
+    patch = spaces.patch("agent0") or ""
+    diffed = time.perf_counter() - started
+    print(f"   workspaces: {files} files x ({agents} agents + snapshot) created in {created * 1000:.0f} ms")
+    print(f"   winner patch ({files // 100} files changed, {len(patch)} chars) in {diffed * 1000:.0f} ms")
+    spaces.close()
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as tmp:
         asyncio.run(_run(Path(tmp)))
+    with tempfile.TemporaryDirectory(prefix="bench-workspaces-") as tmp:
+        _workspaces(Path(tmp))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import pytest
 
 from bot.cli_run import exit_code
 from orchestrator.events import RunCancelled, RunFailed, RunFinished, from_json
+from orchestrator.sql import SqlRunStore
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
 
@@ -100,14 +101,22 @@ async def test_budget_salvage_exits_3(tmp_path: Path) -> None:
     async with ProviderServer() as server:
         prices = "prices: {gpt-4o-mini: {input_per_mtok: 1000000, output_per_mtok: 0}}\n"
         team = team_file(tmp_path, server, "orchestrator: {budget_usd: 0.5}\n" + prices, both_sdks=False)
-        code, out, _ = await massgen_bot("--json", "--team", str(team), "task")
+        database = f"sqlite:///{tmp_path / 'runs.db'}"
+        code, out, _ = await massgen_bot("--json", "--team", str(team), "--database-url", database, "task")
     assert code == 3
     last = json.loads(out.splitlines()[-1])
     assert (last["kind"], last["salvage"]) == ("finished", "budget:latest_answer")
+    store = await SqlRunStore.open(database)  # the run was persisted, event for event
+    summary = await store.get(last["run_id"])
+    stored = await store.events(last["run_id"])
+    await store.close()
+    assert summary is not None
+    assert (summary.status, summary.salvage) == ("finished", "budget:latest_answer")
+    assert len(stored) == len(out.splitlines())
     usage = [json.loads(line) for line in out.splitlines() if '"kind": "usage"' in line]
     # Both first calls were in flight when the first one crossed the cap; none started after it.
     assert len(server.requests) == len(usage) <= 2
-    assert usage[0]["run_cost_usd"] >= 0.5
+    assert usage[-1]["run_cost_usd"] >= 0.5
 
 
 async def test_ctrl_c_cancels_and_exits_4(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ stream helpers are avoided because they re-parse tool arguments and fail on inva
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -15,7 +16,16 @@ import openai
 
 from orchestrator.errors import ProviderError
 from orchestrator.llm import convert
-from orchestrator.llm.base import Message, StreamItem, TextDelta, ToolCallReady, ToolSpec, TurnEnd, Usage
+from orchestrator.llm.base import (
+    Message,
+    StreamItem,
+    TextDelta,
+    ToolCall,
+    ToolCallReady,
+    ToolSpec,
+    TurnEnd,
+    Usage,
+)
 from orchestrator.llm.retry import RetryPolicy, is_retryable_status, parse_retry_after, stream_with_retries
 from orchestrator.llm.retry import unexpected_error as _unexpected
 
@@ -169,7 +179,7 @@ class ChatCompletionsClient(_OpenAIClient):
         stream = await self._client.chat.completions.create(
             **params, stream=True, timeout=self._timeout_s, extra_body=self._extra or None
         )
-        calls: dict[int, list[str]] = {}  # index -> [id, name, argument text]
+        calls = _ChatCalls()
         finish: str | None = None
         usage = Usage()
         async with stream:
@@ -180,18 +190,38 @@ class ChatCompletionsClient(_OpenAIClient):
                     if choice.delta.content:
                         yield TextDelta(text=choice.delta.content)
                     for part in choice.delta.tool_calls or []:
-                        slot = calls.setdefault(part.index, ["", "", ""])
-                        slot[0] = part.id or slot[0]
-                        if part.function is not None:
-                            # Only the first fragment names the function; later ones extend arguments.
-                            slot[1] = slot[1] or part.function.name or ""
-                            slot[2] += part.function.arguments or ""
+                        calls.add(part)
                     finish = choice.finish_reason or finish
-        for index in sorted(calls):
-            call_id, name, arguments = calls[index]
-            yield ToolCallReady(call=convert.parse_tool_call(call_id or f"call_{index}", name, arguments))
+        done = calls.finished()
+        for call in done:
+            yield ToolCallReady(call=call)
         stop = convert.chat_stop_reason(finish)
-        yield TurnEnd(stop_reason="tool_use" if calls and stop == "other" else stop, usage=usage)
+        yield TurnEnd(stop_reason="tool_use" if done and stop == "other" else stop, usage=usage)
+
+
+class _ChatCalls:
+    """Streamed tool-call fragments, keyed by `index`.
+
+    Only a call's first fragment carries `id` and the function name; later ones extend the
+    arguments. Some compatible servers repeat the name in every fragment, so it is set once.
+    """
+
+    def __init__(self) -> None:
+        self._slots: dict[int, list[str]] = {}  # index -> [id, name, argument text]
+
+    def add(self, part: Any) -> None:
+        slot = self._slots.setdefault(part.index, ["", "", ""])
+        slot[0] = slot[0] or part.id or ""
+        if part.function is not None:
+            slot[1] = slot[1] or part.function.name or ""
+            slot[2] += part.function.arguments or ""
+
+    def finished(self) -> list[ToolCall]:
+        # A server that sends no id still needs one unique per conversation for the tool result.
+        return [
+            convert.parse_tool_call(call_id or f"call_{uuid.uuid4().hex[:16]}", name, arguments)
+            for _, (call_id, name, arguments) in sorted(self._slots.items())
+        ]
 
 
 def _chat_usage(u: Any) -> Usage:

@@ -94,12 +94,21 @@ class RunWorkspaces:
         return tuple(self.run_dir / other for other in self.agent_ids if other != agent_id)
 
     def changes(self, agent_id: str) -> list[FileChange]:
-        """Every file added, modified or deleted in the agent's workspace relative to the snapshot."""
-        before = _tree(self.snapshot) if self.source is not None else {}
-        after = _tree(self.path(agent_id))
+        """Every file added, modified or deleted in the agent's workspace relative to the snapshot.
+
+        Files whose size and mtime are unchanged are not read (the copy keeps mtimes, and any
+        write sets a new one), so a large, mostly untouched repository diffs in stat time.
+        """
+        top_before, top_after = self.snapshot, self.path(agent_id)
+        before = _stats(top_before) if self.source is not None else {}
+        after = _stats(top_after)
         changes: list[FileChange] = []
         for rel in sorted(before.keys() | after.keys()):
-            old, new = before.get(rel), after.get(rel)
+            b, a = before.get(rel), after.get(rel)
+            if b is not None and a is not None and _same_stat(b, a):
+                continue
+            old = _entry(top_before / rel, b) if b is not None else None
+            new = _entry(top_after / rel, a) if a is not None else None
             if old == new:
                 continue
             kind: ChangeKind = "added" if old is None else "deleted" if new is None else "modified"
@@ -136,26 +145,36 @@ def _check_name(value: str, what: str) -> None:
         raise WorkspaceError(f"{what} {value!r} cannot name a workspace directory")
 
 
-def _tree(top: Path) -> dict[str, Entry]:
+def _stats(top: Path) -> dict[str, os.stat_result]:
     return dict(_walk(top, top))
 
 
-def _walk(top: Path, directory: Path) -> Iterator[tuple[str, Entry]]:
+def _walk(top: Path, directory: Path) -> Iterator[tuple[str, os.stat_result]]:
+    """(relative path, lstat) of every file and symlink; never follows links, skips `.git`."""
     try:
         items = sorted(os.scandir(directory), key=lambda item: item.name)
     except FileNotFoundError:
         return
     for item in items:
         info = item.stat(follow_symlinks=False)
-        rel = Path(item.path).relative_to(top).as_posix()
-        if stat.S_ISLNK(info.st_mode):
-            yield rel, Entry(data=os.readlink(item.path).encode(), link=True)
-        elif stat.S_ISDIR(info.st_mode):
+        if stat.S_ISDIR(info.st_mode):
             if item.name not in _SKIP_DIRS:
                 yield from _walk(top, Path(item.path))
-        elif stat.S_ISREG(info.st_mode):
-            executable = bool(info.st_mode & stat.S_IXUSR)
-            yield rel, Entry(data=Path(item.path).read_bytes(), executable=executable)
+        elif stat.S_ISLNK(info.st_mode) or stat.S_ISREG(info.st_mode):
+            yield Path(item.path).relative_to(top).as_posix(), info
+
+
+def _same_stat(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_mode, a.st_size, a.st_mtime_ns) == (b.st_mode, b.st_size, b.st_mtime_ns)
+
+
+def _entry(path: Path, info: os.stat_result) -> Entry:
+    if stat.S_ISLNK(info.st_mode):
+        return Entry(data=os.readlink(path).encode(), link=True)
+    # O_NOFOLLOW: a file swapped for a link after the walk must not pull its target into the patch.
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as handle:
+        data = handle.read()
+    return Entry(data=data, executable=bool(info.st_mode & stat.S_IXUSR))
 
 
 def _mode(entry: Entry) -> str:

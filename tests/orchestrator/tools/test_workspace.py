@@ -158,3 +158,11 @@ def test_git_refuses_to_write_through_a_symlinked_directory(tmp_path: Path) -> N
     with pytest.raises(PatchConflict):
         apply_patch_to_source(patch, source)
     assert not (outside / "x.txt").exists()
+
+
+def test_touching_a_file_without_changing_it_is_not_a_change(tmp_path: Path) -> None:
+    spaces = _spaces(tmp_path, _source(tmp_path))
+    target = spaces.path("alpha") / "README.md"
+    os.utime(target, ns=(1, 1))
+    target.write_text(target.read_text())
+    assert spaces.patch("alpha") is None

@@ -141,3 +141,26 @@ async def test_ctrl_c_cancels_and_exits_4(tmp_path: Path) -> None:
 )
 def test_exit_codes(terminal: RunFinished | RunFailed | RunCancelled, code: int) -> None:
     assert exit_code(terminal) == code
+
+
+async def test_live_view_renders_cards_and_final_panels() -> None:
+    from rich.console import Console
+
+    from bot.cli_run_view import agent_table, final_panel
+    from orchestrator.run import start_run
+    from orchestrator.testing import ScriptedModels, scripted_team
+
+    handle = await start_run(scripted_team(2), "task", models=ScriptedModels())
+    result = await handle.wait()
+    state = handle.snapshot()
+    console = Console(record=True, width=160)
+    console.print(agent_table(state, {"a0": "some streamed text"}))
+    console.print(final_panel(result, state))  # type: ignore[arg-type]
+    salvaged = RunFinished(winner="a0", answer="best so far", tally={}, salvage="timeout:latest_answer")
+    console.print(final_panel(salvaged, state))
+    console.print(final_panel(RunFailed(reasons={"a0": "quota exceeded"}), state))
+    console.print(final_panel(RunCancelled(by="cli:me"), None))
+    text = console.export_text()
+    for needle in ("agent1 (a0)", "some streamed text", "Final answer: the task is done.", "NO CONSENSUS",
+                   "timeout:latest_answer", "quota exceeded", "Cancelled by cli:me"):  # fmt: skip
+        assert needle in text

@@ -70,7 +70,10 @@ def retry_delay(error: ProviderError, attempt: int, policy: RetryPolicy, rand: f
     if not error.retryable or attempt >= policy.max_attempts:
         return None
     if error.retry_after is not None:
-        return None if error.retry_after > policy.max_retry_after else error.retry_after
+        if error.retry_after > policy.max_retry_after:
+            return None
+        # Never earlier than asked; spread a little so agents limited together do not return together.
+        return error.retry_after + rand * min(1.0, 0.1 * error.retry_after)
     return backoff_delay(attempt, policy, rand)
 
 

@@ -76,6 +76,13 @@ def test_retry_delay(err: ProviderError, attempt: int, expected: float | None) -
     assert retry_delay(err, attempt, POLICY, rand=0.0) == expected
 
 
+@pytest.mark.parametrize(("retry_after", "spread"), [(0.0, 0.0), (2.0, 0.2), (30.0, 1.0)])
+def test_retry_after_is_spread_but_never_shortened(retry_after: float, spread: float) -> None:
+    err = error(429, True, retry_after=retry_after)
+    assert retry_delay(err, 1, POLICY, rand=0.0) == retry_after
+    assert retry_delay(err, 1, POLICY, rand=0.999) == pytest.approx(retry_after + spread * 0.999)
+
+
 def test_invalid_policy_is_rejected() -> None:
     with pytest.raises(ValueError, match="invalid retry policy"):
         RetryPolicy(max_attempts=0)

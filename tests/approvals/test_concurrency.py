@@ -7,6 +7,8 @@ the CLI): nothing but the database's compare-and-set arbitrates between them.
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -116,3 +118,64 @@ async def test_quorum_of_three_under_100_simultaneous_approvals(replicas: list[A
     assert len(set(stored.approvals_so_far)) == 3
     counted = {r.request.approvals_so_far[-1] for r in results if isinstance(r, Decided | QuorumPending)}
     assert counted == set(stored.approvals_so_far)
+
+
+_VOTER_PROCESS = """
+import asyncio, json, os, pathlib, sys, time
+from approvals.models import Principal
+from approvals.service import ApprovalService
+from approvals.sql import SqlApprovalStore, SqlAuditLog, make_engine
+
+url, request_id, go, ready = sys.argv[1:5]
+first, count = int(sys.argv[5]), int(sys.argv[6])
+
+async def main():
+    engine = make_engine(url)
+    service = ApprovalService(SqlApprovalStore(engine), SqlAuditLog(engine))
+    await service.get(request_id)  # connect before the starting gun
+    pathlib.Path(ready).touch()
+    deadline = time.monotonic() + 30
+    while not os.path.exists(go):
+        if time.monotonic() > deadline:
+            raise SystemExit("no start signal")
+        await asyncio.sleep(0.001)
+    voters = [Principal(id=f"U{i:03d}") for i in range(first, first + count)]
+    results = await asyncio.gather(*(service.decide(request_id, v, approve=True) for v in voters))
+    await engine.dispose()
+    print(json.dumps([r.kind for r in results]))
+
+asyncio.run(main())
+"""
+
+
+async def test_exactly_one_wins_across_two_os_processes_on_sqlite(tmp_path: Path) -> None:
+    """SQLite's file locks (WAL + busy_timeout) arbitrate between real processes too: 50 + 50 votes."""
+    url = f"sqlite:///{tmp_path}/approvals.db"
+    engine = make_engine(url)
+    await create_schema(engine)
+    service = ApprovalService(SqlApprovalStore(engine), SqlAuditLog(engine))
+    try:
+        request = await open_request(service)
+        go, ready = tmp_path / "go", tmp_path / "ready"
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _VOTER_PROCESS, url, request.id, str(go), str(ready), "50", "50",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        async with asyncio.timeout(60):
+            while not ready.exists() and child.returncode is None:
+                await asyncio.sleep(0.01)
+        go.touch()
+        mine = await asyncio.gather(
+            *(service.decide(request.id, Principal(id=VOTERS[i]), approve=True) for i in range(50))
+        )
+        out, err = await asyncio.wait_for(child.communicate(), 60)
+        assert child.returncode == 0, err.decode()
+        kinds = Counter(r.kind for r in mine) + Counter(json.loads(out))
+        assert kinds == {"decided": 1, "already_decided": 99}
+        stored = await service.get(request.id)
+        assert stored is not None
+        assert stored.status == "approved"
+        trail = await SqlAuditLog(engine).query()
+        assert Counter(e.outcome for e in trail) == {"ask": 1, "approved": 1, "rejected": 99}
+    finally:
+        await engine.dispose()

@@ -195,49 +195,57 @@ async def _execute(argv: list[str], *, env: Mapping[str, str], cwd: Path, spec: 
         start_new_session=True,  # its own process group, so a timeout kills every descendant
     )
     assert proc.stdout is not None
-    reader = asyncio.ensure_future(_read_capped(proc.stdout, spec.output_limit))
+    capture = _Capture(spec.output_limit)
+    reader = asyncio.ensure_future(capture.drain(proc.stdout))
     timed_out = False
     try:
         await asyncio.wait_for(proc.wait(), timeout=spec.timeout_s)
     except TimeoutError:
         timed_out = True
         await _kill_group(proc)
-    finally:
-        if proc.returncode is None:  # cancelled: never leave the command running
-            await _kill_group(proc)
-        else:  # reap background leftovers (`cmd &`) that would otherwise outlive the call
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-    try:
-        output, dropped = await asyncio.wait_for(reader, timeout=_KILL_GRACE_S * 4)
-    except TimeoutError:
-        # A daemonised grandchild may hold the pipe open; what we have is what the model gets.
-        output, dropped = b"", 0
+    except BaseException:  # cancelled: kill at once, without awaiting anything more
+        _signal_group(proc, signal.SIGKILL)
+        reader.cancel()
+        raise
+    # Reap background leftovers (`cmd &`) that would otherwise outlive the call.
+    _signal_group(proc, signal.SIGKILL)
+    # A daemonised grandchild may hold the pipe open: then the model gets what was read so far.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(reader, timeout=_KILL_GRACE_S * 4)
     return CommandResult(
         exit_code=None if timed_out else proc.returncode,
-        output=output,
-        dropped_bytes=dropped,
+        output=bytes(capture.kept),
+        dropped_bytes=capture.dropped,
         timed_out=timed_out,
         duration_s=loop.time() - started,
     )
 
 
-async def _read_capped(stream: asyncio.StreamReader, limit: int) -> tuple[bytes, int]:
-    """Keep the first `limit` bytes and count the rest (still drained, so the command never blocks)."""
-    kept = bytearray()
-    dropped = 0
-    while chunk := await stream.read(_READ_CHUNK):
-        room = limit - len(kept)
-        kept += chunk[: max(room, 0)]
-        dropped += max(len(chunk) - max(room, 0), 0)
-    return bytes(kept), dropped
+class _Capture:
+    """The first `limit` bytes of the output, and a count of the rest (still drained, so the command
+    never blocks on a full pipe)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.kept = bytearray()
+        self.dropped = 0
+
+    async def drain(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(_READ_CHUNK):
+            room = max(self.limit - len(self.kept), 0)
+            self.kept += chunk[:room]
+            self.dropped += len(chunk) - min(len(chunk), room)
+
+
+def _signal_group(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
 
 
 async def _kill_group(proc: asyncio.subprocess.Process) -> None:
     """SIGTERM the process group, then SIGKILL after a short grace."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
+        _signal_group(proc, sig)
         try:
             await asyncio.wait_for(proc.wait(), timeout=_KILL_GRACE_S)
             return

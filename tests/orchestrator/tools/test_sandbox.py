@@ -14,6 +14,7 @@ from orchestrator.sandbox import Sandbox, SandboxSpec, scrubbed_env
 from tests.orchestrator.tools.conftest import needs_bwrap
 
 pytestmark = pytest.mark.sandbox
+SLEEP = "100.0417"  # an unusual duration, so /proc shows only this module's sleepers
 
 
 def _spec(ws: Path, **kw: object) -> SandboxSpec:
@@ -78,13 +79,13 @@ def test_scrubbed_env_drops_secret_names_even_when_passed_explicitly(tmp_path: P
 @pytest.mark.parametrize("mode", [pytest.param("bwrap", marks=needs_bwrap), "none"])
 async def test_timeout_kills_the_whole_process_group(tmp_path: Path, mode: str) -> None:
     started = time.monotonic()
-    command = "sleep 100 & sleep 100; echo never"
+    command = f"sleep {SLEEP} & sleep {SLEEP}; echo never"
     result = await Sandbox(mode).run(command, _spec(tmp_path, timeout_s=0.5))  # type: ignore[arg-type]
     assert result.timed_out
     assert result.exit_code is None
     assert time.monotonic() - started < 5
     assert "timed out" in result.render()
-    # No `sleep 100` survives the call (checked through /proc, with a deadline).
+    # No `sleep` of ours survives the call (checked through /proc, with a deadline).
     deadline = time.monotonic() + 3
     while _sleepers() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
@@ -95,7 +96,7 @@ def _sleepers() -> list[str]:
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            if cmdline.read_bytes() == b"sleep\x00100\x00":
+            if cmdline.read_bytes() == f"sleep\x00{SLEEP}\x00".encode():
                 found.append(cmdline.parent.name)
         except OSError:
             continue
@@ -159,3 +160,22 @@ async def test_hidden_directories_are_empty_inside(tmp_path: Path) -> None:
 async def test_system_directories_are_never_hidden(tmp_path: Path) -> None:
     result = await Sandbox("bwrap").run("ls /usr/bin/env && echo ok", _spec(tmp_path, hidden=(Path("/usr"),)))
     assert result.output.decode().splitlines()[-1] == "ok"
+
+
+@pytest.mark.parametrize("mode", [pytest.param("bwrap", marks=needs_bwrap), "none"])
+async def test_cancelling_the_call_kills_the_command(tmp_path: Path, mode: str) -> None:
+    marker = tmp_path / "started"
+    task = asyncio.create_task(
+        Sandbox(mode).run(f"touch {marker}; sleep {SLEEP}", _spec(tmp_path, timeout_s=60))  # type: ignore[arg-type]
+    )
+    deadline = time.monotonic() + 5
+    while not marker.exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert marker.exists()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    deadline = time.monotonic() + 3
+    while _sleepers() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not _sleepers()

@@ -1,0 +1,54 @@
+"""Socket Mode: the same listeners through the emulator's websocket stand-in for apps.connections.open."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+from approvals.actions import Action, action_digest
+from approvals.decisions import Decision
+from approvals.models import Approvers
+from bot.app import build_app
+from bot.approvals_ui import ThreadApprovalPort
+from bot.render import ids
+from tests.bot.test_scenarios_support import APPROVER, CHANNEL, REQUESTER, bot_harness
+from tests.fakes.slack_payloads import block_actions, slash_command
+
+
+async def test_socket_mode_serves_commands_and_approval_clicks(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path) as bot:
+        handler = AsyncSocketModeHandler(build_app(bot.services), app_token=bot.slack.app_token)
+        await handler.connect_async()
+        try:
+            ack = await bot.slack.socket_send("slash_commands", slash_command("help"))
+            assert "/massgen" in str(ack)
+            await bot.slack.socket_send("slash_commands", slash_command("summarise the logs"))
+            await bot.settle()
+            run = (await bot.services.store.recent_runs())[0]
+            assert (run.state, run.requester) == ("finished", REQUESTER)
+
+            root = bot.services.outbox.post(CHANNEL, text="a run")
+            port = ThreadApprovalPort(bot.services.approvals, CHANNEL, root)
+            request = await port.request(
+                run_id="run-socket",
+                agent_id="a1",
+                requester_id=REQUESTER,
+                action=Action(kind="command", target="make deploy"),
+                digest=action_digest("run_command", {"command": "make deploy"}),
+                decision=Decision(
+                    verdict="ask", resolved="ask", risk="medium", layer="rule", reason="deploys"
+                ),
+                approvers=Approvers(users=frozenset({APPROVER})),
+                timeout=timedelta(seconds=30),
+            )
+            await bot.slack.socket_send(
+                "interactive", block_actions(ids.APPROVE_ONCE, request.id, user=APPROVER)
+            )
+            decided = await asyncio.wait_for(bot.services.approvals.wait(request.id), 5)
+            assert (decided.status, decided.decided_by) == ("approved", APPROVER)
+            assert bot.slack.calls_to("apps.connections.open", ok=True)
+        finally:
+            await handler.close_async()

@@ -15,6 +15,7 @@ Response format::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -115,24 +116,25 @@ class FileHandshake:
         return results
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Publish each new request and poll for responses until `stop` is set."""
-        published: asyncio.Queue[ApprovalRequest] = asyncio.Queue()
-        unsubscribe = self._service.subscribe(
-            lambda event: published.put_nowait(event.request) if event.kind == "approval_requested" else None
-        )
-        try:
-            for request in await self._service.pending():
-                await self.publish(request)
-            while not stop.is_set():
-                while not published.empty():
-                    await self.publish(published.get_nowait())
-                await self.poll_once()
-                try:
-                    await asyncio.wait_for(stop.wait(), self._poll_interval)
-                except TimeoutError:
-                    continue
-        finally:
-            unsubscribe()
+        """Publish pending requests and apply responses until `stop` is set.
+
+        Every round publishes whatever is pending without a file, so requests made by other
+        processes (another bot replica) appear too, and a deleted request file comes back.
+        """
+        while not stop.is_set():
+            await self.publish_pending()
+            await self.poll_once()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self._poll_interval)
+
+    async def publish_pending(self) -> list[Path]:
+        """Write a request file for every pending request that has none yet."""
+        self._ensure_dir()
+        written = []
+        for request in await self._service.pending():
+            if not (self._dir / f"req_{request.id}.json").exists():
+                written.append(await self.publish(request))
+        return written
 
     async def _consume(self, path: Path) -> HandshakeResult:
         file_id = path.stem.removeprefix("resp_")

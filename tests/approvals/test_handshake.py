@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from approvals.actions import Action
-from approvals.events import ApprovalEvent
 from approvals.handshake import FileHandshake
 from approvals.models import ApprovalRequest, Approvers
 from approvals.service import ApprovalService
@@ -198,30 +197,25 @@ async def test_unknown_request_is_refused(handshake: FileHandshake, service) -> 
     assert (result.outcome, result.detail) == ("rejected", "no such request")
 
 
-async def test_run_publishes_new_requests_and_applies_responses(handshake: FileHandshake, service) -> None:
-    decided = asyncio.Event()
-
-    def on_event(event: ApprovalEvent) -> None:
-        if event.kind == "approval_decided":
-            decided.set()
-
-    service.subscribe(on_event)
+async def test_run_publishes_requests_from_any_process_and_applies_responses(tmp_path: Path) -> None:
+    store, audit = InMemoryApprovalStore(), InMemoryAuditLog()
+    here = ApprovalService(store, audit, poll_interval=0.01)
+    elsewhere = ApprovalService(store, audit)  # another replica: its events never reach `here`
+    handshake = FileHandshake(tmp_path / "approvals", here, poll_interval=0.01)
     stop = asyncio.Event()
     runner = asyncio.create_task(handshake.run(stop))
     try:
-        request = await ask(service)
-        directory = handshake.directory
-        req_file = directory / f"req_{request.id}.json"
+        request = await ask(elsewhere)
+        req_file = handshake.directory / f"req_{request.id}.json"
         async with asyncio.timeout(DEADLINE):
             while not req_file.exists():
                 await asyncio.sleep(0.01)
         nonce = json.loads(req_file.read_text())["nonce"]
-        respond(directory, request, nonce=nonce)
-        async with asyncio.timeout(DEADLINE):
-            await decided.wait()
+        respond(handshake.directory, request, nonce=nonce)
+        decided = await asyncio.wait_for(here.wait(request.id), DEADLINE)
     finally:
         stop.set()
         await asyncio.wait_for(runner, DEADLINE)
-    stored = await service.get(request.id)
-    assert stored is not None
-    assert stored.status == "approved"
+    assert (decided.status, decided.decided_by) == ("approved", "U_A")
+    await handshake.poll_once()
+    assert not req_file.exists()  # decided requests are tidied away

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 import shutil
 import stat
 import subprocess
@@ -216,22 +215,54 @@ def render_change(change: FileChange) -> str:
     return "".join(head + body)
 
 
-_DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.MULTILINE)
-
-
 def patch_paths(patch: str) -> tuple[str, ...]:
-    """The relative paths a patch touches; refuses absolute paths and `..` (it must stay in the source)."""
+    """Every path a patch's headers name, so the engine can judge each write before `git apply` runs.
+
+    Only the shape this module writes is accepted: `diff --git a/P b/P` with the same P, `---`/`+++`
+    names before the first hunk, no renames or copies, no quoted names, nothing absolute, no `..`,
+    nothing in `.git`. Anything else is refused rather than half-understood.
+    """
     paths: list[str] = []
-    for match in _DIFF_HEADER.finditer(patch):
-        for rel in {match.group(1), match.group(2)}:
-            parts = PurePosixPath(rel).parts
-            if rel.startswith("/") or ".." in parts or not parts or parts[0] == ".git":
-                raise WorkspaceError(f"refusing a patch that touches {rel!r} outside the source tree")
+    in_header = False
+    for line in patch.splitlines():
+        if line.startswith("diff --git "):
+            in_header = True
+            names = [_header_path(line[len("diff --git ") :])]
+        elif in_header and line.startswith(("--- ", "+++ ")):
+            name = line[4:]
+            names = [] if name == "/dev/null" else [_side_path(name)]
+        elif in_header and line.startswith(("rename ", "copy ")):
+            raise WorkspaceError(f"refusing a patch with {line.split()[0]} headers")
+        else:
+            in_header = in_header and not line.startswith("@@")
+            continue
+        for rel in names:
             if rel not in paths:
                 paths.append(rel)
     if not paths:
         raise WorkspaceError("not a patch: no 'diff --git' sections found")
     return tuple(paths)
+
+
+def _header_path(rest: str) -> str:
+    half = (len(rest) - 5) // 2  # rest is "a/P b/P"
+    rel = rest[2 : 2 + half]
+    if rest != f"a/{rel} b/{rel}":
+        raise WorkspaceError(f"refusing a patch header it cannot read: diff --git {rest}")
+    return _checked(rel)
+
+
+def _side_path(name: str) -> str:
+    if not name.startswith(("a/", "b/")):
+        raise WorkspaceError(f"refusing a patch file name it cannot read: {name!r}")
+    return _checked(name[2:])
+
+
+def _checked(rel: str) -> str:
+    parts = PurePosixPath(rel).parts
+    if rel.startswith(("/", '"')) or not parts or ".." in parts or parts[0] == ".git" or "\t" in rel:
+        raise WorkspaceError(f"refusing a patch that touches {rel!r} outside the source tree")
+    return rel
 
 
 def apply_patch_to_source(patch: str, source: Path) -> None:

@@ -136,6 +136,10 @@ def test_a_conflicting_source_is_left_untouched(tmp_path: Path) -> None:
         "diff --git a//etc/passwd b//etc/passwd\n",
         "diff --git a/.git/hooks/pre-commit b/.git/hooks/pre-commit\n",
         "not a patch at all\n",
+        "diff --git a/x b/../../etc/passwd\n",  # header names that differ
+        "diff --git a/x b/x\nrename from x\nrename to ../y\n",
+        'diff --git "a/x" "b/x"\n',
+        "diff --git a/x b/x\n--- a/x\n+++ b/../escape\n@@ -1 +1 @@\n-a\n+b\n",
     ],
 )
 def test_patches_reaching_outside_the_tree_are_refused(tmp_path: Path, patch: str) -> None:
@@ -166,3 +170,17 @@ def test_touching_a_file_without_changing_it_is_not_a_change(tmp_path: Path) -> 
     os.utime(target, ns=(1, 1))
     target.write_text(target.read_text())
     assert spaces.patch("alpha") is None
+
+
+def test_paths_with_spaces_and_dashes_in_hunks_are_read_right(tmp_path: Path) -> None:
+    source = tmp_path / "repo"
+    source.mkdir()
+    (source / "my notes.sql").write_text("-- old comment\nSELECT 1;\n")
+    spaces = _spaces(tmp_path, source)
+    (spaces.path("alpha") / "my notes.sql").write_text("SELECT 1;\n")  # removes a line starting "--"
+    patch = spaces.patch("alpha")
+    assert patch is not None
+    assert "\n--- old comment\n" in patch  # a hunk line that looks like a file header
+    assert patch_paths(patch) == ("my notes.sql",)
+    apply_patch_to_source(patch, source)
+    assert (source / "my notes.sql").read_text() == "SELECT 1;\n"

@@ -1,4 +1,4 @@
-"""`massgen-bot approvals list|approve|deny` and `massgen-bot audit`: the headless approval channel.
+"""`massgen-bot approvals list|approve|deny|files` and `massgen-bot audit`: the headless channel.
 
 The CLI acts as one principal (`--as`, default `cli:$USER`) that must be listed among the
 request's approvers; it decides through the same `ApprovalService` as Slack, so the first
@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import getpass
 import json
+import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
@@ -26,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from approvals.audit import AuditEntry
 from approvals.errors import ApprovalsError
+from approvals.handshake import FileHandshake
 from approvals.models import SCOPES, ApprovalRequest, DecideResult, Principal, Scope
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
@@ -66,6 +68,14 @@ def register(subparsers: Any) -> None:
     deny.add_argument("--reason", required=True, help="why; relayed to the agent and audited")
     _common(deny, principal=True)
     deny.set_defaults(func=lambda args: _run(_decide, args, approve=False))
+
+    files = actions.add_parser(
+        "files", help="run the file handshake: publish req_<id>.json, apply resp_<id>.json (until Ctrl-C)"
+    )
+    files.add_argument("directory", type=Path, metavar="DIR", help="handshake directory (created 0700)")
+    files.add_argument("--poll", type=float, default=0.4, metavar="SECONDS", help="poll interval (0.4)")
+    _common(files, principal=False)
+    files.set_defaults(func=lambda args: _run(_files, args))
 
     audit = subparsers.add_parser("audit", help="show the audit trail of permission decisions")
     audit.add_argument("--run", metavar="ID", help="only this run's entries")
@@ -190,6 +200,17 @@ def _describe(result: DecideResult, principal: Principal) -> str:
             return f"already decided: the request is {result.request.status}; nothing changed"
         case "scope_not_offered":
             return f"scope {result.scope!r} was not offered; choose one of {', '.join(result.request.scopes)}"
+
+
+async def _files(service: ApprovalService, args: argparse.Namespace) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    handshake = FileHandshake(args.directory, service, poll_interval=args.poll)
+    print(f"file handshake on {args.directory}; Ctrl-C to stop", flush=True)
+    await handshake.run(stop)
+    return EXIT_OK
 
 
 async def _audit(service: ApprovalService, args: argparse.Namespace) -> int:

@@ -227,3 +227,55 @@ async def test_a_bot_waiting_in_one_process_sees_the_cli_decide_in_another(tmp_p
         assert (decided.status, decided.decided_by) == ("approved", "cli:ops")
     finally:
         await engine.dispose()
+
+
+async def test_files_command_runs_the_handshake_until_terminated(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/massgen.db"
+    engine = make_engine(url)
+    await create_schema(engine)
+    service = ApprovalService(SqlApprovalStore(engine), SqlAuditLog(engine), poll_interval=0.05)
+    directory = tmp_path / "handshake"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "approvals", "files", str(directory), "--poll", "0.05",
+        "--database-url", url, cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        request = await service.request(
+            run_id="run-1",
+            agent_id="agent1",
+            requester_id="U_REQ",
+            action=Action(kind="command", target="make release"),
+            digest="b" * 64,
+            decision=ask_decision(),
+            approvers=Approvers(users=frozenset({"ext:bob"})),
+            timeout=timedelta(minutes=5),
+        )
+        req_file = directory / f"req_{request.id}.json"
+        async with asyncio.timeout(60):
+            while not req_file.exists():
+                assert process.returncode is None
+                await asyncio.sleep(0.02)
+        published = json.loads(req_file.read_text())
+        response = {
+            "id": published["id"],
+            "nonce": published["nonce"],
+            "approve": False,
+            "by": "ext:bob",
+            "at": published["created_at"],
+            "reason": "not from a file",
+        }
+        (directory / f"resp_{request.id}.json").write_text(json.dumps(response))
+        decided = await asyncio.wait_for(service.wait(request.id), 30)
+        assert (decided.status, decided.decided_by, decided.decision_reason) == (
+            "denied",
+            "ext:bob",
+            "not from a file",
+        )
+    finally:
+        if process.returncode is None:
+            process.terminate()
+        out, err = await asyncio.wait_for(process.communicate(), 30)
+        await engine.dispose()
+    assert process.returncode == 0, err.decode()
+    assert out.decode().startswith("file handshake on")

@@ -14,7 +14,7 @@ $(UV):
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check "uv>=0.9,<1"
 
 $(STAMP): pyproject.toml uv.lock | $(UV)
-	$(UV) sync --frozen --inexact --all-groups --quiet
+	$(UV) sync --frozen --inexact --all-groups --compile-bytecode --quiet
 	touch $(STAMP)
 
 run: install

@@ -352,6 +352,8 @@ class Outbox:
             log.exception("outbox post failed unexpectedly")
             post.ref._fail(OutboxError(f"post failed: {exc!r}", method="chat.postMessage"))
         finally:
+            if post.ref.known_ts is None and not post.ref.failed:  # cancelled by close()
+                post.ref._fail(OutboxError("outbox closed while posting", method="chat.postMessage"))
             self._posting.discard(channel)
             await self._finished()
 

@@ -261,3 +261,14 @@ async def test_thread_named_by_ts_string_keeps_order_across_priorities(
     await asyncio.gather(*(r.ts() for r in [*low, final]))
     order = [c.params["text"] for c in slack.calls_to("chat.postMessage")][1:]
     assert order == ["step 0", "step 1", "step 2", "final"]
+
+
+async def test_close_without_drain_fails_a_post_in_flight(slack: SlackEmulator) -> None:
+    box = make_outbox(slack)
+    await box.start()
+    slack.inject("chat.postMessage", Fault(error=None, commit=True, delay=1.0))
+    ref = box.post(CHANNEL, text="slow")
+    await until(lambda: box.stats.calls_by_method["chat.postMessage"] == 1)  # the post is on the wire
+    await box.close(drain=False)
+    with pytest.raises(OutboxError, match="closed"):
+        await ref.ts()

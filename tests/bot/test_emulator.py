@@ -144,6 +144,7 @@ async def test_tier_limit_is_per_method_in_a_sliding_window() -> None:
     ("blocks", "problem"),
     [
         ([SECTION] * 51, "51 > 50"),
+        ([{"type": "section", "text": {"type": "mrkdwn", "text": "x" * 2900}}] * 5, "msg_blocks_too_long"),
         ([{"type": "section", "text": {"type": "mrkdwn", "text": "x" * 3001}}], "3001 > 3000"),
         ([{"type": "header", "text": {"type": "plain_text", "text": "h" * 151}}], "151 > 150"),
         ([{"type": "header", "text": {"type": "mrkdwn", "text": "h"}}], "must be plain_text"),

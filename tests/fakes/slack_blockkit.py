@@ -16,6 +16,8 @@ from slack_sdk.models.blocks import Block
 
 MAX_BLOCKS = {"message": 50, "modal": 100, "home": 100}
 TEXT_HARD_LIMIT = 40_000
+# Slack rejects messages around 12-13k characters of block text (bolt-js #2509, #2867).
+MESSAGE_TEXT_LIMIT = 12_000
 TEXT_SPLIT_LIMIT = 4_000  # Slack recommends ≤ 4,000; we split long text ourselves, so more is our bug
 
 BLOCK_TYPES = frozenset(
@@ -189,6 +191,8 @@ def validate_blocks(blocks: Any, surface: str = "message") -> list[str]:
     limit = MAX_BLOCKS[surface]
     if len(blocks) > limit:
         errors.append(f"blocks: {len(blocks)} > {limit} for a {surface}")
+    if surface == "message" and (total := sum(len(t) for t in iter_texts(blocks))) > MESSAGE_TEXT_LIMIT:
+        errors.append(f"blocks: {total} chars of text > {MESSAGE_TEXT_LIMIT} (msg_blocks_too_long)")
     block_ids: set[str] = set()
     for i, block in enumerate(blocks):
         path = f"blocks[{i}]"

@@ -56,6 +56,11 @@ def register(subparsers: Any) -> None:
     _common(listing, principal=True)
     listing.set_defaults(func=lambda args: _run(_list, args))
 
+    show = actions.add_parser("show", help="everything about one request, the full action included")
+    show.add_argument("request_id", metavar="ID")
+    _common(show, principal=False)
+    show.set_defaults(func=lambda args: _run(_show, args))
+
     approve = actions.add_parser("approve", help="approve a pending request")
     approve.add_argument("request_id", metavar="ID")
     approve.add_argument("--scope", choices=SCOPES, default="once", help="once (default), run or always")
@@ -170,6 +175,37 @@ async def _list(service: ApprovalService, args: argparse.Namespace) -> int:
         for r in requests
     ]
     _table(("ID", "RUN", "AGENT", "RISK", "EXPIRES (UTC)", "SCOPES", "ACTION"), rows)
+    return EXIT_OK
+
+
+async def _show(service: ApprovalService, args: argparse.Namespace) -> int:
+    request = await service.get(args.request_id)
+    if request is None:
+        print(f"not found: no approval request {args.request_id!r}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    approvers, votes = request.approvers, ", ".join(request.approvals_so_far)
+    fields = {
+        "id": request.id,
+        "status": request.status,
+        "run": f"{request.run_id} (agent {request.agent_id}, requested by {request.requester_id or '-'})",
+        "risk": f"{request.risk} ({request.layer}: {request.reason})",
+        "rule": request.rule or "-",
+        "digest": request.digest,
+        "scopes": ", ".join(request.scopes),
+        "approvers": ", ".join(sorted(approvers.users) + [f"group:{g}" for g in sorted(approvers.groups)]),
+        "votes": f"{len(request.approvals_so_far)} of {approvers.quorum} needed {votes}".rstrip(),
+        "created": _when(request.created_at),
+        "expires": _when(request.expires_at),
+    }
+    if request.terminal:
+        fields["decided"] = (
+            f"{request.decided_by or 'engine'} at {_when(request.decided_at or request.expires_at)}"
+        )
+        fields["reason"] = request.decision_reason or "-"
+    for key, value in fields.items():
+        print(f"{key + ':':11}{value}")
+    # The exact action, unclipped and on its own lines: what you approve is what will run.
+    print(f"action:\n{request.action}")
     return EXIT_OK
 
 

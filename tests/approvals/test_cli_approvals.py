@@ -159,6 +159,20 @@ def test_list_shows_what_the_principal_may_decide(db: Db, cli) -> None:
     assert out.strip() == "no pending requests for cli:nobody"
 
 
+def test_show_prints_the_full_action_and_the_outcome(db: Db, cli) -> None:
+    long_command = "make deploy ENV=prod && " + "echo x; " * 40
+    request = db.ask(target=long_command)
+    code, out, _ = cli("approvals", "show", request.id)
+    assert code == 0
+    assert out.rstrip().endswith(f"command({long_command})")  # never clipped: approve what you read
+    assert "status:    pending" in out
+    cli("approvals", "deny", request.id, "--as", "U_B", "--reason", "too broad")
+    _, out, _ = cli("approvals", "show", request.id)
+    assert "status:    denied" in out
+    assert "reason:    too broad" in out
+    assert cli("approvals", "show", "apr_nope")[0] == 4
+
+
 def test_audit_table_and_jsonl(db: Db, cli) -> None:
     first = db.ask(run_id="run-a")
     db.ask(run_id="run-b")

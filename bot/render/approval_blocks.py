@@ -90,7 +90,6 @@ def approval_request_blocks(view: ApprovalView, *, approver_ids: Iterable[str], 
         section(f"{mentions}\n✋ *Approval needed*: *{agent}* wants to run:".strip()),
         _action_section(view),
         section(
-            " ",
             fields=[
                 f"*Risk*\n{_risk(view)}",
                 f"*Asked by*\n{_asked_by(view)}",
@@ -174,7 +173,7 @@ def approval_details_modal(view: ApprovalView, *, now: float | None = None) -> B
         f"*Why*\n{safe(view.reason, 1500) or '—'}",
         f"*Status*\n{safe(view.status, 20)}",
     ]
-    blocks.append(section(" ", fields=facts))
+    blocks.append(section(fields=facts))
     expiry = _expiry(view, now) if now is not None else date_token(view.expires_at)
     blocks.append(context(f"Request {code(view.request_id, 80)} · expires {expiry}"))
     return modal(ids.DETAILS_MODAL, "Approval details", blocks, private_metadata=view.request_id[:3000])

@@ -16,13 +16,13 @@ SECTION_LIMIT = 3000
 CONTEXT_LIMIT = 2000  # per element; keeps a context block well under Slack's limits
 
 
-def section(text: str, *, block_id: str | None = None, fields: list[str] | None = None) -> Block:
-    block: Block = {
-        "type": "section",
-        "text": {"type": "mrkdwn", "text": truncate(text or " ", SECTION_LIMIT)},
-    }
+def section(text: str = "", *, block_id: str | None = None, fields: list[str] | None = None) -> Block:
+    """A mrkdwn section; with `fields` the text may be left out (Slack needs text or fields)."""
+    block: Block = {"type": "section"}
+    if text.strip() or not fields:
+        block["text"] = {"type": "mrkdwn", "text": truncate(text or "​", SECTION_LIMIT)}
     if fields:
-        block["fields"] = [{"type": "mrkdwn", "text": truncate(f, 2000)} for f in fields[:10]]
+        block["fields"] = [{"type": "mrkdwn", "text": truncate(f or "​", 2000)} for f in fields[:10]]
     if block_id:
         block["block_id"] = block_id
     return block

@@ -97,7 +97,7 @@ def status_blocks(view: RunView, *, now: float) -> Rendered:
     blocks.append(context(" · ".join(facts)))
     for start in range(0, min(len(view.agents), 30), 10):
         cards = [_agent_field(a) for a in view.agents[start : start + 10]]
-        blocks.append(section("*Agents*" if start == 0 else " ", fields=cards))
+        blocks.append(section("*Agents*" if start == 0 else "", fields=cards))
     if not view.agents and view.running:
         blocks.append(context("Starting agents…"))
     if view.pending:
@@ -123,8 +123,8 @@ def status_blocks(view: RunView, *, now: float) -> Rendered:
                 button("Cancel", ids.RUN_CANCEL, view.run_id, style="danger", confirm_dialog=stop),
             )
         )
-    state = _OUTCOME_ICON.get(view.outcome or "", "") + (view.outcome or phase).capitalize()
-    return f"MassGen {state.strip()}: {safe(' '.join(view.task.split()), 150)}", blocks
+    state = f"{_OUTCOME_ICON.get(view.outcome or '', '')} {(view.outcome or phase).capitalize()}".strip()
+    return f"MassGen {state}: {safe(' '.join(view.task.split()), 150)}", blocks
 
 
 def _preview(markdown: str, limit: int) -> tuple[str, bool]:

@@ -10,7 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
+
+from pydantic import PlainSerializer
 
 from approvals.actions import Action
 from approvals.decisions import Layer, Risk
@@ -23,6 +25,10 @@ STATUSES: tuple[Status, ...] = get_args(Status)
 TERMINAL: frozenset[Status] = frozenset({"approved", "denied", "expired", "cancelled"})
 # Narrowest first: with a quorum the granted scope is the narrowest any approver chose.
 SCOPE_ORDER: dict[Scope, int] = {"once": 0, "run": 1, "always": 2}
+
+
+# Read-only at run time (a MappingProxyType); serialised as a plain object in events and logs.
+Context = Annotated[Mapping[str, str], PlainSerializer(dict, return_type=dict[str, str])]
 
 
 def _empty_context() -> Mapping[str, str]:
@@ -85,7 +91,7 @@ class ApprovalRequest:
     decision_scope: Scope | None = None
     decision_reason: str | None = None
     approvals_so_far: tuple[str, ...] = ()
-    context: Mapping[str, str] = field(default_factory=_empty_context)
+    context: Context = field(default_factory=_empty_context)
     # Added fields: when the reminder went out (so a restart does not remind twice), and the
     # row version used for compare-and-set in the store.
     reminded_at: datetime | None = None

@@ -8,7 +8,7 @@ row's `version`; the audit table refuses UPDATE and DELETE through triggers on b
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
@@ -365,19 +365,7 @@ class SqlAuditLog:
 
     async def record(self, entry: AuditEntry) -> None:
         _require_aware(entry.at)
-        values = {
-            "at": entry.at,
-            "run_id": entry.run_id,
-            "agent_id": entry.agent_id,
-            "actor": entry.actor,
-            "action": entry.action,
-            "outcome": entry.outcome,
-            "layer": entry.layer,
-            "risk": entry.risk,
-            "reason": entry.reason,
-            "request_id": entry.request_id,
-            "scope": entry.scope,
-        }
+        values = asdict(entry)
         async with self._engine.begin() as conn:
             await conn.execute(insert(audit_table).values(**values))
 

@@ -88,7 +88,7 @@ def open_request(
         layer=decision.layer,
         reason=decision.reason,
         rule=decision.rule,
-        scopes=offered_scopes(always_offerable=decision.always_offerable, risk=decision.risk),
+        scopes=offered_scopes(always_offerable=decision.always_offerable, risk=decision.risk, action=action),
         approvers=approvers,
         status="pending",
         created_at=now,

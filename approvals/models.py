@@ -159,8 +159,18 @@ DecideResult = Decided | QuorumPending | AlreadyDecided | NotAuthorised | NotFou
 Rejection = AlreadyDecided | NotAuthorised | ScopeNotOffered
 
 
-def offered_scopes(*, always_offerable: bool, risk: Risk) -> tuple[Scope, ...]:
-    """`always` only when the engine says its full scope can be shown, and never at high risk."""
+def offered_scopes(*, always_offerable: bool, risk: Risk, action: Action | None = None) -> tuple[Scope, ...]:
+    """`always` only when the engine says its full scope can be shown, and never at high risk.
+
+    Defence in depth: an action whose text would read as a pattern once persisted as the rule
+    `kind(target)` (glob characters, parentheses, line breaks) never gets `always` either, so an
+    "always" grant can never be broader than the exact action shown.
+    """
+    if action is not None and any(ch in action.target for ch in _PATTERN_CHARS):
+        return ("once", "run")
     if always_offerable and risk in ("low", "medium"):
         return ("once", "run", "always")
     return ("once", "run")
+
+
+_PATTERN_CHARS = frozenset("*?[]()\n\r")

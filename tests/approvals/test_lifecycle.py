@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from approvals.actions import Action
 from approvals.lifecycle import Cancel, Expire, Remind, Vote, authorise, transition
 from approvals.models import (
     STATUSES,
@@ -128,6 +129,23 @@ def test_requester_without_id_is_never_self() -> None:
 )
 def test_always_is_offered_only_when_the_engine_allows_it(always_offerable, risk, scopes) -> None:
     assert offered_scopes(always_offerable=always_offerable, risk=risk) == scopes
+
+
+@pytest.mark.parametrize(
+    ("target", "offered"),
+    [
+        ("make test", True),
+        ("git push origin main", True),
+        ("rm build/*.o", False),  # persisted as a rule, * would match far more than was shown
+        ("ls file?.txt", False),
+        ("cat [ab].txt", False),
+        ("echo ok)\nrm -rf ~ (", False),
+        ("echo a\rb", False),
+    ],
+)
+def test_always_is_never_offered_for_text_that_reads_as_a_pattern(target, offered) -> None:
+    scopes = offered_scopes(always_offerable=True, risk="low", action=Action(kind="command", target=target))
+    assert ("always" in scopes) is offered
 
 
 @pytest.mark.parametrize("scope", ["always", "forever", ""])

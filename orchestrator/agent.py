@@ -258,6 +258,7 @@ class AgentSession:
         coalescer = Coalescer(lambda t: _ignore(self.host.emit(event(t))))
         parts: list[str] = []
         calls: list[ToolCall] = []
+        usage: base.Usage | None = None
         try:
             async for item in self.client.stream_turn(system=system, messages=list(messages), tools=tools):
                 if isinstance(item, base.TextDelta):
@@ -266,9 +267,13 @@ class AgentSession:
                 elif isinstance(item, base.ToolCallReady):
                     calls.append(item.call)
                 else:
-                    self.host.record_usage(self.agent_id, item.usage)
+                    usage = item.usage
         finally:
             coalescer.flush()
+            # Recorded once the stream is closed, so that the turn's workflow call (handled without
+            # awaiting) lands before the supervisor can react to a spend cap this usage crosses.
+            if usage is not None:
+                self.host.record_usage(self.agent_id, usage)
         return "".join(parts), calls
 
 

@@ -177,6 +177,7 @@ class ScriptedModelClient:
             input_tokens=math.ceil(request.prompt_chars() / 4), output_tokens=math.ceil(out_chars / 4)
         )
         yield TurnEnd(stop_reason="tool_use" if turn.calls else "end_turn", usage=usage)
+        await asyncio.sleep(0)  # like an SDK closing its HTTP stream: the loop runs after the last item
 
 
 def _pieces(text: str, size: int = 16) -> list[str]:

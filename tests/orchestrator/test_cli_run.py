@@ -76,6 +76,35 @@ async def test_json_run_without_terminal_denies_asks(tmp_path: Path) -> None:
     assert all(not e.executed for e in events if e.kind == "tool_decision")  # type: ignore[union-attr]
 
 
+async def test_asks_are_answered_at_the_terminal(tmp_path: Path) -> None:
+    """With a terminal on stdin, each ask is prompted (on stderr with --json) and `y` approves it once."""
+    master, slave = os.openpty()
+    async with ProviderServer(fetch_first) as server:
+        team = team_file(tmp_path, server, both_sdks=False)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "run", "--json", "--team", str(team), "task",
+            stdin=slave, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+        )  # fmt: skip
+        os.close(slave)
+        assert process.stderr is not None
+        prompts, seen = 0, ""
+        stdout_task = asyncio.ensure_future(process.stdout.read())  # type: ignore[union-attr]
+        while chunk := await asyncio.wait_for(process.stderr.read(4096), timeout=60):
+            seen += chunk.decode()
+            while seen.count("Approve?") > prompts:
+                prompts += 1
+                os.write(master, b"y\n")
+        out = (await stdout_task).decode()
+        code = await process.wait()
+    os.close(master)
+    assert code == 0, seen
+    assert prompts >= 2
+    resolved = [json.loads(line) for line in out.splitlines() if '"approval_resolved"' in line]
+    assert len(resolved) == prompts
+    assert {(e["status"], e["scope"]) for e in resolved} == {("approved", "once")}
+    assert all(e["decided_by"].startswith("cli:") for e in resolved)
+
+
 async def test_bad_team_file_exits_1_naming_the_line(tmp_path: Path) -> None:
     bad = tmp_path / "team.yaml"
     bad.write_text("agents:\n  - id: a\n    backend: {type: foo, model: m}\n")

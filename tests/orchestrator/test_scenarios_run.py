@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
+from orchestrator.config import PriceConfig
 from orchestrator.events import (
     AgentFailed,
     AnswerSubmitted,
@@ -21,7 +22,7 @@ from orchestrator.events import (
     VoteCast,
     VoteIgnored,
 )
-from orchestrator.llm.base import ToolResultMessage
+from orchestrator.llm.base import ToolResultMessage, Usage
 from orchestrator.run import RunHandle, start_run
 from orchestrator.testing import (
     FakeToolsConfig,
@@ -226,9 +227,50 @@ async def test_budget_cap_salvages_and_starts_no_further_call() -> None:
     assert isinstance(result, RunFinished)
     assert result.salvage == "budget:latest_answer"
     usage = rec.of(UsageUpdated)
-    assert models.calls == len(usage) == 1  # the first call crossed the cap; no call started after it
-    assert usage[-1].run_cost_usd >= 0.0001
+    # The three first answers were in flight together and the first to finish crossed the cap:
+    # they complete (and count), but no vote call starts after it.
+    assert usage[0].run_cost_usd >= 0.0001
+    assert models.calls == len(usage) == 3
+    assert all("new_answer" in c.requests[-1].tool_names for c in models.clients.values())
     assert result.cost_usd == usage[-1].run_cost_usd
+
+
+async def test_budget_reached_mid_run_stops_before_the_next_call() -> None:
+    # Free answers, then a priced vote crosses the cap: nobody starts another call after it.
+    team = scripted_team(3, budget_usd=0.001, max_new_answers_per_agent=1)
+    gate = asyncio.Event()
+    costly = Turn(calls=vote("agent2").calls, usage=Usage(input_tokens=10_000_000), gate=gate)
+    models = ScriptedModels({"a0": [answer("A"), costly]})
+    prices = {
+        "scripted": PriceConfig(input_per_mtok=0.0, output_per_mtok=0.0),
+        "costly": PriceConfig(input_per_mtok=1, output_per_mtok=0),
+    }
+    team = team.model_copy(
+        update={
+            "prices": prices,
+            "agents": [
+                team.agents[0].model_copy(
+                    update={"backend": team.agents[0].backend.model_copy(update={"model": "costly"})}
+                ),
+                *team.agents[1:],
+            ],
+        }
+    )
+    rec = Recorder()
+    handle = await start_run(team, "task", models=models, subscribers=[rec])
+    await rec.until(lambda e: isinstance(e, AnswerSubmitted), count=3)
+    gate.set()
+    result = await handle.wait()
+    assert isinstance(result, RunFinished)
+    assert result.salvage is not None
+    assert result.salvage.startswith("budget:")
+    crossing = next(e for e in rec.of(UsageUpdated) if e.run_cost_usd >= 0.001)
+    assert crossing.agent_id == "a0"
+    started_after = [
+        e for e in rec.events if e.seq > crossing.seq and getattr(e, "status", None) == "thinking"
+    ]
+    assert started_after == []
+    assert models.calls == 6  # answers and votes; the winner's presentation call never started
 
 
 async def test_failing_agent_is_dropped_and_run_goes_on() -> None:

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rich.console import Console, Group
-from rich.live import Live
-from rich.markdown import Markdown
-from rich.panel import Panel
-from rich.table import Table
-from rich.text import Text
-
 from orchestrator.events import RunCancelled, RunEvent, RunFailed, RunFinished, TextDelta, to_line
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # rich is imported only when something is drawn: `--json` runs never load it
+    from rich.console import Console
+    from rich.live import Live
+    from rich.panel import Panel
+    from rich.table import Table
+
     from approvals.models import ApprovalRequest
     from approvals.service import ApprovalService
     from orchestrator.coordination import CoordinationState
@@ -27,7 +26,8 @@ _CHOICES = {"y": ("once", True), "r": ("run", True), "n": ("once", False)}
 
 
 class View(Protocol):
-    console: Console
+    @property
+    def console(self) -> Console: ...
 
     def on_event(self, event: RunEvent) -> None: ...
     def start(self, handle: RunHandle) -> None: ...
@@ -39,8 +39,11 @@ class View(Protocol):
 class JsonView:
     """Every event as one JSON line on stdout; anything for humans goes to stderr."""
 
-    def __init__(self) -> None:
-        self.console = Console(stderr=True)
+    @functools.cached_property
+    def console(self) -> Console:
+        from rich.console import Console
+
+        return Console(stderr=True)
 
     def on_event(self, event: RunEvent) -> None:
         sys.stdout.write(to_line(event) + "\n")
@@ -63,7 +66,9 @@ class LiveView:
     """Agent cards (status, answers, vote, tokens, cost, latest text) redrawn a few times a second."""
 
     def __init__(self) -> None:
-        self.console = Console()
+        from rich.console import Console
+
+        self._console = Console()
         self._live: Live | None = None
         self._handle: RunHandle | None = None
         self._tail: dict[str, str] = {}
@@ -72,7 +77,13 @@ class LiveView:
         if isinstance(event, TextDelta):
             self._tail[event.agent_id] = (self._tail.get(event.agent_id, "") + event.text)[-80:]
 
+    @property
+    def console(self) -> Console:
+        return self._console
+
     def start(self, handle: RunHandle) -> None:
+        from rich.live import Live
+
         self._handle = handle
         self._live = Live(console=self.console, get_renderable=self._render, refresh_per_second=8)
         self._live.start()
@@ -96,6 +107,9 @@ class LiveView:
 
 def agent_table(state: CoordinationState, tail: dict[str, str]) -> Table:
     """One row per agent."""
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=f"round {state.round} · ${state.cost_usd:.4f}", expand=True)
     for column in ("agent", "model", "status", "answers", "vote", "tokens in/out", "cost", "latest"):
         table.add_column(column, overflow="ellipsis", no_wrap=column != "latest")
@@ -117,6 +131,11 @@ def agent_table(state: CoordinationState, tail: dict[str, str]) -> Table:
 
 def final_panel(terminal: Terminal, state: CoordinationState | None) -> Panel:
     """The tally and the answer (or why there is none)."""
+    from rich.console import Group
+    from rich.markdown import Markdown
+    from rich.panel import Panel
+    from rich.text import Text
+
     if isinstance(terminal, RunCancelled):
         return Panel(
             f"Cancelled{' by ' + terminal.by if terminal.by else ''}.", title="run cancelled", style="yellow"
@@ -171,6 +190,8 @@ class TerminalApprover:
         await self._service.decide(request.id, self._principal, approve=approve, scope=scope)  # type: ignore[arg-type]
 
     async def _ask(self, request: ApprovalRequest) -> tuple[str, bool]:
+        from rich.panel import Panel
+
         console = self._view.console
         console.print(
             Panel(

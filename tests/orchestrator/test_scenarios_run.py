@@ -10,6 +10,7 @@ import pytest
 from orchestrator.config import PriceConfig
 from orchestrator.events import (
     AgentFailed,
+    AgentRestarted,
     AnswerSubmitted,
     ConsensusReached,
     RunCancelled,
@@ -358,6 +359,34 @@ async def test_approval_wait_does_not_block_peers() -> None:
     assert result.salvage is None
     assert [(x.agent_id, x.tool) for x in tools.built.executions] == [("a0", "shell")]
     assert tools.built.closed
+    # a0 was on its first answer: peers' answers are not pushed into its tool result.
+    tool_result = models.clients["a0"].requests[1].messages[-1]
+    assert isinstance(tool_result, ToolResultMessage)
+    assert "<answer" not in tool_result.content
+    assert not rec.of(AgentRestarted)
+
+
+async def test_new_answers_are_injected_into_an_answered_agents_tool_result() -> None:
+    gate = asyncio.Event()
+    tools = FakeToolsFactory()
+    models = ScriptedModels(
+        {
+            "a0": [answer("A"), Turn(gate=gate, calls=(call("shell", command="make test"),))],
+            "a1": [answer("B"), answer("B, improved")],
+        }
+    )
+    handle, rec = await run(2, models, tools=tools, final_answer_strategy="winner_reuse")
+    await rec.until(lambda e: isinstance(e, AnswerSubmitted) and e.label == "agent2.2")
+    gate.set()
+    result = await handle.wait()
+    injected = rec.of(AgentRestarted)
+    assert [(e.agent_id, e.new_answers) for e in injected] == [("a0", ("agent2.2",))]
+    tool_result = models.clients["a0"].requests[2].messages[-1]
+    assert isinstance(tool_result, ToolResultMessage)
+    assert '<answer agent="agent2" label="agent2.2">' in tool_result.content
+    assert not rec.of(VoteIgnored)  # a0 voted having seen agent2.2 through the injection
+    assert isinstance(result, RunFinished)
+    assert result.salvage is None
 
 
 async def test_denied_tool_call_is_fed_back_to_the_model() -> None:

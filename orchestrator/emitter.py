@@ -41,6 +41,8 @@ class Emitter:
         self._drained = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
+        self._delivered_seq = state.last_seq
+        self._delivered = asyncio.Event()
 
     def start(self) -> None:
         """Start the delivery task (needs a running loop)."""
@@ -97,6 +99,12 @@ class Emitter:
         finally:
             unsubscribe()
 
+    async def flush(self) -> None:
+        """Return once every event emitted so far is persisted and delivered."""
+        target = self._seq
+        while self._delivered_seq < target and not self._drained.is_set():
+            await self._delivered.wait()
+
     async def close(self) -> None:
         """Deliver everything queued, then stop the delivery task."""
         if self._task is None:
@@ -115,6 +123,9 @@ class Emitter:
                         await result
                 except Exception:
                     log.exception("run %s: subscriber %r failed on %s", self.run_id, callback, event.kind)
+            self._delivered_seq = event.seq
+            self._delivered.set()
+            self._delivered = asyncio.Event()
         self._drained.set()
 
     async def _persist(self, event: RunEvent) -> None:

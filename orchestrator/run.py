@@ -88,6 +88,7 @@ async def start_run(
         for i, a in enumerate(team.agents, start=1)
     )
     run.emit(RunStarted(task=task, agents=agents, requester=requester, context=context))
+    await run.emitter.flush()  # the run is stored and every subscriber knows its agents on return
     run.owns_clients = models is None
     run.main_task = asyncio.create_task(run.main(models or default_models, tools, context), name=run.run_id)
     return RunHandle(run)

@@ -202,6 +202,9 @@ class AgentSession:
             labels = ", ".join(unseen)
             why = f"cast before seeing {labels}"
             self.host.emit(VoteIgnored(agent_id=self.agent_id, voted_for=target, reason=why))
+            # Its next turn starts at once, keeping its context and showing the new answers.
+            restart = AgentRestarted(agent_id=self.agent_id, reason="vote ignored", new_answers=tuple(unseen))
+            self.host.emit(restart)
             self._pending = _Pending(call, prompts.render("vote_ignored", labels=labels))
             return None
         label = state.latest[target].label

@@ -165,6 +165,8 @@ async def test_vote_without_seeing_latest_answer_is_ignored() -> None:
     ignored = rec.of(VoteIgnored)
     assert [(e.agent_id, e.voted_for) for e in ignored] == [("a0", "a1")]
     assert "agent2.2" in ignored[0].reason
+    restarts = [(e.agent_id, e.reason, e.new_answers) for e in rec.of(AgentRestarted)]
+    assert restarts == [("a0", "vote ignored", ("agent2.2",))]
     assert isinstance(result, RunFinished)
     assert result.salvage is None
     counted = [e for e in rec.of(VoteCast) if e.seq > rec.of(AnswerSubmitted)[-1].seq]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orchestrator.coordination import CoordinationState, rebuild_state
 from orchestrator.events import (
@@ -166,3 +168,40 @@ async def test_persisted_events_fold_back_into_the_live_state() -> None:
     events = await store.events(handle.run_id)
     assert events[-1].kind == "finished"
     assert rebuild_state(events) == handle.snapshot()
+
+
+_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("answer"), st.integers(0, 3), st.just(0)),
+        st.tuples(st.just("vote"), st.integers(0, 3), st.integers(0, 3)),
+        st.tuples(st.just("fail"), st.integers(0, 3), st.just(0)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_steps)
+def test_fold_invariants(steps: list[tuple[str, int, int]]) -> None:
+    """Whatever the order of answers, votes and failures, the fold's bookkeeping stays consistent."""
+    state = rebuild_state([started(4)])
+    for kind, who, target in steps:
+        agent, other = f"a{who}", f"a{target}"
+        if kind == "answer" and state.agents[agent].live:
+            state = state.apply(ans(agent, state.next_label(agent)))
+            assert all(view.vote is None for view in state.agents.values())
+        elif kind == "vote" and state.agents[agent].live and other in state.latest:
+            state = state.apply(vote(agent, other))
+        elif kind == "fail":
+            state = state.apply(AgentFailed(agent_id=agent, reason="x"))
+        tally = state.tally()
+        assert sum(tally.values()) == sum(view.vote is not None for view in state.live)
+        assert all(target in state.latest for target in tally)
+        leader = state.leader()
+        if tally:
+            assert leader is not None
+            assert tally[leader.agent_id] == max(tally.values())
+        assert state.converged == (
+            bool(state.live) and bool(state.latest) and len(tally) > 0 and all(v.vote for v in state.live)
+        )
+        assert state.answer_count == sum(view.answers for view in state.agents.values())

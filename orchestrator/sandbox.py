@@ -116,9 +116,14 @@ class Sandbox:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
             )
-            _, err = await asyncio.wait_for(proc.communicate(), timeout=10)
-        except (OSError, TimeoutError) as exc:
+        except OSError as exc:
             return f"bubblewrap at {self._bwrap} could not start a sandbox: {exc}"
+        try:
+            _, err = await asyncio.wait_for(proc.communicate(), timeout=10)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            return f"bubblewrap at {self._bwrap} did not finish a trial run within 10 s"
         if proc.returncode != 0:
             detail = err.decode(errors="replace").strip()
             return f"bubblewrap at {self._bwrap} could not start a sandbox: {detail or proc.returncode}"
@@ -203,9 +208,12 @@ async def _execute(argv: list[str], *, env: Mapping[str, str], cwd: Path, spec: 
     except TimeoutError:
         timed_out = True
         await _kill_group(proc)
-    except BaseException:  # cancelled: kill at once, without awaiting anything more
+    except BaseException:  # cancelled: kill at once, reap briefly, then let the cancellation go on
         _signal_group(proc, signal.SIGKILL)
         reader.cancel()
+        # Reaping avoids a zombie (and asyncio's "still running" warning); a second cancel may cut it short.
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=_KILL_GRACE_S * 4)
         raise
     # Reap background leftovers (`cmd &`) that would otherwise outlive the call.
     _signal_group(proc, signal.SIGKILL)

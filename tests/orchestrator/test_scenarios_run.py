@@ -486,3 +486,28 @@ async def test_no_wasted_calls_when_agents_have_different_latencies() -> None:
     assert result.salvage is None
     assert models.calls == 7
     assert not rec.of(VoteIgnored)
+
+
+def hangs_when_presenting(request: Request) -> Turn:
+    return hang() if not request.tool_names & {"new_answer", "vote"} else protocol(request)
+
+
+@pytest.mark.parametrize("how", ["cancel", "finish_now"])
+async def test_stop_during_the_final_presentation(how: str) -> None:
+    models = ScriptedModels(then=hangs_when_presenting)
+    handle, rec = await run(3, models)
+    await rec.until(lambda e: getattr(e, "status", None) == "presenting")
+    await (handle.cancel(by="U1") if how == "cancel" else handle.finish_now(by="U1"))
+    result = await handle.wait()
+    consensus = rec.of(ConsensusReached)[0]
+    if how == "cancel":
+        assert isinstance(result, RunCancelled)
+    else:
+        assert isinstance(result, RunFinished)
+        assert result.salvage == "finish_now:most_voted"
+        assert result.winner == consensus.winner
+        assert result.answer == next(
+            e.content for e in rec.of(AnswerSubmitted) if e.agent_id == consensus.winner
+        )
+    assert sum(c.cancelled for c in models.clients.values()) == 1  # the presentation call
+    assert_no_stray_tasks()

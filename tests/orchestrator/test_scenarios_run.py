@@ -511,3 +511,21 @@ async def test_stop_during_the_final_presentation(how: str) -> None:
         )
     assert sum(c.cancelled for c in models.clients.values()) == 1  # the presentation call
     assert_no_stray_tasks()
+
+
+async def test_prompts_carry_context_system_message_and_anonymised_answers() -> None:
+    team = scripted_team(2, final_answer_strategy="winner_reuse")
+    first = team.agents[0].model_copy(update={"system_message": "You review billing code."})
+    team = team.model_copy(update={"agents": [first, team.agents[1]]})
+    models = ScriptedModels()
+    handle = await start_run(team, "fix it", models=models, context="Earlier answer: restart the worker.")
+    await handle.wait()
+    opening = models.clients["a0"].requests[0]
+    assert "You review billing code." in opening.system
+    assert "You are agent1" in opening.system
+    assert "<context>\nEarlier answer: restart the worker.\n</context>" in opening.messages[0].text  # type: ignore[union-attr]
+    # a0's second turn: the latest answers, anonymised, its own last, no real ids anywhere.
+    update = models.clients["a0"].requests[1].messages[-1]
+    assert isinstance(update, ToolResultMessage)
+    assert update.content.index('agent="agent2"') < update.content.index('agent="agent1"')
+    assert "a1" not in update.content.replace("agent1", "").replace("agent2", "")

@@ -165,18 +165,24 @@ class AgentSession:
             if error is None:
                 return True
             self.messages.append(self._result(workflow[0], error, True))
+            self._strike(f"invalid {workflow[0].name} call")
         elif workflow:
             for call in workflow:
                 self.messages.append(self._result(call, "Call exactly one workflow tool per turn.", True))
+            self._strike("several workflow calls at once")
         elif not calls:  # plain text: the agent forgot to finish its turn
-            self._remind()
+            self._strike("no workflow call")
+            self.messages.append(base.UserMessage(text=prompts.render("reminder")))
         return False
 
-    def _remind(self) -> None:
+    def _strike(self, what: str) -> None:
+        """Count a protocol miss (no or a bad workflow call); past `max_reminders` the agent is dropped."""
         if self._reminders >= self.host.team.orchestrator.max_reminders:
-            raise AgentDropped(f"ended {self._reminders + 1} turns without calling new_answer or vote")
+            tries = self._reminders + 1
+            raise AgentDropped(
+                f"ended {tries} turns without calling new_answer or vote correctly (last: {what})"
+            )
         self._reminders += 1
-        self.messages.append(base.UserMessage(text=prompts.render("reminder")))
 
     def _workflow(self, call: ToolCall) -> str | None:
         """Apply a workflow call; returns an error text for the model, or None when accepted."""

@@ -529,3 +529,15 @@ async def test_prompts_carry_context_system_message_and_anonymised_answers() -> 
     assert isinstance(update, ToolResultMessage)
     assert update.content.index('agent="agent2"') < update.content.index('agent="agent1"')
     assert "a1" not in update.content.replace("agent1", "").replace("agent2", "")
+
+
+async def test_agent_repeating_invalid_workflow_calls_is_dropped() -> None:
+    models = ScriptedModels({"a1": [answer("B"), vote("agent9"), vote("agent9"), vote("agent9")]})
+    handle, rec = await run(3, models)
+    result = await handle.wait()
+    failed = rec.of(AgentFailed)
+    assert [e.agent_id for e in failed] == ["a1"]
+    assert "invalid vote call" in failed[0].reason
+    assert len(models.clients["a1"].requests) == 4
+    assert isinstance(result, RunFinished)
+    assert result.salvage is None

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bot.render import ids
-from bot.render.escape import code, code_block, safe, user_mention
+from bot.render.escape import code, code_block, is_user_id, safe, user_mention
 from bot.render.kit import Block, actions, button, confirm, context, date_token, duration, section
 
 Rendered = tuple[str, list[Block]]
@@ -62,7 +62,7 @@ def _action_section(view: ApprovalView, limit: int = ACTION_PREVIEW) -> Block:
 
 def approval_request_blocks(view: ApprovalView, *, approver_ids: Iterable[str], now: float) -> Rendered:
     """The Approve/Deny message posted in the run's thread."""
-    mentions = " ".join(dict.fromkeys(user_mention(u) for u in approver_ids if u))
+    mentions = " ".join(dict.fromkeys(user_mention(u) for u in approver_ids if is_user_id(u)))
     agent = safe(view.agent_id, 60)
     approve_confirm = None
     if view.risk in HIGH_RISK:

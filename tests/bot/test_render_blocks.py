@@ -237,7 +237,7 @@ def test_approval_request_for_a_phone() -> None:
         approval(), approver_ids=["U0APPROVER", "U0OTHER", "<!here>"], now=NOW
     )
     assert_valid_message((text, blocks))
-    assert text.startswith("<@U0APPROVER> <@U0OTHER> ")  # the notification itself rings phones
+    assert text.startswith("<@U0APPROVER> <@U0OTHER> Approval needed")  # the notification rings phones
     assert buttons(blocks) == [
         (ids.APPROVE_ONCE, "req-9"),
         (ids.APPROVE_RUN, "req-9"),

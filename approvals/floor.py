@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Callable, Iterable
 
 from approvals.invocation import Invocation, expand_script
+from approvals.paths import is_raw_device
 from approvals.shell import Script, SimpleCommand
 from approvals.words import UNKNOWN, Word
 
@@ -31,6 +32,7 @@ _DESTRUCTIVE_EXEC = frozenset({"rm", "shred", "unlink", "rmdir", "mv", "chmod", 
 _FORK_BOMB = re.compile(r"(\S+)\s*\(\s*\)\s*\{[^}]*\1\s*\|\s*\1\s*&")
 
 Resolve = Callable[[str], str]
+_LEXICAL_KEYWORDS = frozenset(["if", "then", "else", "elif", "do", "while", "until", "!", "time", "function"])
 
 
 def is_critical(path: str, home: str) -> bool:
@@ -115,8 +117,20 @@ def invocation_floor(inv: Invocation, resolve: Resolve, home: str) -> str | None
         return "shreds a device"
     if program == "find":
         return _find_floor(inv, resolve, home)
-    if program == "rm" and inv.extra_args and "find" in inv.wrappers:
-        return None  # the find invocation itself carries the verdict
+    return _device_floor(inv, resolve)
+
+
+def _device_floor(inv: Invocation, resolve: Resolve) -> str | None:
+    """Raw writes to a block device: `dd of=`, `tee`/`cp` onto it, or a redirect into it."""
+    targets = [r.target.text for r in inv.command.redirects if r.writes and r.target is not None]
+    if inv.program == "dd":
+        targets += [a[3:] for a in inv.argv[1:] if a.startswith("of=")]
+    elif inv.program == "tee":
+        targets += [w.text for w in _operands(inv)]
+    elif inv.program in ("cp", "install", "mv", "ln") and len(_operands(inv)) > 1:
+        targets.append(_operands(inv)[-1].text)
+    if any(UNKNOWN not in t and is_raw_device(resolve(t)) for t in targets):
+        return "raw write to a block device"
     return None
 
 
@@ -164,7 +178,13 @@ def lexical_floor(text: str, resolve: Resolve, home: str) -> str | None:
     if _FORK_BOMB.search(text):
         return "fork bomb"
     for segment in _segments(text):
-        words = tuple(Word(text=t) for t in segment)
+        if segment and segment[0] == ">":
+            if is_raw_device(resolve(_lexical_expand(segment[1] if len(segment) > 1 else ""))):
+                return "raw write to a block device"
+            segment = segment[2:]
+        while segment and segment[0] in _LEXICAL_KEYWORDS:
+            segment = segment[1:]
+        words = tuple(Word(text=_lexical_expand(t)) for t in segment)
         if not words:
             continue
         script = Script(commands=(SimpleCommand(words),), problems=())
@@ -172,6 +192,12 @@ def lexical_floor(text: str, resolve: Resolve, home: str) -> str | None:
         if reason is not None:
             return reason
     return None
+
+
+def _lexical_expand(token: str) -> str:
+    """`$HOME`/`${HOME}` at the start is home; any other `$VAR` is unknown (possibly empty)."""
+    token = re.sub(r"^\$(\{HOME\}|HOME\b)", "~", token)
+    return re.sub(r"\$(\{[^}]*\}|\w+)", UNKNOWN, token)
 
 
 def _segments(text: str) -> list[list[str]]:
@@ -187,7 +213,8 @@ def _segments(text: str) -> list[list[str]]:
     segments: list[list[str]] = [[]]
     for token in tokens:
         if token and set(token) <= set(";&|(){}<>\n"):
-            segments.append([])
+            # Keep a marker so the word after `>` is read as a redirect target.
+            segments.append([">"] if ">" in token else [])
         elif token:
             segments[-1].append(token)
     return segments

@@ -119,8 +119,37 @@ def expand_script(script: Script) -> Iterator[Invocation]:
         yield from _unwrap(command, 0)
 
 
+_KEYWORDS = frozenset(
+    [
+        "if",
+        "then",
+        "else",
+        "elif",
+        "fi",
+        "do",
+        "done",
+        "case",
+        "esac",
+        "while",
+        "until",
+        "for",
+        "in",
+        "function",
+        "select",
+        "{",
+        "}",
+        "!",
+        "[[",
+        "]]",
+        "coproc",
+    ]
+)
+
+
 def _program_problems(word: Word) -> list[str]:
     problems: list[str] = []
+    if word.text in _KEYWORDS:
+        problems.append(f"a shell keyword ({word.text}) where a program should be")
     if UNKNOWN in word.text or not word.plain:
         problems.append("the program name is computed at run time (expansion or substitution)")
     if word.obfuscated or word.glob:
@@ -191,7 +220,10 @@ def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
         if name == "find":
             yield from _find_exec(base, depth)
             return
-        yield _with_inline_code(base)
+        inv = _with_inline_code(base)
+        if _reads_code_from_pipe(inv):
+            inv = replace(inv, problems=(*inv.problems, "runs code read from a pipe (decode-and-execute)"))
+        yield inv
         return
 
 
@@ -268,6 +300,19 @@ def _with_inline_code(inv: Invocation) -> Invocation:
     if inv.command.stdin in ("heredoc", "herestring"):
         return replace(inv, inline_code=inv.command.heredoc or "")
     return inv
+
+
+def _reads_code_from_pipe(inv: Invocation) -> bool:
+    """`… | sh`, `… | python3`: the program text arrives at run time."""
+    if inv.command.stdin != "pipe" or inv.inline_code is not None:
+        return False
+    if inv.program not in SHELLS and interpreter_family(inv.program) is None:
+        return False
+    operands = [w.text for w in inv.words[1:] if not w.text.startswith(("-", "+"))]
+    script_flag = inv.program in SHELLS and any(
+        w.text.startswith("-") and "c" in w.text[1:] and not w.text.startswith("--") for w in inv.words[1:]
+    )
+    return not script_flag and (not operands or operands == ["-"])
 
 
 def _nested_shell_text(inv: Invocation) -> str | None:

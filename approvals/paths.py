@@ -201,6 +201,13 @@ class Boundary:
         return False
 
 
+def is_raw_device(path: str) -> bool:
+    """A device node whose overwrite destroys data (disks, memory); not /dev/null, ttys or /dev/tcp."""
+    if not path.startswith("/dev/") or path in _SAFE_DEVICES or path.startswith(_SAFE_DEVICE_DIRS):
+        return False
+    return not path.startswith(("/dev/tcp/", "/dev/udp/"))
+
+
 def _within(path: str, root: str) -> bool:
     """`path` is `root` or below it (separator-guarded, so /etc/pass does not match /etc/passwd)."""
     return path == root or path.startswith(root.rstrip("/") + "/")

@@ -9,7 +9,8 @@ as a *problem*, which the engine turns into at least an ask.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import tree_sitter as ts
@@ -20,6 +21,7 @@ from approvals.words import UNKNOWN, Word, WordReader
 Stdin = Literal["inherit", "pipe", "heredoc", "herestring", "file"]
 
 MAX_SHELL_CHARS = 10_000
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _STATEMENT_TYPES = frozenset(
     {
         "program", "list", "pipeline", "command", "redirected_statement", "subshell",
@@ -96,8 +98,19 @@ def parse_shell(text: str) -> Script:
         return Script(commands=(), problems=(f"command longer than {MAX_SHELL_CHARS} characters",))
     if "\x00" in text:
         return Script(commands=(), problems=("command contains a NUL byte",))
+    problems: list[str] = []
+    if _ASTRAL.search(text):
+        # tree-sitter-bash 0.25 can crash the process on some characters beyond U+FFFF (found by
+        # fuzzing); no shell syntax needs them, so they become U+FFFD and the command is asked.
+        text = _ASTRAL.sub("\ufffd", text)
+        problems.append("characters outside the Basic Multilingual Plane")
     tree = _parser().parse(text.encode("utf-8", "surrogatepass"))
-    walker = _Walker()
+    if tree.root_node.has_error and "((" in text:
+        # bash reads an unbalanced `((` as two subshells; so do we, when that parses cleanly.
+        retry = _parser().parse(re.sub(r"(?<!\$)\(\(", "( (", text).encode("utf-8", "surrogatepass"))
+        if not retry.root_node.has_error:
+            tree = retry
+    walker = _Walker(problems=problems)
     walker.statement(tree.root_node)
     if tree.root_node.has_error:
         walker.problems.append("the shell text does not parse cleanly")
@@ -235,6 +248,12 @@ class _Walker:
         if body is not None and body.type == "command":
             stdin: Stdin = "heredoc" if heredoc is not None else "inherit"
             first = self._command(body, tuple(redirects), stdin, heredoc, ())
+        elif body is not None and body.type == "pipeline" and body.named_children[-1].type == "command":
+            # `a | b > f`: the redirect belongs to the last stage.
+            self._pipeline(body)
+            last = self.commands[-1]
+            stdin: Stdin = "file" if any(r.reads for r in redirects) else last.stdin
+            self.commands[-1] = replace(last, redirects=last.redirects + tuple(redirects), stdin=stdin)
         elif body is not None:
             # A compound statement with a redirect: its own commands, plus the redirect as a write.
             self.statement(body)

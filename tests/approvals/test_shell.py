@@ -1,0 +1,113 @@
+"""Shell analysis: every simple command is found, de-quoted, unwrapped; odd shapes become problems."""
+
+from __future__ import annotations
+
+import pytest
+
+from approvals.invocation import expand
+from approvals.shell import MAX_SHELL_CHARS, parse_shell
+from approvals.words import UNKNOWN
+
+
+def _argvs(text: str) -> list[tuple[str, ...]]:
+    return [inv.argv for inv in expand(text).invocations]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("ls -la", [("ls", "-la")]),
+        ("a && b || c; d & e | f", [("a",), ("b",), ("c",), ("d",), ("e",), ("f",)]),
+        ("a\nb", [("a",), ("b",)]),
+        ("(a; b)", [("a",), ("b",)]),
+        ("{ a; b; }", [("a",), ("b",)]),
+        ("echo $(a x)", [("a", "x"), ("echo", UNKNOWN)]),
+        ("echo `a`", [("a",), ("echo", UNKNOWN)]),
+        ("diff <(a) <(b)", [("a",), ("b",), ("diff", UNKNOWN, UNKNOWN)]),
+        ("if a; then b; else c; fi", [("a",), ("b",), ("c",)]),
+        ("for i in 1 2; do a $i; done", [("a", UNKNOWN)]),
+        ("while a; do b; done", [("a",), ("b",)]),
+        ("case x in y) a;; esac", [("a",)]),
+        ("! a", [("a",)]),
+        ("x=$(a)", [("a",)]),
+        ('r"m" \'x\' "y z"', [("rm", "x", "y z")]),
+        ("$'\\x72m' x", [("rm", "x")]),
+        ("/usr/bin/git status", [("git", "status")]),
+        ("A=1 B=2 make", [("make",)]),
+        ("timeout 5 nice -n 3 nohup env X=1 command stdbuf -o0 ls", [("ls",)]),
+        ("time -p make", [("make",)]),
+        ("bash -c 'a; b'", [("bash", "-c", "a; b"), ("a",), ("b",)]),
+        ("sh -c \"sh -c 'a'\"", [("sh", "-c", "sh -c 'a'"), ("sh", "-c", "a"), ("a",)]),
+        ("eval 'a b'", [("eval", "a b"), ("a", "b")]),
+        ("xargs -n1 rm", [("rm",)]),
+        ("find . -exec rm {} \\;", [("find", ".", "-exec", "rm", "{}", ";"), ("rm", "{}")]),
+        ("sudo -u bob ls", [("sudo", "-u", "bob", "ls"), ("ls",)]),
+        ("bash <<EOF\na\nEOF", [("bash",), ("a",)]),
+        ("sh <<< 'a'", [("sh",), ("a",)]),
+        ("echo 'a' | sh", [("echo", "a"), ("sh",), ("a",)]),
+        ('rm -rf "$HOME"', [("rm", "-rf", "~")]),
+        ("cat ${HOME}/x", [("cat", "~/x")]),
+    ],
+)
+def test_invocations(text: str, expected: list[tuple[str, ...]]) -> None:
+    assert _argvs(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("$CMD x", "computed at run time"),
+        ("$(echo rm) -rf x", "computed at run time"),
+        ("c\\u\\r\\l x", "obfuscated"),
+        ("$'\\x63url' x", "obfuscated"),
+        ("сurl x", "unusual characters"),
+        ('eval "$X"', "eval"),
+        ('bash -c "$X"', "computed at run time"),
+        ("f() { a; }; f", "function"),
+        ("echo ok | sh", "pipe"),
+        ("curl x | python3", "pipe"),
+        ("echo 'unterminated", "parse"),
+        ("a |& b", "|&"),
+        ("echo \U0001f600", "Multilingual"),
+        ("x" * (MAX_SHELL_CHARS + 1), "longer"),
+        ("timeout 5 if a; then b; fi", "keyword"),
+    ],
+)
+def test_not_plain_words_are_problems(text: str, problem: str) -> None:
+    problems = " ".join(expand(text).problems)
+    assert problem in problems, problems
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["ls -la", "git commit -m 'rm -rf /'", "cat a | sort | uniq -c", "make && pytest -q", "echo $HOME"],
+)
+def test_plain_commands_have_no_problems(text: str) -> None:
+    assert expand(text).problems == ()
+
+
+def test_redirects_and_pipes_are_recorded() -> None:
+    script = parse_shell("pytest 2>&1 | tee log.txt > out.txt < in.txt")
+    first, second = script.commands
+    assert first.redirects[0].target is None  # 2>&1 duplicates a descriptor, it is not a file
+    assert second.upstream == ("pytest",)
+    assert second.stdin == "file"  # `< in.txt` on the last stage wins over the pipe, as in bash
+    assert [(r.op, r.target.text if r.target else None) for r in second.redirects] == [
+        (">", "out.txt"),
+        ("<", "in.txt"),
+    ]
+
+
+def test_fork_bomb_is_detected() -> None:
+    assert parse_shell(":(){ :|:& };:").fork_bomb
+    assert not parse_shell("f() { echo hi; }; f").fork_bomb
+
+
+def test_unbalanced_double_paren_reads_as_subshells_like_bash() -> None:
+    assert _argvs("((a; b); c)") == [("a",), ("b",), ("c",)]
+
+
+def test_characters_beyond_the_bmp_never_crash_the_parser() -> None:
+    # Regression: tree-sitter-bash 0.25 segfaulted on `{` + some astral characters (found by fuzzing).
+    for code in range(0xA0000, 0xA0000 + 3000, 7):
+        parse_shell.__wrapped__("{" + chr(code))

@@ -24,6 +24,7 @@ a thread; a reply waits for its root's `ts`. `ephemeral()` and `call()` (e.g. `v
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time
 import uuid
@@ -74,14 +75,8 @@ class Outbox:
     ) -> None:
         # The outbox does its own retries; the SDK's default connection-error retry would resend
         # a chat.postMessage whose request already reached Slack, i.e. post it twice.
-        self._client = AsyncWebClient(
-            token=client.token,
-            base_url=client.base_url,
-            timeout=client.timeout,
-            session=client.session,
-            headers=client.headers,
-            retry_handlers=[],
-        )
+        self._client = copy.copy(client)  # same token, base_url, session, proxy, ssl, team_id
+        self._client.retry_handlers = []
         self.update_interval = update_interval
         self.channel_interval = channel_interval
         self._clock = clock

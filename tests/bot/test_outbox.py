@@ -139,6 +139,9 @@ async def test_429_backs_off_every_caller_for_retry_after(slack: SlackEmulator, 
         pytest.param(Fault(status=503, error="service_unavailable"), False, 1, 2, id="5xx-not-stored"),
         pytest.param(Fault(error=None, commit=True, delay=0.8), True, 1, 1, id="timeout-after-commit"),
         pytest.param(Fault(status=429, error="ratelimited", retry_after=0.1), False, 0, 2, id="429-resent"),
+        # The SDK's default retry handler would resend this one: the outbox's copy of the client has none.
+        pytest.param(Fault(error=None, commit=True, drop=True), False, 1, 1, id="dropped-after-commit"),
+        pytest.param(Fault(error=None, drop=True), True, 1, 2, id="dropped-before-commit"),
     ],
 )
 async def test_retries_never_duplicate_a_post(

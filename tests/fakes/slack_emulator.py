@@ -78,6 +78,7 @@ class Fault:
     times: int = 1
     commit: bool = False  # handle the call first, then fail: "the request reached Slack, the answer was lost"
     delay: float = 0.0  # seconds to hold the answer (to trip client timeouts)
+    drop: bool = False  # close the connection instead of answering (with `commit`: after the effect)
 
 
 @dataclass(slots=True)
@@ -282,6 +283,8 @@ class SlackEmulator(MethodsMixin):
         fault = self._take_fault(method)
         if fault is not None and not fault.commit:
             await asyncio.sleep(fault.delay)  # emulating a slow server, not waiting for a condition
+            if fault.drop and request.transport is not None:
+                request.transport.close()
             return self._fault_response(fault)
         if (broken := self._limiter.check(method, params.get("channel"))) is not None:
             self.violate(f"rate limit: {broken}")
@@ -294,6 +297,8 @@ class SlackEmulator(MethodsMixin):
         body = handler(params) if handler else {"ok": False, "error": "unknown_method"}
         if fault is not None:
             await asyncio.sleep(fault.delay)  # the call took effect; its answer is late or lost
+            if fault.drop and request.transport is not None:
+                request.transport.close()
             return self._fault_response(fault) if fault.error else (200, body, {})
         return 200, body, {}
 

@@ -297,9 +297,9 @@ def _normalise_backend(
         raise _error("missing backend type", (*path, "type"), lines, source)
     kind = _TYPE_ALIASES.get(kind.lower(), kind.lower())
     if kind in PRESETS:
-        # The factory resolves the preset's URL and key variable; a `base_url` given here overrides it
-        # (and, being a private server, may need no key).
-        out["preset"], out["api_key_env"], kind = kind, PRESETS[kind][1], "chatcompletion"
+        base_url, key_env = PRESETS[kind]
+        out.setdefault("base_url", base_url)
+        out["preset"], out["api_key_env"], kind = kind, key_env, "chatcompletion"
     if kind not in BACKEND_TYPES:
         expected = ", ".join((*BACKEND_TYPES, *PRESETS))
         raise _error(

@@ -46,13 +46,16 @@ log = logging.getLogger(__name__)
 
 def default_models(agent: AgentConfig) -> ModelClient:
     """A real provider client from the backend config (key from the config, else the SDK/preset variable)."""
-    from orchestrator.llm.factory import make_model_client  # SDK imports stay off the start-up path
+    from orchestrator.llm.factory import PRESETS, make_model_client  # SDKs load only when a client is built
 
     backend = agent.backend
+    # A preset's own URL goes back as the preset name: the factory then insists on its key variable
+    # (a base URL alone would read as a private server that may need no key).
+    preset_url = PRESETS[backend.preset][0] if backend.preset in PRESETS else None
     return make_model_client(
         type=backend.preset or backend.type,
         model=backend.model,
-        base_url=backend.base_url,
+        base_url=None if backend.base_url == preset_url else backend.base_url,
         api_key=backend.api_key.get_secret_value() if backend.api_key is not None else None,
         api_key_env=backend.api_key_env,
         extra=dict(backend.extras),

@@ -26,6 +26,7 @@ def test_massgen_config_loads_with_warnings() -> None:
     team = load_team(TEAMS / "massgen_three_agents.yaml")
     gemini, openai, grok = (a.backend for a in team.agents)
     assert (gemini.type, gemini.preset, gemini.api_key_env) == ("chatcompletion", "gemini", "GEMINI_API_KEY")
+    assert gemini.base_url == "https://generativelanguage.googleapis.com/v1beta/openai/"
     assert gemini.extras == {"enable_web_search": True}
     assert openai.extras == {"reasoning": {"effort": "low", "summary": "auto"}}
     assert grok.preset == "grok"

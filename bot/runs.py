@@ -75,6 +75,7 @@ class RunSupervisor:
         tools: ToolsBuilder | None = None,
         clock: Callable[[], float] = time.time,
         broadcast_final: bool = False,
+        observe: Callable[[str, RunEvent], None] | None = None,
     ) -> None:
         self._outbox = outbox
         self._store = store
@@ -83,6 +84,7 @@ class RunSupervisor:
         self._tools = tools
         self._clock = clock
         self._broadcast = broadcast_final
+        self._observe = observe  # metrics hook (the bench measures event-to-Slack freshness with it)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._active: dict[str, ActiveRun] = {}
         self._closing = False
@@ -139,7 +141,7 @@ class RunSupervisor:
                 store=self._run_store,
                 requester=request.requester,
                 context=request.context,
-                subscribers=[renderer.on_event],
+                subscribers=self._subscribers(run_id, renderer),
             )
         except Exception as exc:
             log.exception("run %s could not start", run_id)
@@ -157,6 +159,12 @@ class RunSupervisor:
         finally:
             self._active.pop(run_id, None)
             active.done.set()
+
+    def _subscribers(self, run_id: str, renderer: RunRenderer) -> list[Callable[[RunEvent], None]]:
+        observe = self._observe
+        if observe is None:
+            return [renderer.on_event]
+        return [renderer.on_event, lambda event: observe(run_id, event)]
 
     async def _remember_thread(self, run_id: str, thread: MessageRef | str) -> None:
         ts = thread if isinstance(thread, str) else await thread.ts()
@@ -214,4 +222,4 @@ class RunSupervisor:
         return len(self._tasks)
 
 
-__all__ = ["ActiveRun", "RunEvent", "RunRequest", "RunSupervisor", "ToolsBuilder"]
+__all__ = ["ActiveRun", "RunRequest", "RunSupervisor", "ToolsBuilder"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -45,6 +45,11 @@ class BotSettings(BaseSettings):
     def load(cls, *, env_file: str | None = ".env") -> BotSettings:
         """Read the environment (and `env_file` when it exists)."""
         return cls(_env_file=env_file)  # type: ignore[call-arg]
+
+    @classmethod
+    def with_values(cls, **values: Any) -> BotSettings:
+        """Explicit values (by variable name, e.g. `SLACK_BOT_TOKEN=...`) over the environment; no `.env`."""
+        return cls(_env_file=None, **values)  # type: ignore[call-arg]
 
     def resolved_database_url(self) -> str:
         """`DATABASE_URL`, else SQLite under `MASSGEN_STATE_DIR`, else `./massgen.db`."""

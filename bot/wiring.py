@@ -31,7 +31,7 @@ from bot.settings import BotSettings, secret
 from bot.store import BotStore
 from bot.teams import TeamCatalog
 from orchestrator.config import TeamConfig
-from orchestrator.events import AnswerSubmitted
+from orchestrator.events import AnswerSubmitted, RunEvent
 from orchestrator.llm.factory import import_adapters
 from orchestrator.ports import RunContext, RunTools
 from orchestrator.store import RunStore
@@ -150,6 +150,7 @@ async def build_services(
     tools: ToolsBuilder | Literal["real", "none"] = "real",
     outbox: OutboxOptions | None = None,
     clock: Callable[[], float] = time.time,
+    observe: Callable[[str, RunEvent], None] | None = None,
 ) -> Services:
     """Wire every layer for one process. `tools="none"` runs agents with the workflow tools only."""
     teams = TeamCatalog.load(team_file or settings.team_file, settings.teams_dir)
@@ -184,6 +185,7 @@ async def build_services(
         run_store=run_store,
         tools=_tools(tools),
         clock=clock,
+        observe=observe,
     )
     groups = GroupResolver(box.call, ttl=settings.group_cache_ttl)
     ui = ApprovalsUI(

@@ -139,13 +139,12 @@ async def bot_harness(
         if True:
             team = tmp_path / "team.yaml"
             team.write_text(team_yaml(provider, agents=agents, extra=team_extra))
-            settings = BotSettings(
+            settings = BotSettings.with_values(
                 SLACK_BOT_TOKEN=TOKEN,
                 SLACK_SIGNING_SECRET=SECRET,
                 SLACK_API_URL=slack.api_url,
                 DATABASE_URL=f"sqlite:///{tmp_path / 'bot.db'}",
                 MASSGEN_TEAMS_DIR=tmp_path / "teams",
-                _env_file=None,
             )
             services = await build_services(settings, team_file=team, tools=tools, outbox=options)
             app = build_app(services)

@@ -9,7 +9,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from approvals.lifecycle import authorise
 from bot.parse import Cancel, History, ListApprovals, StartRun, Status, UsageError, parse_command
-from bot.render import escape, help_text
+from bot.render import code, help_text, safe
 from bot.runs import RunRequest
 from bot.teams import TeamNotFound
 
@@ -66,7 +66,7 @@ def start_run(
     try:
         choice = services.teams.choose(parsed)
     except TeamNotFound as exc:
-        return escape(str(exc))
+        return safe(str(exc))
     services.runs.start(
         RunRequest(
             choice=choice,
@@ -95,13 +95,12 @@ async def status_text(services: Services, run_id: str | None, channel: str) -> s
         return _run_line(run_id, active_run.request.task, view.phase)
     stored = await services.store.get_run(run_id)
     if stored is None:
-        return f"No run with id `{escape(run_id)}`."
+        return f"No run with id {code(run_id, 64)}."
     return _run_line(stored.run_id, stored.task, stored.state)
 
 
 def _run_line(run_id: str, task: str, state: str) -> str:
-    short = task if len(task) <= 80 else task[:79] + "…"
-    return f"• `{escape(run_id)}` {escape(state)}: {escape(short)}"
+    return f"• {code(run_id, 64)} {safe(state, 20)}: {safe(' '.join(task.split()), 80)}"
 
 
 async def cancel_run(services: Services, run_id: str, user: str) -> str:
@@ -109,13 +108,13 @@ async def cancel_run(services: Services, run_id: str, user: str) -> str:
     active = services.runs.active(run_id)
     if active is None:
         stored = await services.store.get_run(run_id)
-        state = "does not exist" if stored is None else f"is not running ({escape(stored.state)})"
-        return f"Run `{escape(run_id)}` {state}."
+        state = "does not exist" if stored is None else f"is not running ({safe(stored.state)})"
+        return f"Run {code(run_id, 64)} {state}."
     principal = await services.principal_for_run(user, active.team)
     if not await services.runs.may_control(active, principal):
         return "Only the requester or an approver can cancel this run."
     await active.handle.cancel(by=user)
-    return f"Cancelling run `{escape(run_id)}`."
+    return f"Cancelling run {code(run_id, 64)}."
 
 
 async def approvals_text(services: Services, user: str) -> str:
@@ -131,10 +130,8 @@ async def approvals_text(services: Services, user: str) -> str:
     lines = [f"*{len(mine)} request(s) wait for you* (buttons are in each run's thread and in App Home):"]
     for request in mine[:20]:
         minutes = max(0, int((request.expires_at.timestamp() - now) // 60))
-        action = escape(str(request.action))
-        lines.append(
-            f"• `{action[:200]}` by {escape(request.agent_id)}, risk {request.risk}, {minutes} min left"
-        )
+        action = code(str(request.action), 200)
+        lines.append(f"• {action} by {safe(request.agent_id, 64)}, risk {request.risk}, {minutes} min left")
     return "\n".join(lines)
 
 

@@ -96,7 +96,7 @@ _EGRESS_SUB = {
     "deno": {"install", "upgrade", "add"},
 }  # fmt: skip
 _NETWORK_CODE = re.compile(
-    r"\b(socket|urllib|requests|http\.client|httpx|aiohttp|ftplib|smtplib|telnetlib|paramiko|websocket|"
+    r"\b(socket|urllib|requests|http|https|axios|undici|http\.client|httpx|aiohttp|ftplib|smtplib|telnetlib|paramiko|websocket|"
     r"fetch|XMLHttpRequest|net\.|https?\.(get|request)|IO::Socket|LWP|Net::|open-uri|Net::HTTP|curl|wget|"
     r"dns|xmlrpc|grpc|dgram|tls|net/http|open-uri|Socket)\b"
 )

@@ -77,6 +77,7 @@ class ProviderServer:
         self._host, self._port = host, port
         self._runner: web.AppRunner | None = None
         self._closing = asyncio.Event()
+        self._complete: set[int] = set()  # ids of requests whose stream reached its end
         self._changed = asyncio.Condition()
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -163,10 +164,12 @@ class ProviderServer:
             return await self._respond(http, request, reply, input_tokens)
         except (asyncio.CancelledError, ConnectionResetError):
             # Only an abandoned response counts: a client closing right after the last frame does not.
-            if not self._closing.is_set() and not http.get("complete"):
+            if not self._closing.is_set() and id(http) not in self._complete:
                 self.disconnects += 1
                 await asyncio.shield(self._notify())
             raise
+        finally:
+            self._complete.discard(id(http))
 
     async def _respond(
         self, http: web.Request, request: ProviderRequest, reply: Reply, input_tokens: int
@@ -205,7 +208,7 @@ class ProviderServer:
         if reply.hang:
             await self._closing.wait()
             return response
-        http["complete"] = True
+        self._complete.add(id(http))
         await response.write_eof()
         return response
 

@@ -43,6 +43,8 @@ from bot.render.blocks import (
     approval_expired_blocks,
     approval_request_blocks,
 )
+from bot.render.escape import user_mention
+from bot.render.kit import date_token
 from bot.store import BotStore
 
 log = logging.getLogger(__name__)
@@ -155,6 +157,8 @@ class ApprovalsUI:
         request = event.request
         if event.kind == "approval_requested":
             self._post(request)
+        elif event.kind == "approval_reminder":
+            self._remind(request)
         elif event.kind == "approval_decided" and event.final:
             self._rewrite(request, *approval_decided_blocks(approval_view(request), now=self._clock()))
         elif event.kind in {"approval_expired", "approval_cancelled"}:
@@ -164,13 +168,7 @@ class ApprovalsUI:
         channel = request.context.get(CONTEXT_CHANNEL)
         if not channel:
             return  # not a Slack run (CLI, file handshake): nothing to show here
-        approvers = request.approvers
-        # Mention who can act: the requester cannot approve their own request unless configured.
-        approver_ids = sorted(
-            u
-            for u in approvers.users
-            if is_user_id(u) and (u != request.requester_id or approvers.allow_self_approval)
-        )
+        approver_ids = _approver_ids(request)
         text, blocks = approval_request_blocks(
             approval_view(request), approver_ids=approver_ids, now=self._clock()
         )
@@ -179,6 +177,16 @@ class ApprovalsUI:
         )
         self._messages[request.id] = ref
         self._spawn(self._remember(request.id, channel, ref))
+
+    def _remind(self, request: ApprovalRequest) -> None:
+        """A new thread reply (an edit would not notify anyone) shortly before the request expires."""
+        channel = request.context.get(CONTEXT_CHANNEL)
+        if not channel:
+            return
+        who = " ".join(user_mention(u) for u in _approver_ids(request)) or "Approvers"
+        at = date_token(request.expires_at.timestamp())
+        text = f"⏰ {who}: an approval request in this thread expires at {at}; unanswered, it is denied."
+        self._outbox.post(channel, text=text, thread=request.context.get(CONTEXT_THREAD), priority=10)
 
     async def _remember(self, request_id: str, channel: str, ref: MessageRef) -> None:
         await self._store.record_approval_message(request_id, channel, await ref.ts())
@@ -226,6 +234,16 @@ class ApprovalsUI:
         principal = await self.principal(user_id, request)
         result = await self.service.decide(request_id, principal, approve=approve, scope=scope, reason=reason)
         return result_text(result)
+
+
+def _approver_ids(request: ApprovalRequest) -> list[str]:
+    """Who to mention: listed users, minus the requester unless they may approve their own request."""
+    approvers = request.approvers
+    return sorted(
+        u
+        for u in approvers.users
+        if is_user_id(u) and (u != request.requester_id or approvers.allow_self_approval)
+    )
 
 
 NOT_AUTHORISED = "You are not authorised to decide this request. Nothing changed; the attempt was recorded."

@@ -119,6 +119,13 @@ class BotStore:
             rows = (await conn.execute(query)).all()
         return [BotRun(**row._mapping) for row in rows]
 
+    async def running_runs(self) -> list[BotRun]:
+        """Runs still marked running (after a restart: the ones the previous process left behind)."""
+        query = select(bot_runs).where(bot_runs.c.state == "running")
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [BotRun(**row._mapping) for row in rows]
+
     async def record_approval_message(self, request_id: str, channel: str, ts: str) -> None:
         async with self._engine.begin() as conn:
             await conn.execute(

@@ -11,10 +11,10 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from orchestrator.sql import SqlRunStore, create_run_schema
 from slack_sdk.http_retry.builtin_async_handlers import AsyncServerErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -34,6 +34,7 @@ from orchestrator.config import TeamConfig
 from orchestrator.events import AnswerSubmitted, RunEvent
 from orchestrator.llm.factory import import_adapters
 from orchestrator.ports import RunContext, RunTools
+from orchestrator.sql import SqlRunStore, create_run_schema
 from orchestrator.store import RunStore
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,22 @@ def default_tools() -> ToolsBuilder:
     return build
 
 
+async def recover(store: BotStore, approvals: ApprovalService, outbox: Outbox) -> int:
+    """Runs a previous process left running cannot resume here: mark them failed, cancel their asks.
+
+    Cancelling rewrites their approval messages (the UI finds them in the store), so nobody
+    approves an action that no agent is waiting for any more.
+    """
+    stale = await store.running_runs()
+    for run in stale:
+        await store.finish_run(run.run_id, state="failed", final_answer=None)
+        await approvals.cancel_run(run.run_id, reason="the bot restarted")
+        if run.thread_ts:
+            text = "⚠️ The bot restarted while this run was working; it was stopped. Start it again to retry."
+            outbox.post(run.channel, text=text, thread=run.thread_ts)
+    return len(stale)
+
+
 def _tools(choice: ToolsBuilder | Literal["real", "none"]) -> ToolsBuilder | None:
     if choice == "real":
         return default_tools()
@@ -177,7 +194,8 @@ async def build_services(
     run_store = SqlRunStore(engine)
     audit = SqlAuditLog(engine)
     service = ApprovalService(SqlApprovalStore(engine), audit)
-    scheduler = ExpiryScheduler(service)
+    remind = teams.default.team.approvals.remind_before_seconds
+    scheduler = ExpiryScheduler(service, remind_before=timedelta(seconds=remind))
     runs = RunSupervisor(
         outbox=box,
         store=store,
@@ -193,6 +211,7 @@ async def build_services(
     )
     ui.attach()
     await box.start()
+    await recover(store, service, box)
     await scheduler.start()
     return Services(
         settings=settings,

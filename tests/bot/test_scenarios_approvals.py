@@ -251,3 +251,50 @@ async def test_a_run_waits_for_the_click_and_the_tool_runs_after_approval(tmp_pa
         decided = [e for e in events if isinstance(e, ToolDecided)]
         assert [(e.decision, e.executed) for e in decided] == [("allow", True)]
         assert "approved-by-a-human" in decided[0].result_preview
+
+
+async def test_reminder_mentions_approvers_in_the_thread_before_expiry(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path, remind_before=0.8) as bot:
+        request, thread = await _ask(bot, timeout=1.0)
+        await bot.wait_for(
+            lambda: any(
+                "Reminder" in str(c.params["text"]) or "⏰" in str(c.params["text"])
+                for c in bot.posts(thread=thread)
+            )
+        )
+        reminder = next(c for c in bot.posts(thread=thread) if "⏰" in str(c.params["text"]))
+        assert f"<@{APPROVER}>" in reminder.params["text"]
+        assert (await asyncio.wait_for(bot.services.approvals.wait(request.id), 5)).status == "expired"
+
+
+async def test_restart_recovery_fails_orphaned_runs_and_cancels_their_asks(tmp_path: Path) -> None:
+    from bot.wiring import recover
+
+    async with bot_harness(tmp_path) as bot:
+        request, thread = await _ask(bot)
+        store = bot.services.store
+        await store.record_run(run_id="run-test", channel=CHANNEL, requester=REQUESTER, team="t", task="x")
+        await store.set_thread("run-test", thread)
+        assert await recover(store, bot.services.approvals, bot.services.outbox) == 1
+        assert (await store.get_run("run-test")).state == "failed"  # type: ignore[union-attr]
+        assert (await bot.services.approvals.get(request.id)).status == "cancelled"  # type: ignore[union-attr]
+        await bot.settle()
+        ts = post_ts_first(bot, thread)
+        rewritten = [c for c in bot.slack.calls_to("chat.update", ok=True) if c.params["ts"] == ts]
+        assert rewritten
+        assert not _buttons(rewritten[-1].params.get("blocks") or [])
+        assert any("restarted" in str(c.params["text"]) for c in bot.posts(thread=thread))
+
+
+def post_ts_first(bot: BotHarness, thread: str) -> str:
+    return str(bot.slack.thread(CHANNEL, thread)[1]["ts"])
+
+
+async def test_approvals_command_lists_what_waits_for_me(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path) as bot:
+        await _ask(bot, command="terraform apply")
+        await bot.command("approvals", user=APPROVER)
+        await bot.command("approvals", user=INTRUDER)
+        await bot.settle()
+        assert any("terraform apply" in t for t in bot.ephemerals(APPROVER))
+        assert bot.ephemerals(INTRUDER) == ["Nothing is waiting for you."]

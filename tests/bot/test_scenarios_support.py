@@ -50,7 +50,9 @@ def scaled_limits() -> Limits:
     return Limits(window=60.0 * SCALE, post_interval=1.0 * SCALE)
 
 
-def team_yaml(provider: ProviderServer, *, agents: int = 3, extra: str = "") -> str:
+def team_yaml(
+    provider: ProviderServer, *, agents: int = 3, extra: str = "", remind_before: float = 120
+) -> str:
     """A team file whose agents talk to the loopback provider server through each real SDK."""
     backends = [
         f"{{type: openai, model: gpt-test, base_url: '{provider.openai_base_url}', api_key: k}}",
@@ -60,9 +62,10 @@ def team_yaml(provider: ProviderServer, *, agents: int = 3, extra: str = "") -> 
     lines = ["agents:"]
     for i in range(agents):
         lines += [f"  - id: a{i + 1}", f"    backend: {backends[i % 3]}"]
+    remind = remind_before
     lines += [
         "orchestrator: {timeout_seconds: 60, budget_usd: 5.0, final_answer_strategy: winner_reuse}",
-        f"approvals: {{approvers: [{APPROVER}], timeout_seconds: 30}}",
+        f"approvals: {{approvers: [{APPROVER}], timeout_seconds: 30, remind_before_seconds: {remind}}}",
         "sandbox: none",
     ]
     return "\n".join(lines) + "\n" + extra
@@ -130,6 +133,7 @@ async def bot_harness(
     tools: ToolsBuilder | Literal["real", "none"] = "none",
     limits: Limits | None = None,
     options: OutboxOptions = FAST,
+    remind_before: float = 120,
 ) -> AsyncIterator[BotHarness]:
     """Start the emulator, the provider server and the bot (HTTP app); close all at exit."""
     slack_emulator = SlackEmulator(
@@ -138,7 +142,7 @@ async def bot_harness(
     async with slack_emulator as slack, ProviderServer(handler) as provider:
         if True:
             team = tmp_path / "team.yaml"
-            team.write_text(team_yaml(provider, agents=agents, extra=team_extra))
+            team.write_text(team_yaml(provider, agents=agents, extra=team_extra, remind_before=remind_before))
             settings = BotSettings.with_values(
                 SLACK_BOT_TOKEN=TOKEN,
                 SLACK_SIGNING_SECRET=SECRET,

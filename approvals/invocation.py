@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -79,6 +80,7 @@ class Expansion:
     parse_error: bool
 
 
+@functools.lru_cache(maxsize=8192)
 def expand(text: str, depth: int = 0) -> Expansion:
     """Parse shell text and expand wrappers and nested shells, recursively."""
     script = parse_shell(text)

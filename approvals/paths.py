@@ -7,6 +7,7 @@ its target are, and it is a secret if either is.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import posixpath
 import re
@@ -51,6 +52,16 @@ _SAFE_DEVICES = frozenset(
 )  # fmt: skip
 _SAFE_DEVICE_DIRS = ("/dev/fd/", "/dev/pts/", "/dev/shm/")  # noqa: S108 (names, not file use)
 _GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+_SECRET_NAME_RE = re.compile("|".join(fnmatch.translate(n) for n in _SECRET_NAMES))
+
+
+@functools.lru_cache(maxsize=16)
+def _secret_locations(home: str) -> re.Pattern[str]:
+    """One anchored regex for every secret directory or file (a separator guard after each)."""
+    roots = [f"{home}/{rel}" for rel in _HOME_SECRETS] + list(_ABSOLUTE_SECRETS)
+    return re.compile("(" + "|".join(re.escape(r) for r in roots) + ")(?:/|$)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,20 +184,14 @@ class Boundary:
 
     def secret_reason(self, path: str) -> str | None:
         """Why a (normalised, absolute) path is a secret, or None."""
-        for rel in _HOME_SECRETS:
-            if _within(path, f"{self.home}/{rel}"):
-                return f"secret location ~/{rel}"
-        for secret in _ABSOLUTE_SECRETS:
-            if _within(path, secret):
-                return f"secret location {secret}"
+        match = _secret_locations(self.home).match(path)
+        if match:
+            return f"secret location {match.group(1).replace(self.home, '~', 1)}"
         if _SECRET_PROC.match(path):
             return "process environment or memory"
         base = posixpath.basename(path).lower()
-        if base.endswith(_TEMPLATE_SUFFIXES):
-            return None
-        for name in _SECRET_NAMES:
-            if fnmatch.fnmatchcase(base, name):
-                return f"secret file {base}"
+        if not base.endswith(_TEMPLATE_SUFFIXES) and _SECRET_NAME_RE.match(base):
+            return f"secret file {base}"
         return None
 
     def _protected_abs(self) -> list[str]:

@@ -252,8 +252,8 @@ class _Walker:
             # `a | b > f`: the redirect belongs to the last stage.
             self._pipeline(body)
             last = self.commands[-1]
-            stdin: Stdin = "file" if any(r.reads for r in redirects) else last.stdin
-            self.commands[-1] = replace(last, redirects=last.redirects + tuple(redirects), stdin=stdin)
+            last_stdin: Stdin = "file" if any(r.reads for r in redirects) else last.stdin
+            self.commands[-1] = replace(last, redirects=last.redirects + tuple(redirects), stdin=last_stdin)
         elif body is not None:
             # A compound statement with a redirect: its own commands, plus the redirect as a write.
             self.statement(body)

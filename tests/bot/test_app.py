@@ -19,10 +19,6 @@ from tests.fakes.slack_payloads import (
 )
 from tests.fakes.slack_signing import sign
 
-# The loopback provider server (tests/fakes, another area) stores a str key on aiohttp requests;
-# under `filterwarnings = error` that aborts its streams and stalls each run by seconds.
-pytestmark = pytest.mark.filterwarnings("ignore::aiohttp.web_exceptions.NotAppKeyWarning")
-
 
 @pytest.mark.parametrize(
     "headers",

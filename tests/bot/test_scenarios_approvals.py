@@ -24,10 +24,6 @@ from tests.bot.test_scenarios_support import APPROVER, CHANNEL, INTRUDER, REQUES
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, Reply
 
-# The loopback provider server (tests/fakes, another area) stores a str key on aiohttp requests;
-# under `filterwarnings = error` that aborts its streams and stalls each run by seconds.
-pytestmark = pytest.mark.filterwarnings("ignore::aiohttp.web_exceptions.NotAppKeyWarning")
-
 
 async def _ask(
     bot: BotHarness,

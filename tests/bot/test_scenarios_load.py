@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
-
 from bot.wiring import OutboxOptions
 from tests.bot.test_scenarios_support import bot_harness
 from tests.fakes.slack_emulator import Limits
@@ -14,10 +12,6 @@ from tests.fakes.slack_emulator import Limits
 # Slack's budgets on a clock compressed 100x (a "minute" lasts 0.6 s, one post per channel per 10 ms).
 SCALE = 0.01
 RUNS = 50
-
-# The loopback provider server (tests/fakes, another area) stores a str key on aiohttp requests;
-# under `filterwarnings = error` that aborts its streams and stalls each run by seconds.
-pytestmark = pytest.mark.filterwarnings("ignore::aiohttp.web_exceptions.NotAppKeyWarning")
 
 
 async def test_fifty_concurrent_runs_in_one_channel_stay_within_slack_limits(tmp_path: Path) -> None:

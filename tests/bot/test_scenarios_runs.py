@@ -6,17 +6,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from bot.render import ids
 from orchestrator.events import RunStarted
 from tests.bot.test_scenarios_support import APPROVER, INTRUDER, REQUESTER, BotHarness, bot_harness
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, Reply
-
-# The loopback provider server (tests/fakes, another area) stores a str key on aiohttp requests;
-# under `filterwarnings = error` that aborts its streams and stalls each run by seconds.
-pytestmark = pytest.mark.filterwarnings("ignore::aiohttp.web_exceptions.NotAppKeyWarning")
 
 
 def _root(bot: BotHarness) -> Any:

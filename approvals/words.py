@@ -144,8 +144,10 @@ class WordReader:
             for child in node.children:
                 if child.is_named or child.is_error:
                     self._on_substitution(child)
-            proc = kind == "process_substitution"
-            return Word(text=UNKNOWN, plain=False, substitution=True, process_substitution=proc)
+            if kind == "process_substitution":
+                # What the program receives is a pipe's path, e.g. /dev/fd/63.
+                return Word(text="/dev/fd/63", plain=False, substitution=True, process_substitution=True)
+            return Word(text=UNKNOWN, plain=False, substitution=True)
         if kind == "arithmetic_expansion":
             self._scan(node)
             return Word(text=UNKNOWN, plain=False)

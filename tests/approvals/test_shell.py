@@ -23,7 +23,7 @@ def _argvs(text: str) -> list[tuple[str, ...]]:
         ("{ a; b; }", [("a",), ("b",)]),
         ("echo $(a x)", [("a", "x"), ("echo", UNKNOWN)]),
         ("echo `a`", [("a",), ("echo", UNKNOWN)]),
-        ("diff <(a) <(b)", [("a",), ("b",), ("diff", UNKNOWN, UNKNOWN)]),
+        ("diff <(a) <(b)", [("a",), ("b",), ("diff", "/dev/fd/63", "/dev/fd/63")]),
         ("if a; then b; else c; fi", [("a",), ("b",), ("c",)]),
         ("for i in 1 2; do a $i; done", [("a", UNKNOWN)]),
         ("while a; do b; done", [("a",), ("b",)]),

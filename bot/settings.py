@@ -38,6 +38,8 @@ class BotSettings(BaseSettings):
     team_file: Path | None = Field(default=None, validation_alias="MASSGEN_TEAM")
     port: int = Field(default=3000, ge=0, le=65535, validation_alias=AliasChoices("PORT", "MASSGEN_PORT"))
     host: str = Field(default="0.0.0.0", validation_alias="MASSGEN_HOST")  # noqa: S104 - a server binds all
+    # Also show each run's final answer in the channel (reply_broadcast), not only in its thread.
+    broadcast_final: bool = Field(default=False, validation_alias="MASSGEN_BROADCAST_FINAL")
     # Seconds an approver's group membership (usergroups.users.list) is trusted before asking Slack again.
     group_cache_ttl: float = Field(default=60.0, gt=0, validation_alias="MASSGEN_GROUP_CACHE_TTL")
 

@@ -204,6 +204,7 @@ async def build_services(
         tools=_tools(tools),
         clock=clock,
         observe=observe,
+        broadcast_final=settings.broadcast_final,
     )
     groups = GroupResolver(box.call, ttl=settings.group_cache_ttl)
     ui = ApprovalsUI(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from approvals.models import Scope
+from bot.listeners.home import publish_home
 from bot.parse import action_value, conversation, user_id
 from bot.render import ids
 from bot.render.blocks import answer_modal, approval_details_modal, deny_reason_modal
@@ -68,15 +69,21 @@ async def _tell(services: Services, body: dict[str, Any], text: str | None) -> N
         await services.outbox.ephemeral(where.channel, user, text=text, thread_ts=where.thread_ts)
 
 
-async def _decide(
-    services: Services, body: dict[str, Any], *, approve: bool, scope: Scope, reason: str | None = None
-) -> None:
+async def _decide(services: Services, body: dict[str, Any], *, approve: bool, scope: Scope) -> None:
     request_id, user = action_value(body), user_id(body)
     if request_id is None or user is None:
         return
-    await _tell(
-        services, body, await services.approvals_ui.decide(request_id, user, approve=approve, scope=scope)
-    )
+    text = await services.approvals_ui.decide(request_id, user, approve=approve, scope=scope)
+    if _from_home(body):
+        # No channel to answer in: the refreshed Home tab shows the outcome instead.
+        await publish_home(services, user)
+    else:
+        await _tell(services, body, text)
+
+
+def _from_home(body: dict[str, Any]) -> bool:
+    view = body.get("view")
+    return isinstance(view, dict) and view.get("type") == "home"
 
 
 async def _deny(services: Services, body: dict[str, Any]) -> None:

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
+from bot.approvals_ui import CONTEXT_CHANNEL
+from bot.listeners.home import publish_home
 from bot.render import ids
 
 if TYPE_CHECKING:
@@ -40,8 +42,9 @@ def _reason(view: dict[str, Any]) -> str | None:
 
 async def _deny(services: Services, request_id: str, user: str, reason: str | None) -> None:
     text = await services.approvals_ui.decide(request_id, user, approve=False, reason=reason)
+    await publish_home(services, user)  # the modal may have come from the Home tab: refresh it
     if text:
         request = await services.approvals.get(request_id)
-        channel = None if request is None else request.context.get("slack_channel")
+        channel = None if request is None else request.context.get(CONTEXT_CHANNEL)
         if channel:
             await services.outbox.ephemeral(channel, user, text=text)

@@ -26,7 +26,8 @@ from orchestrator.events import RunEvent, RunFailed, ToolDecided
 
 # Events that change nothing the status message shows (streamed text is not shown live).
 _SILENT = frozenset({"text_delta", "final_delta", "tool_call"})
-TOOL_BATCH = 10  # tool decisions per thread message; smaller batches flush at the next milestone
+TOOL_BATCH = 10  # tool decisions per thread message...
+TOOL_BATCH_SECONDS = 10.0  # ...or whatever has waited this long; otherwise at the next milestone
 
 
 class RunRenderer:
@@ -51,6 +52,7 @@ class RunRenderer:
         self._clock = clock
         self._broadcast = broadcast
         self._tools: list[ToolDecided] = []
+        self._tools_since = 0.0
         self.last_event_at: float | None = None
 
     def on_event(self, event: RunEvent) -> None:
@@ -60,8 +62,10 @@ class RunRenderer:
         if event.kind in _SILENT:
             return
         if isinstance(event, ToolDecided):
+            if not self._tools:
+                self._tools_since = time.monotonic()
             self._tools.append(event)
-            if len(self._tools) >= TOOL_BATCH:
+            if len(self._tools) >= TOOL_BATCH or time.monotonic() - self._tools_since >= TOOL_BATCH_SECONDS:
                 self._flush_tools()
         else:
             self._thread_post(event)

@@ -52,3 +52,42 @@ async def test_socket_mode_serves_commands_and_approval_clicks(tmp_path: Path) -
             assert bot.slack.calls_to("apps.connections.open", ok=True)
         finally:
             await handler.close_async()
+
+
+async def test_socket_subcommand_connects_serves_and_drains(tmp_path: Path) -> None:
+    """`massgen-bot socket`'s coroutine: connect through apps.connections.open, serve, stop cleanly."""
+    from bot.cli_serve import serve
+    from bot.settings import BotSettings
+    from tests.bot.test_scenarios_support import SECRET, TOKEN, team_yaml
+    from tests.fakes.provider_server import ProviderServer
+    from tests.fakes.slack_emulator import SlackEmulator
+
+    async with (
+        SlackEmulator(bot_token=TOKEN, allowed_mentions={REQUESTER}) as slack,
+        ProviderServer() as provider,
+    ):
+        team = tmp_path / "team.yaml"
+        team.write_text(team_yaml(provider))
+        settings = BotSettings.with_values(
+            SLACK_BOT_TOKEN=TOKEN,
+            SLACK_APP_TOKEN=slack.app_token,
+            SLACK_SIGNING_SECRET=SECRET,
+            SLACK_API_URL=slack.api_url,
+            DATABASE_URL=f"sqlite:///{tmp_path / 'bot.db'}",
+        )
+        ready, stop = asyncio.Event(), asyncio.Event()
+        server = asyncio.create_task(serve(settings, mode="socket", team_file=team, ready=ready, stop=stop))
+        await asyncio.wait_for(ready.wait(), 20)
+        ack = await slack.socket_send("slash_commands", slash_command("x" * 4001))
+        assert "limit is 4,000" in str(ack)
+        await slack.socket_send("slash_commands", slash_command("draft the changelog"))
+        await slack.wait_for(
+            lambda: any(
+                "Final answer" in str(c.params.get("text"))
+                for c in slack.calls_to("chat.postMessage", ok=True)
+            ),
+            20,
+        )
+        stop.set()
+        assert await asyncio.wait_for(server, 20) == 0
+        assert slack.violations == []

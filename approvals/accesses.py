@@ -1,17 +1,21 @@
-"""The files a program run reads and writes, from its arguments and redirects.
+"""The files a program run reads, writes or executes, from its arguments and redirects.
 
-Known programs say which operands they write (`cp a b` writes b, `tee f`, `sed -i`, `dd of=`);
-every other operand that could name a file is judged as a read. Over-reading is harmless: a
-relative word like `foo` or `s/a/b/` resolves inside the workspace.
+Known programs say which operands they write (`cp a b` writes b, `tee f`, `sed -i`, `dd of=`) or
+run (`python x.py`, `source f`, `./tool`); every other operand that could name a file is judged
+as a read. Over-reading is harmless: a relative word like `foo` or `s/a/b/` resolves inside the
+workspace, so only words that really point elsewhere (or at a secret) change a verdict.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal
 
-from approvals.invocation import Invocation
+from approvals.invocation import SHELLS, Invocation, interpreter_family
 from approvals.words import UNKNOWN
+
+Mode = Literal["read", "write", "exec"]
 
 # Programs whose arguments are never files (a path-looking argument is just text to them).
 _NO_FILES = frozenset(
@@ -26,55 +30,18 @@ _NO_FILES = frozenset(
 _WRITE_ALL = frozenset(
     """
     rm rmdir touch mkdir truncate shred unlink mv gzip gunzip bzip2 bunzip2 xz unxz zstd unzstd
-    dos2unix unix2dos tee chmod chown chgrp chattr setfacl
+    dos2unix unix2dos tee chmod chown chgrp chattr setfacl patch ed ex vi vim nvim nano emacs
     """.split()  # noqa: SIM905
 )
-# Programs whose last operand is the destination.
+# Programs whose last operand is the destination (the others are read).
 _WRITE_LAST = frozenset({"cp", "install", "ln", "rsync", "scp"})
-# Programs whose first operand is not a path (mode, owner, pattern, script, filter).
+# Programs whose first operand is a mode, owner, pattern, script or filter, not a path.
 _FIRST_NOT_PATH = frozenset(
-    {
-        "chmod",
-        "chown",
-        "chgrp",
-        "grep",
-        "egrep",
-        "fgrep",
-        "rg",
-        "ag",
-        "ack",
-        "jq",
-        "yq",
-        "awk",
-        "gawk",
-        "mawk",
-    }
+    "chmod chown chgrp grep egrep fgrep rg ag ack jq yq awk gawk mawk".split()  # noqa: SIM905
 )
-_VALUE_OPTIONS_NOT_PATHS = frozenset(
-    {
-        "-m",
-        "--message",
-        "-e",
-        "--regexp",
-        "-n",
-        "--lines",
-        "-c",
-        "--bytes",
-        "-name",
-        "-iname",
-        "-path",
-        "-regex",
-        "-type",
-        "-maxdepth",
-        "-mindepth",
-        "-newer",
-        "-k",
-        "-t",
-        "-F",
-        "-d",
-        "--format",
-    }
-)
+# Option values that are text, never paths (commit messages, formats).
+_TEXT_OPTIONS = frozenset({"-m", "--message", "--format", "--pretty"})
+_WRITE_OPTIONS = frozenset({"-o", "--output", "-O", "--output-document", "-C", "--directory", "-t"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,56 +49,42 @@ class Access:
     """One file the invocation touches, as written (`~`, relative and UNKNOWN parts unresolved)."""
 
     text: str
-    write: bool
-    glob: bool = False
+    mode: Mode
+
+    @property
+    def write(self) -> bool:
+        return self.mode == "write"
 
 
 def accesses(inv: Invocation) -> Iterator[Access]:
-    """Every file read or written by one invocation, redirects included."""
+    """Every file read, written or executed by one invocation, redirects included."""
     for redirect in inv.command.redirects:
         if redirect.target is not None:
-            target = redirect.target
-            yield Access(target.text, write=redirect.writes, glob=False)
+            yield Access(redirect.target.text, "write" if redirect.writes else "read")
     program = inv.program
     if inv.words and "/" in inv.words[0].text:
-        yield Access(inv.words[0].text, write=False)  # the program file itself
+        yield Access(inv.words[0].text, "exec")  # the program file itself
     if program in _NO_FILES:
         return
     if program == "git":
         yield from _git_paths(inv)
         return
     operands = _operands(inv)
+    if program in ("sed", "dd", "tar", "find", "fd"):
+        yield from _SPECIAL[program](inv, operands)
+        return
     if program in _FIRST_NOT_PATH and operands and not _has_pattern_option(inv):
         operands = operands[1:]
-    if program == "sed":
-        yield from _sed(inv, operands)
-        return
-    if program == "dd":
-        for arg in inv.argv[1:]:
-            if arg.startswith(("if=", "of=")):
-                yield Access(arg[3:], write=arg.startswith("of="))
-        return
-    if program == "tar":
-        yield from _tar(inv, operands)
-        return
-    if program in ("find", "fd"):
-        yield from _find(inv)
-        return
+    runs_script = program in SHELLS or program in ("source", ".") or interpreter_family(program) is not None
     for i, text in enumerate(operands):
-        write = program in _WRITE_ALL or (
-            program in _WRITE_LAST and i == len(operands) - 1 and len(operands) > 1
-        )
-        if program == "ln" and not write:
-            continue  # a link's target is not touched by ln; the link itself is checked on use
-        yield Access(text, write=write, glob=_glob(inv, text))
-    if program == "unzip" and "-d" in inv.argv[:-1]:
-        yield Access(inv.argv[inv.argv.index("-d") + 1], write=True)
-    for text in _option_paths(inv):
-        yield Access(text, write=program in ("curl", "wget", "sort", "gcc", "cc", "clang"))
-
-
-def _glob(inv: Invocation, text: str) -> bool:
-    return any(w.glob and w.text == text for w in inv.words)
+        last = i == len(operands) - 1 and len(operands) > 1
+        mode: Mode = "read"
+        if program in _WRITE_ALL or (program in _WRITE_LAST and last):
+            mode = "write"
+        elif runs_script and i == 0 and inv.inline_code is None:
+            mode = "exec"
+        yield Access(text, mode)
+    yield from _option_paths(inv)
 
 
 def _has_pattern_option(inv: Invocation) -> bool:
@@ -139,48 +92,33 @@ def _has_pattern_option(inv: Invocation) -> bool:
 
 
 def _operands(inv: Invocation) -> list[str]:
-    """Non-option words, skipping the values of options known to take non-path values."""
+    """Non-option words (option values included: a value that names a file is judged too)."""
     out: list[str] = []
     args = inv.argv[1:]
-    i = 0
+    skip = False
     options_done = False
-    while i < len(args):
-        arg = args[i]
-        if arg == "--" and not options_done:
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--" and not options_done:
             options_done = True
         elif not options_done and arg.startswith("-") and arg != "-":
-            if arg in _VALUE_OPTIONS_NOT_PATHS:
-                i += 1
+            skip = arg in _TEXT_OPTIONS
         elif "://" not in arg:
             out.append(arg)
-        i += 1
     return out
 
 
-def _option_paths(inv: Invocation) -> Iterator[str]:
-    """Values of `--opt=/path` and `-o /path`-style options that look like paths."""
+def _option_paths(inv: Invocation) -> Iterator[Access]:
+    """`--opt=/path` values, and the directories and outputs of `-C dir`, `-o file`, `-t dir`."""
     args = inv.argv[1:]
     for i, arg in enumerate(args):
         if arg.startswith("--") and "=" in arg:
-            value = arg.split("=", 1)[1]
+            name, value = arg.split("=", 1)
             if _pathlike(value):
-                yield value
-        elif (
-            arg
-            in (
-                "-o",
-                "--output",
-                "-O",
-                "--output-document",
-                "-f",
-                "--file",
-                "-C",
-                "--directory",
-            )
-            and i + 1 < len(args)
-            and _pathlike(args[i + 1])
-        ):
-            yield args[i + 1]
+                yield Access(value, "write" if name in _WRITE_OPTIONS else "read")
+        elif i + 1 < len(args) and (arg in _WRITE_OPTIONS or (arg == "-d" and inv.program == "unzip")):
+            yield Access(args[i + 1], "write")
 
 
 def _pathlike(text: str) -> bool:
@@ -189,22 +127,25 @@ def _pathlike(text: str) -> bool:
 
 def _sed(inv: Invocation, operands: list[str]) -> Iterator[Access]:
     in_place = any(
-        a == "-i"
-        or a.startswith(("-i", "--in-place"))
-        or (a.startswith("-") and not a.startswith("--") and "i" in a)
+        a.startswith("--in-place") or (a.startswith("-") and not a.startswith("--") and "i" in a)
         for a in inv.argv[1:]
     )
     has_script_option = any(a in ("-e", "--expression", "-f", "--file") for a in inv.argv[1:])
-    files = operands if has_script_option else operands[1:]
-    for text in files:
-        yield Access(text, write=in_place, glob=_glob(inv, text))
+    for text in operands if has_script_option else operands[1:]:
+        yield Access(text, "write" if in_place else "read")
+
+
+def _dd(inv: Invocation, operands: list[str]) -> Iterator[Access]:
+    for arg in inv.argv[1:]:
+        if arg.startswith(("if=", "of=")):
+            yield Access(arg[3:], "write" if arg.startswith("of=") else "read")
 
 
 def _tar(inv: Invocation, operands: list[str]) -> Iterator[Access]:
     args = inv.argv[1:]
     mode = args[0].lstrip("-") if args else ""
     extract = "x" in mode or "--extract" in args or "--get" in args
-    create = "c" in mode or "r" in mode or "u" in mode or "--create" in args
+    create = any(c in mode for c in "cru") or "--create" in args
     archive: str | None = None
     for i, arg in enumerate(args):
         if arg in ("-f", "--file") and i + 1 < len(args):
@@ -216,25 +157,25 @@ def _tar(inv: Invocation, operands: list[str]) -> Iterator[Access]:
         elif arg.startswith("-") and not arg.startswith("--") and arg.endswith("f") and i + 1 < len(args):
             archive = args[i + 1]
         if arg in ("-C", "--directory") and i + 1 < len(args):
-            yield Access(args[i + 1], write=extract)
+            yield Access(args[i + 1], "write" if extract else "read")
     if archive is not None:
-        yield Access(archive, write=create)
+        yield Access(archive, "write" if create else "read")
     for text in operands:
-        if text != archive and text != args[0]:
-            yield Access(text, write=extract, glob=_glob(inv, text))
+        if text not in (archive, args[0]):
+            yield Access(text, "write" if extract else "read")
 
 
-def _find(inv: Invocation) -> Iterator[Access]:
+def _find(inv: Invocation, operands: list[str]) -> Iterator[Access]:
     """find: the search roots (written when `-delete` is present); `-exec` runs are judged apart."""
     delete = "-delete" in inv.argv
     for arg in inv.argv[1:]:
         if arg.startswith(("-", "(", "!")):
             break
-        yield Access(arg, write=delete, glob=_glob(inv, arg))
+        yield Access(arg, "write" if delete else "read")
 
 
 def _git_paths(inv: Invocation) -> Iterator[Access]:
-    """git: `-C dir`, `--git-dir`, `--work-tree` and path-looking operands (not messages)."""
+    """git: `-C dir`, `--git-dir`, `--work-tree`, `--opt=path` and path-looking operands (not messages)."""
     args = inv.argv[1:]
     skip_next = False
     for i, arg in enumerate(args):
@@ -242,12 +183,12 @@ def _git_paths(inv: Invocation) -> Iterator[Access]:
             skip_next = False
             continue
         if arg in ("-C", "--git-dir", "--work-tree") and i + 1 < len(args):
-            yield Access(args[i + 1], write=True)
+            yield Access(args[i + 1], "write")
             skip_next = True
         elif arg.startswith("--") and "=" in arg:
             value = arg.split("=", 1)[1]
             if arg.startswith(("--git-dir=", "--work-tree=")) or _pathlike(value):
-                yield Access(value, write=True)
+                yield Access(value, "write")
         elif arg in (
             "-m",
             "--message",
@@ -261,17 +202,13 @@ def _git_paths(inv: Invocation) -> Iterator[Access]:
             "--pretty",
         ):
             skip_next = True
-        elif (not arg.startswith("-") and _pathlike(arg)) or (
-            i > 0 and not arg.startswith("-") and _secretish(arg)
-        ):
-            yield Access(arg, write=True)
+        elif not arg.startswith("-") and (_pathlike(arg) or (i > 0 and _secretish(arg))):
+            yield Access(arg, "write")
 
 
 def _secretish(text: str) -> bool:
     lowered = text.lower()
-    return (
-        lowered.startswith(".env")
-        or lowered.endswith((".pem", ".key", ".env"))
-        or "id_rsa" in lowered
-        or "id_ed25519" in lowered
-    )
+    return lowered.startswith(".env") or lowered.endswith((".pem", ".key", ".env")) or "id_rsa" in lowered
+
+
+_SPECIAL = {"sed": _sed, "dd": _dd, "tar": _tar, "find": _find, "fd": _find}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from approvals.accesses import accesses
 from approvals.decisions import Layer, Verdict
@@ -107,7 +107,7 @@ class CommandJudge:
             and "xargs" in inv.wrappers
             and inv.program in _DELETERS | {"cp", "tee", "truncate"}
         ) and not self._upstream_inside(inv):
-            yield Finding("ask", "medium", "boundary", f"{inv.program} acts on paths read from its input")
+            yield Finding("ask", "high", "boundary", f"{inv.program} acts on paths read from its input")
 
     def _rules(self, inv: Invocation, info: RiskInfo) -> Finding:
         texts = {inv.text, _canonical(inv)}
@@ -136,13 +136,24 @@ class CommandJudge:
         return next((r for r in self.rules.of(bucket, "command") if any(map(r.matches_command, texts))), None)
 
     def _paths(self, inv: Invocation, cwd: str) -> Iterator[Finding]:
+        recursive = _reads_recursively(inv)
         for access in accesses(inv):
             finding = path_finding(self.boundary, self.rules, access.text, write=access.write, cwd=cwd)
+            if access.mode == "exec" and finding.verdict == "ask" and finding.risk == "medium":
+                # Running code from outside the workspace is not a mere read.
+                finding = replace(
+                    finding, risk="high", reason=f"runs code from outside the workspace ({access.text})"
+                )
             yield finding
-            if access.write and inv.program in _DELETERS and UNKNOWN not in access.text and cwd != UNKNOWN:
-                path = self.boundary.absolute(access.text, cwd)
-                if within(self.boundary.workspace, path):
-                    yield Finding("ask", "high", "boundary", "deletes or moves the workspace itself")
+            if UNKNOWN in access.text or cwd == UNKNOWN:
+                continue
+            path = self.boundary.absolute(access.text, cwd)
+            if access.write and inv.program in _DELETERS and within(self.boundary.workspace, path):
+                yield Finding("ask", "high", "boundary", "deletes or moves the workspace itself")
+            if recursive and not within(path, self.boundary.workspace) and self.boundary.holds_secrets(path):
+                yield Finding(
+                    "ask", "high", "boundary", f"searches {path}, which holds secrets", sensitive=True
+                )
 
     def _variables(self, inv: Invocation, local_names: frozenset[str]) -> Iterator[Finding]:
         for word in inv.words[1:]:
@@ -162,6 +173,17 @@ class CommandJudge:
         return all(
             UNKNOWN not in p and within(self.boundary.absolute(p), self.boundary.workspace) for p in paths
         )
+
+
+def _reads_recursively(inv: Invocation) -> bool:
+    """Programs that read a whole tree: pointed at ~ or / they read the secrets inside it."""
+    if inv.program in ("rg", "ag", "ack", "find", "fd", "tar", "rsync", "scp", "du", "tree", "zip", "7z"):
+        return inv.program not in ("du", "tree")
+    flags = [a for a in inv.argv[1:] if a.startswith("-") and not a.startswith("--")]
+    long_flags = [a for a in inv.argv[1:] if a.startswith("--")]
+    if inv.program in ("grep", "egrep", "fgrep", "cp", "chmod", "chown", "ls", "cat", "zip"):
+        return any(c in f for f in flags for c in "rRa") or "--recursive" in long_flags
+    return False
 
 
 def path_finding(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import posixpath
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
@@ -11,6 +12,13 @@ from approvals.shell import Script, SimpleCommand, parse_shell
 from approvals.words import UNKNOWN, Word
 
 MAX_DEPTH = 6
+_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
+CODE_RUNNING_VARIABLES = frozenset(
+    """PATH BASH_ENV ENV PROMPT_COMMAND PS0 PS4 IFS SHELLOPTS BASHOPTS GIT_SSH GIT_SSH_COMMAND
+    GIT_EXEC_PATH GIT_ASKPASS SSH_ASKPASS GIT_PAGER PAGER EDITOR VISUAL GIT_EDITOR MANPAGER LESSOPEN
+    LESSCLOSE PYTHONSTARTUP PYTHONHOME PYTHONINSPECT NODE_OPTIONS PERL5OPT PERL5LIB PERLLIB RUBYOPT
+    RUBYLIB JAVA_TOOL_OPTIONS _JAVA_OPTIONS BROWSER""".split()  # noqa: SIM905
+)
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox"})
 # Pure wrappers: they run their operand and change nothing else that matters to a permission check.
 # Each maps to (options that take a value, number of leading operands before the command).
@@ -85,7 +93,7 @@ def expand(text: str, depth: int = 0) -> Expansion:
     """Parse shell text and expand wrappers and nested shells, recursively."""
     script = parse_shell(text)
     invocations: list[Invocation] = []
-    problems = list(script.problems)
+    problems = list(script.problems) + _environment_problems(script)
     fork_bomb = script.fork_bomb
     local_names = set(script.local_names)
     parse_error = script.parse_error
@@ -95,6 +103,8 @@ def expand(text: str, depth: int = 0) -> Expansion:
             problems.extend(inv.problems)
             if inv.program == "eval":
                 problems.append("eval runs text as shell code")
+            if inv.program == "alias" and any("=" in a for a in inv.argv[1:]):
+                problems.append("defines an alias (changes what later commands run)")
             nested = _nested_shell_text(inv)
             if nested is None:
                 continue
@@ -113,6 +123,20 @@ def expand(text: str, depth: int = 0) -> Expansion:
     return Expansion(
         tuple(invocations), tuple(dict.fromkeys(problems)), fork_bomb, frozenset(local_names), parse_error
     )
+
+
+def _environment_problems(script: Script) -> list[str]:
+    """Variables that make the next program run other code (`LD_PRELOAD=…`, `GIT_SSH_COMMAND=…`)."""
+    names = set(script.local_names)
+    for command in script.commands:
+        for word in command.words:
+            match = _ASSIGNMENT.match(word.text)
+            if match:
+                names.add(match.group(1))
+    risky = sorted(
+        n for n in names if n in CODE_RUNNING_VARIABLES or n.startswith(("DYLD_", "LD_", "GIT_CONFIG"))
+    )
+    return [f"sets {name}, which can make programs run other code" for name in risky]
 
 
 def expand_script(script: Script) -> Iterator[Invocation]:
@@ -223,6 +247,8 @@ def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
             yield from _find_exec(base, depth)
             return
         inv = _with_inline_code(base)
+        if extra_args and (name in SHELLS or name in ("eval", "source", ".") or interpreter_family(name)):
+            inv = replace(inv, problems=(*inv.problems, f"{name} runs code assembled from its input"))
         if _reads_code_from_pipe(inv):
             inv = replace(inv, problems=(*inv.problems, "runs code read from a pipe (decode-and-execute)"))
         yield inv
@@ -335,6 +361,8 @@ def _nested_shell_text(inv: Invocation) -> str | None:
         return None
     if program == "eval":
         return " ".join(w.text for w in words[1:])
+    if program == "trap" and len(words) > 2 and not words[1].text.startswith("-"):
+        return words[1].text
     if program in ("su", "runuser", "flock"):
         for i, word in enumerate(words[1:], start=1):
             if word.text in ("-c", "--command") and i + 1 < len(words):

@@ -115,15 +115,23 @@ class Boundary:
     def judge(self, text: str, *, write: bool, cwd: str | None = None) -> PathVerdict:
         """Judge one read or write of a path as written in a command or tool call."""
         if UNKNOWN in text or cwd == UNKNOWN:
-            risk: Risk = "high" if write else "medium"
-            return PathVerdict(
-                "ask", risk, "unknown", text.replace(UNKNOWN, "$?"), "path computed at run time"
-            )
+            return self._judge_unknown(text, write=write, cwd=cwd)
         lexical = self.absolute(text, cwd)
         if _GLOB_CHARS.search(lexical):
             return self._judge_glob(lexical, write=write)
         real = os.path.realpath(lexical)
         return self._judge_resolved(lexical, real, write=write)
+
+    def _judge_unknown(self, text: str, *, write: bool, cwd: str | None) -> PathVerdict:
+        """A path with a part computed at run time: ask; a secret if its known prefix is one."""
+        shown = text.replace(UNKNOWN, "$?")
+        known = text.split(UNKNOWN, 1)[0]
+        if cwd != UNKNOWN and "/" in known:
+            prefix = self.absolute(known.rsplit("/", 1)[0] or "/", cwd)
+            if self.secret_reason(prefix) or prefix.startswith("/proc"):
+                return PathVerdict("ask", "high", "secret", shown, "a computed path under a secret location")
+        risk: Risk = "high" if write else "medium"
+        return PathVerdict("ask", risk, "unknown", shown, "path computed at run time")
 
     def _judge_resolved(self, lexical: str, real: str, *, write: bool) -> PathVerdict:
         for path in (lexical, real):
@@ -181,6 +189,12 @@ class Boundary:
             return True
         literal = [self.home + "/" + p for p in _HOME_SECRETS] + list(_ABSOLUTE_SECRETS)
         return any(fnmatch.fnmatchcase(p, pattern) or fnmatch.fnmatchcase(p + "/x", pattern) for p in literal)
+
+    def holds_secrets(self, path: str) -> bool:
+        """A directory that contains a secret location (`/`, home, /etc, ~/.config, …)."""
+        prefix = path.rstrip("/") + "/"
+        roots = [f"{self.home}/{rel}" for rel in _HOME_SECRETS] + list(_ABSOLUTE_SECRETS)
+        return path == "/" or any(r.startswith(prefix) for r in roots)
 
     def secret_reason(self, path: str) -> str | None:
         """Why a (normalised, absolute) path is a secret, or None."""

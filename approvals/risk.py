@@ -7,6 +7,7 @@ Anything this module does not know is medium.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass
 
@@ -45,7 +46,7 @@ _NETWORK = frozenset(
 _PRIVILEGE = frozenset(
     """
     sudo su doas pkexec run0 runuser chroot setcap chown chgrp crontab at batch systemctl service
-    launchctl initctl shutdown reboot halt poweroff kill pkill killall killall5 mount umount
+    launchctl initctl init telinit shutdown reboot halt poweroff kill pkill killall killall5 mount umount
     iptables ip6tables nft ufw firewall-cmd pfctl sysctl modprobe insmod rmmod useradd userdel
     usermod groupadd groupdel passwd chpasswd visudo chattr ldconfig swapon swapoff nsenter unshare
     setfacl setuidgid capsh loginctl journalctl dmesg
@@ -76,6 +77,8 @@ _PUBLISH = {
     "fly": {"deploy"},
     "flyctl": {"deploy"},
     "firebase": {"deploy"},
+    "flit": {"publish"},
+    "maturin": {"publish", "upload"},
     "heroku": {"releases", "deploy", "config:set"},
     "wrangler": {"deploy", "publish"},
     "serverless": {"deploy"},
@@ -105,6 +108,30 @@ _RISKY_CODE = re.compile(
     r"require|exec|eval|compile|__import__|getattr|setattr|globals|locals|vars|open|system|popen|spawn|"
     r"unlink|remove|rmtree|chmod|chown|kill|fork|Function|Deno|Bun|File|IO|Kernel|syscall|base64|"
     r"b64decode|codecs|builtins|__builtins__|__class__|__subclasses__|environ|getenv|Path|pathlib)\b"
+)
+_SED_EXEC = re.compile(r"(?:^|[;{}\s\d$/!])[eEwWrR](?:\s|$|;)|/[gpIiMm0-9]*[ewW]\b")
+_EXEC_CAPABLE = frozenset(
+    """vim vi nvim ex ed emacs man strace ltrace gdb lldb script expect parallel screen tmux sudoedit
+    xdg-open open osascript""".split()  # noqa: SIM905
+)
+_TAR_EXEC = (
+    "--to-command", "--checkpoint-action", "--use-compress-program", "-I", "--rsh-command",
+    "--info-script", "-F", "--new-volume-script",
+)  # fmt: skip
+_MAKE_SIDE_EFFECTS = frozenset({"install", "uninstall", "deploy", "publish", "release", "upload"})
+_ENV_CODE = re.compile(r"\b(ENV|environ|getenv|process\.env|System\.getenv|Deno\.env|Bun\.env)\b|%ENV")
+_NETWORK_MODULES = frozenset(
+    {
+        "http.server",
+        "smtpd",
+        "smtplib",
+        "ftplib",
+        "telnetlib",
+        "webbrowser",
+        "twine",
+        "socketserver",
+        "aiosmtpd",
+    }
 )
 _LITERAL_OPEN = re.compile(r"""\bopen\(\s*(['"])[^'"]*\1\s*(,\s*(['"])r?b?t?\3\s*)?\)""")
 _SAFE_GIT = frozenset(
@@ -193,7 +220,7 @@ def classify(inv: Invocation) -> RiskInfo:
     if program in _NETWORK:
         return RiskInfo("high", f"network program ({program})", egress=True, broad=True)
     if program in _PRIVILEGE:
-        if program == "kill" and all(a.startswith(("%", "-")) for a in inv.argv[1:]):
+        if program == "kill" and _kills_own_jobs(inv.argv[1:]):
             return RiskInfo("low", "signals a job of this shell")
         return RiskInfo("high", f"changes privilege or system state ({program})")
     if program == "chmod" and any(
@@ -203,7 +230,39 @@ def classify(inv: Invocation) -> RiskInfo:
     return _local_risk(inv, program, sub)
 
 
+def _kills_own_jobs(args: tuple[str, ...]) -> bool:
+    """`kill %1`, `kill -9 %2`: only job specs of this shell (never `-1`, pids or `--`)."""
+    targets = [a for a in args if a.startswith("%") or not a.startswith("-")]
+    return bool(targets) and all(a.startswith("%") for a in targets) and "--" not in args
+
+
+def _exec_capable(inv: Invocation, program: str) -> str | None:
+    """Programs that can run arbitrary commands through an option or script; None when not."""
+    args = inv.argv[1:]
+    if program in _EXEC_CAPABLE:
+        return f"{program} can run arbitrary commands"
+    if program == "tar" and any(a.startswith(_TAR_EXEC) for a in args):
+        return "tar option that runs a program"
+    if program == "zip" and any(a.startswith(("-TT", "--unzip-command")) for a in args):
+        return "zip option that runs a program"
+    if program in ("less", "more") and any(a.startswith("+") for a in args):
+        return f"{program} start-up command"
+    if program == "make" and any(a in _MAKE_SIDE_EFFECTS for a in args):
+        return "make target that installs or deploys"
+    if program == "deno" and any(
+        a in ("-A", "--allow-all", "--allow-run") or a.startswith("--allow-net") for a in args
+    ):
+        return "deno with network or process permissions"
+    if program == "go" and args[:2] == ("mod", "download"):
+        return "downloads Go modules"
+    return None
+
+
 def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
+    exec_reason = _exec_capable(inv, program)
+    if exec_reason is not None:
+        egress = program in ("deno", "go")
+        return RiskInfo("high", exec_reason, egress=egress, side_effect="deploy" in inv.argv, broad=True)
     if program == "env" and any(a in ("-S", "--split-string", "-C", "--chdir") for a in inv.argv[1:]):
         return RiskInfo("high", "env runs a split string or changes directory", broad=True)
     if program in ("printenv",) or (
@@ -214,9 +273,7 @@ def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
         r"system|\|\s*\"|getline|\bprint\b[^;}]*>", " ".join(inv.argv[1:])
     ):
         return RiskInfo("high", "awk program runs commands or writes files", broad=True)
-    if program == "sed" and any(
-        re.search(r"(^|[;}\s])e(\s|$)|/e\b|\bw\s", a) for a in inv.argv[1:] if not a.startswith("-")
-    ):
+    if program == "sed" and any(_SED_EXEC.search(a) for a in inv.argv[1:] if not a.startswith("-")):
         return RiskInfo("high", "sed script runs commands or writes files", broad=True)
     if program in ("make", "cmake", "ninja") or program in ("npm", "yarn", "pnpm", "bun", "cargo", "go"):
         return RiskInfo("low", f"local build or test ({program} {sub})".rstrip())
@@ -317,6 +374,19 @@ def _git_risk(inv: Invocation) -> RiskInfo:
 
 def _interpreter_risk(inv: Invocation, family: str) -> RiskInfo:
     code = inv.inline_code
+    # Libraries loaded by flag (`ruby -rsocket`, `perl -MIO::Socket`) count as code.
+    loaded = [a[2:] for a in inv.argv[1:] if a[:2] in ("-r", "-M", "-m") and len(a) > 2]
+    if loaded:
+        code = " ".join([code or "", *loaded])
+    if family == "deno" and any(
+        a in ("-A", "--allow-all", "--allow-run") or a.startswith("--allow-net") for a in inv.argv
+    ):
+        return RiskInfo("high", "deno with network or process permissions", egress=True, broad=True)
+    operands = [a for a in inv.argv[1:] if not a.startswith("-")]
+    if operands and posixpath.basename(operands[0]) == "setup.py" and {"upload", "register"} & set(operands):
+        return RiskInfo(
+            "high", "publishes a package (setup.py upload)", egress=True, side_effect=True, broad=True
+        )
     if family == "python" and "-m" in inv.argv:
         module = inv.argv[inv.argv.index("-m") + 1] if inv.argv.index("-m") + 1 < len(inv.argv) else ""
         if (
@@ -325,12 +395,16 @@ def _interpreter_risk(inv: Invocation, family: str) -> RiskInfo:
             and inv.argv[inv.argv.index("-m") + 2] in ("install", "download")
         ):
             return RiskInfo("high", "installs packages", egress=True, broad=True)
-        if module in ("http.server", "smtpd", "ftplib", "urllib.request", "webbrowser", "twine"):
+        if module in _NETWORK_MODULES or module.split(".")[0] in ("http", "urllib", "xmlrpc"):
             return RiskInfo("high", f"network module ({module})", egress=True, broad=True)
         return RiskInfo("low", f"runs python module {module}")
     if code is not None:
         if UNKNOWN in code:
             return RiskInfo("high", f"{family} code computed at run time", broad=True)
+        if _ENV_CODE.search(code):
+            return RiskInfo(
+                "high", f"{family} code that reads the environment (secrets)", broad=True, secret=True
+            )
         if _NETWORK_CODE.search(code):
             return RiskInfo("high", f"{family} code that opens network connections", egress=True, broad=True)
         # `open('literal')` is fine: literal paths in inline code are judged as reads by the engine.

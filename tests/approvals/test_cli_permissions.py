@@ -14,7 +14,10 @@ import yaml
 
 from bot.cli import main
 
-CATALOGUE: dict[str, Any] = yaml.safe_load((Path(__file__).parent / "catalogue" / "actions.yaml").read_text())
+_DIR = Path(__file__).parent / "catalogue"
+CATALOGUE: dict[str, Any] = yaml.safe_load((_DIR / "actions.yaml").read_text())
+for _category, _items in yaml.safe_load((_DIR / "variants.yaml").read_text()).items():
+    CATALOGUE.setdefault(_category, []).extend(_items)
 DECISION_KEYS = {"decision", "resolved", "risk", "layer", "reason"}
 
 

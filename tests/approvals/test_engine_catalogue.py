@@ -14,9 +14,22 @@ from approvals.engine import PermissionConfig, PermissionEngine
 from approvals.policy import PolicyName
 from approvals.rules import load_rules
 
-CATALOGUE: dict[str, Any] = yaml.safe_load((Path(__file__).parent / "catalogue" / "actions.yaml").read_text())
+_DIR = Path(__file__).parent / "catalogue"
+CATALOGUE: dict[str, Any] = yaml.safe_load((_DIR / "actions.yaml").read_text())
+# variants.yaml: more cases found while hunting for gaps; its `adversarial` list is unsafe work.
+for _category, _items_list in yaml.safe_load((_DIR / "variants.yaml").read_text()).items():
+    CATALOGUE.setdefault(_category, []).extend(_items_list)
 HOME = Path("/home/tester")
-UNSAFE = ("egress", "publish", "privilege", "secrets", "outside_write", "obfuscation", "chaining")
+UNSAFE = (
+    "egress",
+    "publish",
+    "privilege",
+    "secrets",
+    "outside_write",
+    "obfuscation",
+    "chaining",
+    "adversarial",
+)
 
 
 def _items(category: str) -> list[str]:

@@ -73,9 +73,7 @@ async def serve(
     stop: asyncio.Event | None = None,
 ) -> int:
     """Run until SIGINT/SIGTERM (or `stop`), then drain runs and close everything."""
-    from aiohttp import web
-
-    from bot.app import build_app, build_web_app
+    from bot.app import build_app
     from bot.wiring import build_services
     from orchestrator.errors import TeamConfigError
 
@@ -84,34 +82,45 @@ async def serve(
     except TeamConfigError as exc:
         print(f"massgen-bot: {exc}", file=sys.stderr)
         return 1
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    app = build_app(services)
-    runner: web.AppRunner | None = None
-    handler: Any = None
-    try:
+    if stop is None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+    async with contextlib.AsyncExitStack() as stack:
+        # Unwound in reverse: stop taking requests first, then drain runs and close the services.
+        stack.push_async_callback(services.close)
+        app = build_app(services)
         if mode == "http":
-            runner = web.AppRunner(build_web_app(app, services), access_log=None)
-            await runner.setup()
-            await web.TCPSite(runner, settings.host, settings.port if port is None else port).start()
-            log.info("serving Slack over HTTP on %s:%s/slack/events", settings.host, port)
+            await _listen_http(stack, app, services, settings.host, settings.port if port is None else port)
         else:
-            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-
-            handler = AsyncSocketModeHandler(app, app_token=secret(settings.slack_app_token))
-            await handler.connect_async()
-            log.info("connected to Slack over Socket Mode")
+            await _listen_socket(stack, app, secret(settings.slack_app_token))
         if ready is not None:
             ready.set()
         await stop.wait()
-    finally:
         log.info("shutting down: draining runs")
-        if handler is not None:
-            await handler.close_async()
-        if runner is not None:
-            await runner.cleanup()
-        await services.close()
     return 0
+
+
+async def _listen_http(
+    stack: contextlib.AsyncExitStack, app: Any, services: Any, host: str, port: int
+) -> None:
+    from aiohttp import web
+
+    from bot.app import build_web_app
+
+    runner = web.AppRunner(build_web_app(app, services), access_log=None)
+    await runner.setup()
+    stack.push_async_callback(runner.cleanup)
+    await web.TCPSite(runner, host, port).start()
+    log.info("serving Slack over HTTP on %s:%s/slack/events", host, port)
+
+
+async def _listen_socket(stack: contextlib.AsyncExitStack, app: Any, app_token: str) -> None:
+    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+    handler: Any = AsyncSocketModeHandler(app, app_token=app_token)  # untyped in slack_bolt
+    await handler.connect_async()
+    stack.push_async_callback(handler.close_async)
+    log.info("connected to Slack over Socket Mode")

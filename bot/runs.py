@@ -110,20 +110,7 @@ class RunSupervisor:
 
     async def _run(self, request: RunRequest) -> None:
         run_id = f"run-{secrets.token_hex(6)}"
-        initial = RunView.initial(task=request.task, requester=request.requester, now=self._clock())
-        view = dataclasses.replace(initial, run_id=run_id)
-        text, blocks = status_blocks(view, now=self._clock())
-        root = self._outbox.post(request.channel, text=text, blocks=blocks, thread=request.thread_ts)
-        thread: MessageRef | str = request.thread_ts or root
-        renderer = RunRenderer(
-            self._outbox,
-            request.channel,
-            root,
-            thread,
-            view=view,
-            clock=self._clock,
-            broadcast=self._broadcast,
-        )
+        renderer = self._open(run_id, request)
         await self._store.record_run(
             run_id=run_id,
             channel=request.channel,
@@ -131,13 +118,13 @@ class RunSupervisor:
             team=request.choice.name,
             task=request.task,
         )
-        self.spawn(self._remember_thread(run_id, thread), name=f"thread:{run_id}")
+        self.spawn(self._remember_thread(run_id, renderer.thread), name=f"thread:{run_id}")
         try:
             handle = await start_run(
                 request.choice.team,
                 request.task,
                 run_id=run_id,
-                tools=self._tools_factory(request.channel, thread),
+                tools=self._tools_factory(request.channel, renderer.thread),
                 store=self._run_store,
                 requester=request.requester,
                 context=request.context,
@@ -148,12 +135,34 @@ class RunSupervisor:
             renderer.failed_to_start(type(exc).__name__)
             await self._store.finish_run(run_id, state="failed", final_answer=None)
             return
-        active = ActiveRun(request=request, handle=handle, renderer=renderer)
+        await self._drive(ActiveRun(request=request, handle=handle, renderer=renderer))
+
+    def _open(self, run_id: str, request: RunRequest) -> RunRenderer:
+        """Post the status message at once (the ts arrives later) and build the run's renderer."""
+        initial = RunView.initial(task=request.task, requester=request.requester, now=self._clock())
+        view = dataclasses.replace(initial, run_id=run_id)
+        text, blocks = status_blocks(view, now=self._clock())
+        root = self._outbox.post(request.channel, text=text, blocks=blocks, thread=request.thread_ts)
+        # A follow-up's status message sits in its parent's thread, so its posts go there too.
+        thread: MessageRef | str = request.thread_ts or root
+        return RunRenderer(
+            self._outbox,
+            request.channel,
+            root,
+            thread,
+            view=view,
+            clock=self._clock,
+            broadcast=self._broadcast,
+        )
+
+    async def _drive(self, active: ActiveRun) -> None:
+        """Until the run ends: then the last status, and the outcome recorded for follow-ups."""
+        run_id = active.handle.run_id
         self._active[run_id] = active
         self.started += 1
         try:
-            outcome = await handle.wait()
-            await renderer.finish()
+            outcome = await active.handle.wait()
+            await active.renderer.finish()
             answer = outcome.answer if outcome.kind == "finished" else None
             await self._store.finish_run(run_id, state=outcome.kind, final_answer=answer)
         finally:

@@ -7,6 +7,7 @@ runs, stops the scheduler, flushes the outbox and disposes of the database, in t
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -159,6 +160,38 @@ async def identify(client: AsyncWebClient, *, within: float = 3.0) -> dict[str, 
     return {k: str(response.get(k)) for k in ("user_id", "bot_id", "team_id") if response.get(k)}
 
 
+@dataclass(frozen=True, slots=True)
+class _Storage:
+    engine: AsyncEngine
+    store: BotStore
+    run_store: SqlRunStore
+    audit: SqlAuditLog
+    approvals: ApprovalService
+
+
+async def _open_storage(url: str) -> _Storage:
+    """One engine for every table (approvals, audit, runs, the bot's own); schemas created if missing."""
+    engine = make_engine(url)
+    await create_schema(engine)
+    await create_run_schema(engine)
+    store = BotStore(engine)
+    await store.create_schema()
+    audit = SqlAuditLog(engine)
+    approvals = ApprovalService(SqlApprovalStore(engine), audit)
+    return _Storage(engine, store, SqlRunStore(engine), audit, approvals)
+
+
+def _make_outbox(client: AsyncWebClient, options: OutboxOptions) -> Outbox:
+    return Outbox(
+        client,
+        update_interval=options.update_interval,
+        channel_interval=options.channel_interval,
+        tier3_per_minute=options.tier3_per_minute,
+        tier2_per_minute=options.tier2_per_minute,
+        budget_window=options.budget_window,
+    )
+
+
 async def build_services(
     settings: BotSettings,
     *,
@@ -177,52 +210,36 @@ async def build_services(
     if settings.state_dir is not None:
         settings.state_dir.mkdir(parents=True, exist_ok=True)
     client = client or make_client(settings)
-    options = outbox or OutboxOptions()
-    box = Outbox(
-        client,
-        update_interval=options.update_interval,
-        channel_interval=options.channel_interval,
-        tier3_per_minute=options.tier3_per_minute,
-        tier2_per_minute=options.tier2_per_minute,
-        budget_window=options.budget_window,
-    )
-    engine = make_engine(settings.resolved_database_url())
-    await create_schema(engine)
-    store = BotStore(engine)
-    await store.create_schema()
-    await create_run_schema(engine)
-    run_store = SqlRunStore(engine)
-    audit = SqlAuditLog(engine)
-    service = ApprovalService(SqlApprovalStore(engine), audit)
-    remind = teams.default.team.approvals.remind_before_seconds
-    scheduler = ExpiryScheduler(service, remind_before=timedelta(seconds=remind))
+    box = _make_outbox(client, outbox or OutboxOptions())
+    db = await _open_storage(settings.resolved_database_url())
+    remind = timedelta(seconds=teams.default.team.approvals.remind_before_seconds)
+    scheduler = ExpiryScheduler(db.approvals, remind_before=remind)
     runs = RunSupervisor(
         outbox=box,
-        store=store,
-        approvals=service,
-        run_store=run_store,
+        store=db.store,
+        approvals=db.approvals,
+        run_store=db.run_store,
         tools=_tools(tools),
         clock=clock,
         observe=observe,
         broadcast_final=settings.broadcast_final,
     )
     groups = GroupResolver(box.call, ttl=settings.group_cache_ttl)
-    ui = ApprovalsUI(
-        service, box, groups, store, spawn=lambda c: runs.spawn(c, name="approvals-ui"), clock=clock
-    )
+    spawn = functools.partial(runs.spawn, name="approvals-ui")
+    ui = ApprovalsUI(db.approvals, box, groups, db.store, spawn=spawn, clock=clock)
     ui.attach()
     await box.start()
-    await recover(store, service, box)
+    await recover(db.store, db.approvals, box)
     await scheduler.start()
     return Services(
         settings=settings,
         client=client,
         outbox=box,
-        engine=engine,
-        store=store,
-        run_store=run_store,
-        approvals=service,
-        audit=audit,
+        engine=db.engine,
+        store=db.store,
+        run_store=db.run_store,
+        approvals=db.approvals,
+        audit=db.audit,
         approvals_ui=ui,
         groups=groups,
         scheduler=scheduler,

@@ -27,6 +27,7 @@ def build_app(services: Services) -> AsyncApp:
     identity = services.identity
 
     async def authorize(enterprise_id: str | None, team_id: str | None, **_: Any) -> AuthorizeResult:
+        """The bot token for every request (one workspace per process)."""
         # A static result instead of Bolt's per-process `auth.test` on the first request: that call
         # would sit before the first ack, and some Slack stand-ins do not implement it.
         return AuthorizeResult(

@@ -94,6 +94,7 @@ class ThreadApprovalPort:
         timeout: timedelta,  # noqa: ASYNC109 - the request's lifetime (the port's signature)
         context: Mapping[str, str] | None = None,
     ) -> ApprovalRequest:
+        """`ApprovalService.request` with the run's channel and thread ts added to the context."""
         thread_ts = self.thread if isinstance(self.thread, str) else await self.thread.ts()
         merged = {**(context or {}), CONTEXT_CHANNEL: self.channel, CONTEXT_THREAD: thread_ts}
         return await self.service.request(

@@ -66,6 +66,7 @@ class BotStore:
             await conn.run_sync(metadata.create_all)
 
     async def record_run(self, *, run_id: str, channel: str, requester: str, team: str, task: str) -> None:
+        """A new run, `running` until `finish_run`."""
         async with self._engine.begin() as conn:
             await conn.execute(
                 insert(bot_runs).values(

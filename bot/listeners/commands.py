@@ -24,6 +24,7 @@ def register(app: AsyncApp, services: Services) -> None:
 
     @app.command(COMMAND)
     async def massgen(ack: AsyncAck, command: dict[str, Any]) -> None:
+        """Ack with help or a usage error (pure parsing), else ack empty and answer in a task."""
         parsed = parse_command(str(command.get("text") or ""))
         user, channel = str(command.get("user_id", "")), str(command.get("channel_id", ""))
         if isinstance(parsed, UsageError):

@@ -24,6 +24,7 @@ class SeenEvents:
         self._ids: OrderedDict[str, None] = OrderedDict()
 
     def first_time(self, event_id: str | None) -> bool:
+        """True the first time an id is seen (events without one always pass)."""
         if not event_id:
             return True
         if event_id in self._ids:

@@ -17,10 +17,12 @@ import pytest
 from approvals.actions import Action, action_digest
 from approvals.decisions import Decision, Risk
 from approvals.models import ApprovalRequest, Approvers
+from approvals.testing import scratch_postgres_database
 from bot.approvals_ui import ThreadApprovalPort
 from bot.render import ids
 from orchestrator.events import ToolDecided
 from tests.bot.test_scenarios_support import APPROVER, CHANNEL, INTRUDER, REQUESTER, BotHarness, bot_harness
+from tests.conftest import postgres_url
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, Reply
 
@@ -294,3 +296,18 @@ async def test_approvals_command_lists_what_waits_for_me(tmp_path: Path) -> None
         await bot.settle()
         assert any("terraform apply" in t for t in bot.ephemerals(APPROVER))
         assert bot.ephemerals(INTRUDER) == ["Nothing is waiting for you."]
+
+
+@pytest.mark.postgres
+async def test_click_decides_on_postgresql_too(tmp_path: Path) -> None:
+    server = postgres_url()
+    if server is None:
+        pytest.skip("no PostgreSQL (DATABASE_URL_POSTGRES)")
+    async with scratch_postgres_database(server) as url, bot_harness(tmp_path, database_url=url) as bot:
+        request, _ = await _ask(bot)
+        await bot.click(ids.APPROVE_RUN, request.id, user=APPROVER)
+        decided = await asyncio.wait_for(bot.services.approvals.wait(request.id), 5)
+        assert (decided.status, decided.decision_scope) == ("approved", "run")
+        await bot.command("ship it")
+        await bot.settle()
+        assert (await bot.services.store.recent_runs())[0].state == "finished"

@@ -134,6 +134,7 @@ async def bot_harness(
     limits: Limits | None = None,
     options: OutboxOptions = FAST,
     remind_before: float = 120,
+    database_url: str | None = None,
 ) -> AsyncIterator[BotHarness]:
     """Start the emulator, the provider server and the bot (HTTP app); close all at exit."""
     slack_emulator = SlackEmulator(
@@ -147,7 +148,7 @@ async def bot_harness(
                 SLACK_BOT_TOKEN=TOKEN,
                 SLACK_SIGNING_SECRET=SECRET,
                 SLACK_API_URL=slack.api_url,
-                DATABASE_URL=f"sqlite:///{tmp_path / 'bot.db'}",
+                DATABASE_URL=database_url or f"sqlite:///{tmp_path / 'bot.db'}",
                 MASSGEN_TEAMS_DIR=tmp_path / "teams",
             )
             services = await build_services(settings, team_file=team, tools=tools, outbox=options)

@@ -76,6 +76,8 @@ def accesses(inv: Invocation) -> Iterator[Access]:
     if program in _FIRST_NOT_PATH and operands and not _has_pattern_option(inv):
         operands = operands[1:]
     runs_script = program in SHELLS or program in ("source", ".") or interpreter_family(program) is not None
+    if inv.inline_code is not None:
+        operands = [o for o in operands if o != inv.inline_code]  # the code itself is not a file
     for i, text in enumerate(operands):
         last = i == len(operands) - 1 and len(operands) > 1
         mode: Mode = "read"

@@ -29,6 +29,12 @@ SYSTEM_DIRS = frozenset(
 _FS_MAKERS = re.compile(r"^(mkfs(\..+)?|mke2fs|mkswap|wipefs|blkdiscard|mkdosfs|mkntfs|newfs(_.+)?|mkfs_.+)$")
 _PARTITIONERS = frozenset({"fdisk", "sfdisk", "cfdisk", "parted", "sgdisk", "gdisk"})
 _DESTRUCTIVE_EXEC = frozenset({"rm", "shred", "unlink", "rmdir", "mv", "chmod", "chown", "truncate", "dd"})
+# Interpreter code that forks without end (`perl -e 'fork while fork'`, `while True: os.fork()`).
+_FORK_CODE = re.compile(
+    r"fork\s*(?:\(\s*\))?\s*(?:while|until|for|and|\|\|)|"
+    r"(?:while|for)\s*(?:\(\s*(?:1|true|;;)\s*\)|\s+(?:1|True|true))\s*[:{]?\s*(?:os\.|process\.|Process\.)?fork|"
+    r"\[\s*os\.fork\(\)\s*for|loop\s*\{\s*fork"
+)
 _FORK_BOMB = re.compile(r"(\S+)\s*\(\s*\)\s*\{[^}]*\1\s*\|\s*\1\s*&")
 
 Resolve = Callable[[str], str]
@@ -109,6 +115,10 @@ def invocation_floor(inv: Invocation, resolve: Resolve, home: str) -> str | None
         operands = _operands(inv)[1:]
         if any(is_critical(p, home) for p in _operand_paths(operands, resolve)):
             return f"recursive {program} of the root, home or a system directory"
+    if inv.inline_code and _FORK_CODE.search(inv.inline_code):
+        return "fork bomb"
+    if program == "cryptsetup" and any(a in ("luksFormat", "erase", "luksErase") for a in inv.argv[1:]):
+        return "wipes an encrypted volume"
     if _FS_MAKERS.match(program):
         return "creates or wipes a filesystem"
     if program in _PARTITIONERS and not any(w.text in ("-l", "--list", "print") for w in inv.words[1:]):
@@ -202,6 +212,11 @@ def _lexical_expand(token: str) -> str:
 
 def _segments(text: str) -> list[list[str]]:
     cleaned = re.sub(r"[`]|\$\(|<\(|>\(", " ; ", text)
+    # `${IFS}` splits words; `{rm,-rf,/}` in command position expands to words.
+    cleaned = re.sub(r"\$\{IFS\}|\$IFS\b", " ", cleaned)
+    cleaned = re.sub(
+        r"(?:^|(?<=[\s;&|(]))\{([^{}\s]+(?:,[^{}\s]*)+)\}", lambda m: m.group(1).replace(",", " "), cleaned
+    )
     try:
         lexer = shlex.shlex(cleaned, posix=True, punctuation_chars=";&|(){}<>\n")
         lexer.whitespace_split = True

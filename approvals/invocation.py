@@ -9,9 +9,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from approvals.shell import Script, SimpleCommand, parse_shell
-from approvals.words import UNKNOWN, Word
+from approvals.words import UNKNOWN, Word, decode_ansi_c
 
 MAX_DEPTH = 6
+_CODE_SHELL = re.compile(
+    r"""\b(?:system|popen|exec|execSync|spawnSync|check_output|check_call|call|run|Popen|getoutput|"""
+    r"""getstatusoutput|shell_exec|passthru)\s*\(?\s*(?:\[\s*)?(['"])(.+?)\1"""
+)
+_CODE_BACKTICKS = re.compile(r"`([^`]+)`")
+# What a program name may contain without being a puzzle (`[`, `[[` and `.` are real commands).
+_PROGRAM_NAME = re.compile(r"^[A-Za-z0-9_.+\-/@%:,=~\[\]]*$")
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
 CODE_RUNNING_VARIABLES = frozenset(
     """PATH BASH_ENV ENV PROMPT_COMMAND PS0 PS4 IFS SHELLOPTS BASHOPTS GIT_SSH GIT_SSH_COMMAND
@@ -180,7 +187,7 @@ def _program_problems(word: Word) -> list[str]:
         problems.append("the program name is computed at run time (expansion or substitution)")
     if word.obfuscated or word.glob:
         problems.append("the program name is obfuscated (escapes, ANSI-C quoting or globs)")
-    if any(ord(ch) > 126 or ord(ch) < 33 for ch in word.text.replace(UNKNOWN, "")):
+    if not _PROGRAM_NAME.match(word.text.replace(UNKNOWN, "")):
         problems.append("the program name has unusual characters")
     return problems
 
@@ -311,6 +318,9 @@ def interpreter_family(program: str) -> str | None:
 
 def _with_inline_code(inv: Invocation) -> Invocation:
     family = interpreter_family(inv.program)
+    if inv.program in ("awk", "gawk", "mawk", "nawk"):
+        program = next((w.text for w in inv.words[1:] if not w.text.startswith("-")), None)
+        return replace(inv, inline_code=program) if "-f" not in inv.argv else inv
     if family is None:
         return inv
     flag = _INTERPRETER_CODE_FLAGS.get(family)
@@ -357,8 +367,17 @@ def _nested_shell_text(inv: Invocation) -> str | None:
         upstream = inv.command.upstream
         if inv.command.stdin == "pipe" and upstream and posixpath.basename(upstream[0]) in ("echo", "printf"):
             # `echo 'rm -rf /' | sh`: the text is right there, so judge it (still an ask at least).
-            return " ".join(a for a in upstream[1:] if not a.startswith("-"))
+            text = " ".join(a for a in upstream[1:] if not a.startswith("-"))
+            escapes = upstream[0].endswith("printf") or any(
+                a.startswith("-") and "e" in a for a in upstream[1:]
+            )
+            return decode_ansi_c(text) if escapes else text
         return None
+    if inv.inline_code:
+        # Shell strings handed to system()/exec()/backticks inside interpreter code.
+        found = [m.group(2) for m in _CODE_SHELL.finditer(inv.inline_code)]
+        found += _CODE_BACKTICKS.findall(inv.inline_code)
+        return "\n".join(found) if found else None
     if program == "eval":
         return " ".join(w.text for w in words[1:])
     if program == "trap" and len(words) > 2 and not words[1].text.startswith("-"):

@@ -254,9 +254,11 @@ class _Walker:
             last = self.commands[-1]
             last_stdin: Stdin = "file" if any(r.reads for r in redirects) else last.stdin
             self.commands[-1] = replace(last, redirects=last.redirects + tuple(redirects), stdin=last_stdin)
-        elif body is not None:
-            # A compound statement with a redirect: its own commands, plus the redirect as a write.
-            self.statement(body)
+        else:
+            # A compound statement with a redirect (or a bare `> file`): its own commands, plus the
+            # redirect as an access of a no-op command.
+            if body is not None:
+                self.statement(body)
             self.commands.append(SimpleCommand((Word(text=":"),), tuple(redirects)))
         for part in tail:
             if part.type == "pipeline":

@@ -147,6 +147,9 @@ class WordReader:
             if kind == "process_substitution":
                 # What the program receives is a pipe's path, e.g. /dev/fd/63.
                 return Word(text="/dev/fd/63", plain=False, substitution=True, process_substitution=True)
+            static = self._static_output(node)
+            if static is not None:
+                return Word(text=static, plain=False, substitution=True, obfuscated=True)
             return Word(text=UNKNOWN, plain=False, substitution=True)
         if kind == "arithmetic_expansion":
             self._scan(node)
@@ -159,6 +162,30 @@ class WordReader:
             self._on_problem(f"unsupported shell word: {kind}")
         self._scan(node)
         return Word(text=UNKNOWN, plain=False)
+
+    def _static_output(self, node: ts.Node) -> str | None:
+        """What `$(echo rm)`, `$(printf '\\x72m')` or `$(which rm)` prints, when it is that simple."""
+        named = [c for c in node.children if c.is_named]
+        if len(named) != 1 or named[0].type != "command":
+            return None
+        parts = [
+            c.children[0] if c.type == "command_name" and c.child_count else c for c in named[0].children
+        ]
+        if not all(p.type in ("word", "raw_string", "string", "number") for p in parts):
+            return None
+        words = [self.read(p) for p in parts]
+        if not words or not all(w.plain for w in words):
+            return None
+        program, args = words[0].text, [w.text for w in words[1:]]
+        if program == "echo":
+            flags = [a for a in args if a in ("-n", "-e", "-E", "-ne", "-en")]
+            text = " ".join(a for a in args if a not in flags)
+            return decode_ansi_c(text) if any("e" in f for f in flags) else text
+        if program == "printf" and args and "%" not in args[0]:
+            return decode_ansi_c(args[0])
+        if program in ("which", "command", "type") and args:
+            return args[-1]
+        return None
 
     def _scan(self, node: ts.Node) -> None:
         for child in node.children:

@@ -76,6 +76,9 @@ CONSTRUCTS: list[Construct] = [
 ]
 
 
+SUBSTITUTIONS = (CONSTRUCTS[8], CONSTRUCTS[9], CONSTRUCTS[16])
+
+
 @st.composite
 def composed(draw: st.DrawFn, dangerous: list[str]) -> str:
     """A dangerous command nested up to three constructs deep among safe ones."""
@@ -83,11 +86,10 @@ def composed(draw: st.DrawFn, dangerous: list[str]) -> str:
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
         construct = draw(st.sampled_from(CONSTRUCTS))
         safe = draw(st.sampled_from(SAFE))
-        text = (
-            construct(safe, text)
-            if draw(st.booleans())
-            else construct(text, safe).replace(f"{safe} $(", "$(", 0)
-        )
+        # Substitutions feed their output to the outer command as arguments, which can change what
+        # it does (`cp x /etc/x $(echo hi)` copies into ./hi): the dangerous part goes inside them.
+        inside_only = construct in SUBSTITUTIONS
+        text = construct(safe, text) if inside_only or draw(st.booleans()) else construct(text, safe)
     return text
 
 

@@ -15,9 +15,12 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from slack_sdk.webhook.async_client import AsyncWebhookClient
+
 from approvals.models import Principal
 from approvals.service import ApprovalService
 from bot.approvals_ui import ThreadApprovalPort
+from bot.errors import OutboxError
 from bot.outbox import MessageRef, Outbox
 from bot.render.blocks import status_blocks
 from bot.runrender import RunRenderer
@@ -46,6 +49,7 @@ class RunRequest:
     channel: str
     thread_ts: str | None = None  # a follow-up posts into its parent's thread
     context: str | None = None  # the previous final answer, for a follow-up
+    response_url: str | None = None  # a slash command's webhook: works where the bot cannot post
 
 
 @dataclass(slots=True, kw_only=True)
@@ -160,6 +164,7 @@ class RunSupervisor:
         run_id = active.handle.run_id
         self._active[run_id] = active
         self.started += 1
+        self.spawn(self._watch_root(run_id, active.renderer.root, active.request), name=f"root:{run_id}")
         try:
             outcome = await active.handle.wait()
             await active.renderer.finish()
@@ -169,6 +174,29 @@ class RunSupervisor:
             self._active.pop(run_id, None)
             active.done.set()
 
+    async def _watch_root(self, run_id: str, root: MessageRef, request: RunRequest) -> None:
+        """If the status message cannot be posted (bot not in the channel), stop the run and say why."""
+        try:
+            await root.ts()
+            return
+        except OutboxError as exc:
+            reason = exc.error or "posting failed"
+        active = self._active.get(run_id)
+        if active is not None:
+            await active.handle.cancel(by="slack")
+        text = (
+            f"I could not post in this channel ({reason}), so the run was stopped. "
+            "Invite me with `/invite @MassGen` (private channels need it), then try again."
+        )
+        await self._tell_requester(request, text)
+
+    async def _tell_requester(self, request: RunRequest, text: str) -> None:
+        if request.response_url:
+            webhook = AsyncWebhookClient(request.response_url)
+            await webhook.send(text=text, response_type="ephemeral")
+        else:
+            await self._outbox.ephemeral(request.channel, request.requester, text=text)
+
     def _subscribers(self, run_id: str, renderer: RunRenderer) -> list[Callable[[RunEvent], None]]:
         observe = self._observe
         if observe is None:
@@ -176,7 +204,10 @@ class RunSupervisor:
         return [renderer.on_event, lambda event: observe(run_id, event)]
 
     async def _remember_thread(self, run_id: str, thread: MessageRef | str) -> None:
-        ts = thread if isinstance(thread, str) else await thread.ts()
+        try:
+            ts = thread if isinstance(thread, str) else await thread.ts()
+        except OutboxError:
+            return  # never posted: `_watch_root` tells the requester
         await self._store.set_thread(run_id, ts)
 
     def _tools_factory(

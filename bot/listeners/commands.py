@@ -34,14 +34,20 @@ def register(app: AsyncApp, services: Services) -> None:
             await ack(text=help_text())
             return
         await ack()
-        services.runs.spawn(_answer(services, parsed, user, channel), name=f"command:{type(parsed).__name__}")
+        hook = command.get("response_url")  # from the signed payload, like everything else here
+        answer = _answer(services, parsed, user, channel, hook if isinstance(hook, str) and hook else None)
+        services.runs.spawn(answer, name=f"command:{type(parsed).__name__}")
 
 
 async def _answer(
-    services: Services, parsed: StartRun | Status | Cancel | ListApprovals | History, user: str, channel: str
+    services: Services,
+    parsed: StartRun | Status | Cancel | ListApprovals | History,
+    user: str,
+    channel: str,
+    response_url: str | None,
 ) -> None:
     if isinstance(parsed, StartRun):
-        reply = start_run(services, parsed, user=user, channel=channel)
+        reply = start_run(services, parsed, user=user, channel=channel, response_url=response_url)
     elif isinstance(parsed, Status):
         reply = await status_text(services, parsed.run_id, channel)
     elif isinstance(parsed, Cancel):
@@ -62,6 +68,7 @@ def start_run(
     channel: str,
     thread_ts: str | None = None,
     context: str | None = None,
+    response_url: str | None = None,
 ) -> str | None:
     """Start a run (or say why not); returns the ephemeral reply, if any."""
     try:
@@ -76,6 +83,7 @@ def start_run(
             channel=channel,
             thread_ts=thread_ts,
             context=context,
+            response_url=response_url,
         )
     )
     return None

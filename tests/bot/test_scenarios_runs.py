@@ -11,6 +11,8 @@ from orchestrator.events import RunStarted
 from tests.bot.test_scenarios_support import APPROVER, INTRUDER, REQUESTER, BotHarness, bot_harness
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, Reply
+from tests.fakes.slack_emulator import Fault
+from tests.fakes.slack_payloads import encode_form, slash_command
 
 
 def _root(bot: BotHarness) -> Any:
@@ -140,3 +142,20 @@ async def test_status_history_and_approvals_commands(tmp_path: Path) -> None:
         assert any("first task" in t for t in told)
         assert any("No runs are active" in t for t in told)
         assert any("Nothing is waiting for you" in t for t in told)
+
+
+async def test_bot_not_in_channel_stops_the_run_and_tells_the_requester_privately(tmp_path: Path) -> None:
+    release = asyncio.Event()
+    async with bot_harness(tmp_path, handler=_slow_first_answers(release)) as bot:
+        bot.slack.inject("chat.postMessage", Fault(error="not_in_channel", status=200, retry_after=None))
+        payload = slash_command("audit the secrets", channel="C0PRIVATE")
+        payload["response_url"] = bot.slack.response_url("k1")
+        assert (await bot.post(encode_form(payload)))[0] == 200
+        await bot.wait_for(lambda: bool(bot.slack.responses["k1"]))
+        release.set()
+        await bot.settle()
+        told = bot.slack.responses["k1"][0]
+        assert "not_in_channel" in told["text"]
+        assert "/invite" in told["text"]
+        assert told["response_type"] == "ephemeral"
+        assert (await bot.services.store.recent_runs())[0].state == "cancelled"

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from approvals.invocation import SHELLS, Invocation, interpreter_family
+from approvals.interpreters import SHELLS, interpreter_family
+from approvals.invocation import Invocation
 from approvals.words import UNKNOWN
 
 Mode = Literal["read", "write", "exec"]

@@ -8,15 +8,17 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from approvals.interpreters import (
+    SHELLS,
+    interpreter_family,
+    nested_shell_text,
+    reads_code_from_pipe,
+    with_inline_code,
+)
 from approvals.shell import Script, SimpleCommand, parse_shell
-from approvals.words import UNKNOWN, Word, decode_ansi_c
+from approvals.words import UNKNOWN, Word, skip_options
 
 MAX_DEPTH = 6
-_CODE_SHELL = re.compile(
-    r"""\b(?:system|popen|exec|execSync|spawnSync|check_output|check_call|call|run|Popen|getoutput|"""
-    r"""getstatusoutput|shell_exec|passthru)\s*\(?\s*(?:\[\s*)?(['"])(.+?)\1"""
-)
-_CODE_BACKTICKS = re.compile(r"`([^`]+)`")
 # What a program name may contain without being a puzzle (`[`, `[[` and `.` are real commands).
 _PROGRAM_NAME = re.compile(r"^[A-Za-z0-9_.+\-/@%:,=~\[\]]*$")
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
@@ -26,7 +28,6 @@ CODE_RUNNING_VARIABLES = frozenset(
     LESSCLOSE PYTHONSTARTUP PYTHONHOME PYTHONINSPECT NODE_OPTIONS PERL5OPT PERL5LIB PERLLIB RUBYOPT
     RUBYLIB JAVA_TOOL_OPTIONS _JAVA_OPTIONS BROWSER""".split()  # noqa: SIM905
 )
-SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox"})
 # Pure wrappers: they run their operand and change nothing else that matters to a permission check.
 # Each maps to (options that take a value, number of leading operands before the command).
 _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
@@ -112,7 +113,7 @@ def expand(text: str, depth: int = 0) -> Expansion:
                 problems.append("eval runs text as shell code")
             if inv.program == "alias" and any("=" in a for a in inv.argv[1:]):
                 problems.append("defines an alias (changes what later commands run)")
-            nested = _nested_shell_text(inv)
+            nested = nested_shell_text(inv)
             if nested is None:
                 continue
             if UNKNOWN in nested:
@@ -192,21 +193,6 @@ def _program_problems(word: Word) -> list[str]:
     return problems
 
 
-def _skip_options(words: tuple[Word, ...], start: int, valued: frozenset[str], operands: int) -> int:
-    """Index of the wrapped command after a wrapper's options and leading operands."""
-    i = start
-    while i < len(words):
-        text = words[i].text
-        if text == "--":
-            i += 1
-            break
-        if text.startswith("-") and len(text) > 1:
-            i += 2 if text in valued else 1
-            continue
-        break
-    return min(i + operands, len(words))
-
-
 def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
     words = command.words
     wrappers: list[str] = []
@@ -220,7 +206,7 @@ def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
         base = Invocation(argv, words, command, tuple(wrappers), tuple(problems), extra_args, depth=depth)
         if name in _WRAPPERS and not (name == "command" and len(words) > 1 and words[1].text in ("-v", "-V")):
             valued, operands = _WRAPPERS[name]
-            rest = words[_skip_options(words, 1, valued, operands) :]
+            rest = words[skip_options(words, 1, valued, operands) :]
             if not rest:
                 yield base  # `exec 3<>/dev/tcp/…`, a bare `time`: judged as themselves (redirects count)
                 return
@@ -237,12 +223,12 @@ def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
             continue
         if name in _PRIVILEGE_RUNNERS:
             yield base
-            index = _skip_options(words, 1, _PRIVILEGE_RUNNERS[name], 0)
+            index = skip_options(words, 1, _PRIVILEGE_RUNNERS[name], 0)
             wrappers.append(name)
             words = words[index:]
             continue
         if name == "xargs":
-            index = _skip_options(words, 1, _XARGS_VALUE_OPTIONS, 0)
+            index = skip_options(words, 1, _XARGS_VALUE_OPTIONS, 0)
             wrappers.append(name)
             extra_args = True
             words = words[index:] or (Word(text="echo"),)
@@ -253,10 +239,10 @@ def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
         if name == "find":
             yield from _find_exec(base, depth)
             return
-        inv = _with_inline_code(base)
+        inv = with_inline_code(base)
         if extra_args and (name in SHELLS or name in ("eval", "source", ".") or interpreter_family(name)):
             inv = replace(inv, problems=(*inv.problems, f"{name} runs code assembled from its input"))
-        if _reads_code_from_pipe(inv):
+        if reads_code_from_pipe(inv):
             inv = replace(inv, problems=(*inv.problems, "runs code read from a pipe (decode-and-execute)"))
         yield inv
         return
@@ -292,102 +278,3 @@ def _find_exec(base: Invocation, depth: int) -> Iterator[Invocation]:
                 yield replace(inv, wrappers=("find", *inv.wrappers), extra_args=True)
             i = end
         i += 1
-
-
-_INTERPRETER_CODE_FLAGS = {
-    "python": "-c",
-    "node": "-e",
-    "perl": "-e",
-    "ruby": "-e",
-    "php": "-r",
-    "deno": "eval",
-}
-
-
-def interpreter_family(program: str) -> str | None:
-    """`python3.12` → python, `nodejs` → node; None when not a known interpreter."""
-    for family in ("python", "node", "perl", "ruby", "php", "deno", "bun", "lua", "Rscript", "julia"):
-        if program == family or (
-            program.startswith(family) and program[len(family) :].strip("0123456789.") == ""
-        ):
-            return family
-    if program in ("nodejs", "pypy", "pypy3", "irb", "tsx", "ts-node"):
-        return "node" if program in ("nodejs", "tsx", "ts-node") else "python"
-    return None
-
-
-def _with_inline_code(inv: Invocation) -> Invocation:
-    family = interpreter_family(inv.program)
-    if inv.program in ("awk", "gawk", "mawk", "nawk"):
-        program = next((w.text for w in inv.words[1:] if not w.text.startswith("-")), None)
-        return replace(inv, inline_code=program) if "-f" not in inv.argv else inv
-    if family is None:
-        return inv
-    flag = _INTERPRETER_CODE_FLAGS.get(family)
-    for i, word in enumerate(inv.words[1:], start=1):
-        text = word.text
-        if flag and (
-            text == flag or text in ("--eval", "-p", "--print") or (text.startswith(flag) and flag != "eval")
-        ):
-            code = text[len(flag) :] if len(text) > len(flag) and text.startswith(flag) else None
-            if code is None:
-                code = inv.words[i + 1].text if i + 1 < len(inv.words) else ""
-            return replace(inv, inline_code=code)
-        if not text.startswith("-"):
-            return inv  # a script operand: the script is read from a file
-    if inv.command.stdin in ("heredoc", "herestring"):
-        return replace(inv, inline_code=inv.command.heredoc or "")
-    return inv
-
-
-def _reads_code_from_pipe(inv: Invocation) -> bool:
-    """`… | sh`, `… | python3`: the program text arrives at run time."""
-    if inv.command.stdin != "pipe" or inv.inline_code is not None:
-        return False
-    if inv.program not in SHELLS and interpreter_family(inv.program) is None:
-        return False
-    operands = [w.text for w in inv.words[1:] if not w.text.startswith(("-", "+"))]
-    script_flag = inv.program in SHELLS and any(
-        w.text.startswith("-") and "c" in w.text[1:] and not w.text.startswith("--") for w in inv.words[1:]
-    )
-    return not script_flag and (not operands or operands == ["-"])
-
-
-def _nested_shell_text(inv: Invocation) -> str | None:
-    """Shell text an invocation runs: `bash -c '…'`, `eval …`, `su -c`, `watch …`, a here-doc to sh."""
-    program, words = inv.program, inv.words
-    if program in SHELLS:
-        for i, word in enumerate(words[1:], start=1):
-            if word.text.startswith("-") and "c" in word.text[1:] and not word.text.startswith("--"):
-                return words[i + 1].text if i + 1 < len(words) else ""
-            if not word.text.startswith(("-", "+")):
-                return None
-        if inv.command.stdin in ("heredoc", "herestring"):
-            return inv.command.heredoc or ""
-        upstream = inv.command.upstream
-        if inv.command.stdin == "pipe" and upstream and posixpath.basename(upstream[0]) in ("echo", "printf"):
-            # `echo 'rm -rf /' | sh`: the text is right there, so judge it (still an ask at least).
-            text = " ".join(a for a in upstream[1:] if not a.startswith("-"))
-            escapes = upstream[0].endswith("printf") or any(
-                a.startswith("-") and "e" in a for a in upstream[1:]
-            )
-            return decode_ansi_c(text) if escapes else text
-        return None
-    if inv.inline_code:
-        # Shell strings handed to system()/exec()/backticks inside interpreter code.
-        found = [m.group(2) for m in _CODE_SHELL.finditer(inv.inline_code)]
-        found += _CODE_BACKTICKS.findall(inv.inline_code)
-        return "\n".join(found) if found else None
-    if program == "eval":
-        return " ".join(w.text for w in words[1:])
-    if program == "trap" and len(words) > 2 and not words[1].text.startswith("-"):
-        return words[1].text
-    if program in ("su", "runuser", "flock"):
-        for i, word in enumerate(words[1:], start=1):
-            if word.text in ("-c", "--command") and i + 1 < len(words):
-                return words[i + 1].text
-        return None
-    if program == "watch":
-        index = _skip_options(words, 1, frozenset({"-n", "--interval", "-d", "-g"}), 0)
-        return " ".join(w.text for w in words[index:])
-    return None

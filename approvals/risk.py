@@ -12,143 +12,27 @@ import re
 from dataclasses import dataclass
 
 from approvals.decisions import Risk
-from approvals.invocation import SHELLS, Invocation, interpreter_family
+from approvals.interpreters import SHELLS, interpreter_family
+from approvals.invocation import Invocation
+from approvals.programs import (
+    BUILDS,
+    EGRESS_SUB,
+    ENV_CODE,
+    EXEC_CAPABLE,
+    LITERAL_OPEN,
+    LOW,
+    MAKE_SIDE_EFFECTS,
+    NETWORK,
+    NETWORK_CODE,
+    NETWORK_MODULES,
+    PRIVILEGE,
+    PUBLISH,
+    RISKY_CODE,
+    SAFE_GIT,
+    SED_EXEC,
+    TAR_EXEC,
+)
 from approvals.words import UNKNOWN
-
-_LOW = frozenset(
-    """
-    ls ll la dir cat tac nl head tail less more grep egrep fgrep rg ag ack wc sort uniq cut tr paste
-    join comm diff cmp colordiff echo printf pwd cd pushd popd true false test [ [[ : which type
-    whereis whoami id date cal basename dirname realpath readlink stat file du df tree fold fmt
-    column expand unexpand rev seq sleep md5sum sha1sum sha256sum sha512sum shasum cksum b2sum
-    base64 base32 xxd od hexdump strings jq yq bat touch mkdir cp mv rm rmdir ln tee sed awk gawk
-    mawk tar zip unzip gzip gunzip zcat bzip2 bunzip2 xz unxz zstd unzstd 7z make cmake ninja meson
-    gcc g++ cc c++ clang clang++ javac java rustc tsc pytest black ruff mypy flake8 pylint isort
-    pyright prettier eslint jest vitest mocha patch split truncate nproc uname hostname locale tput
-    clear exit return read shift wait set unset local readonly shopt alias history jobs fg bg disown
-    hash umask getopts let printf wc diff3 sdiff iconv dos2unix unix2dos mktemp env-check tox nox
-    coverage pre-commit go cargo npm yarn pnpm python pip node bun deno git gofmt rustfmt
-    clang-format shellcheck shfmt hadolint yamllint markdownlint ctags cloc tokei fd fzf chmod
-    export declare typeset source . find htop top ps pgrep free uptime lsof
-    """.split()  # noqa: SIM905
-)
-_NETWORK = frozenset(
-    """
-    curl wget nc ncat netcat ssh scp sftp rsync telnet ftp socat nmap ping ping6 dig nslookup host
-    whois http https httpie xh aria2c axel lftp ssh-copy-id mosh traceroute tracepath mtr openssl gh
-    hub glab aws gcloud gsutil az kubectl helm terraform tofu pulumi docker podman nerdctl vagrant
-    ansible ansible-playbook heroku vercel netlify fly flyctl firebase wrangler serverless doctl oc
-    eksctl npx pnpx bunx uvx pipx apt apt-get aptitude yum dnf zypper pacman apk brew snap flatpak
-    port conda mamba micromamba gem composer bundle cpan cpanm twine poetry pdm hatch uv git-lfs
-    s3cmd rclone gsutil mc nix-env nix go-task
-    """.split()  # noqa: SIM905
-)
-_PRIVILEGE = frozenset(
-    """
-    sudo su doas pkexec run0 runuser chroot setcap chown chgrp crontab at batch systemctl service
-    launchctl initctl init telinit shutdown reboot halt poweroff kill pkill killall killall5 mount umount
-    iptables ip6tables nft ufw firewall-cmd pfctl sysctl modprobe insmod rmmod useradd userdel
-    usermod groupadd groupdel passwd chpasswd visudo chattr ldconfig swapon swapoff nsenter unshare
-    setfacl setuidgid capsh loginctl journalctl dmesg
-    """.split()  # noqa: SIM905
-)
-_PUBLISH = {
-    "npm": {"publish", "unpublish", "deprecate", "dist-tag", "owner", "access", "adduser", "login"},
-    "yarn": {"publish", "npm"},
-    "pnpm": {"publish"},
-    "cargo": {"publish", "yank", "owner", "login"},
-    "twine": {"upload", "register"},
-    "gem": {"push", "yank", "owner"},
-    "poetry": {"publish"},
-    "uv": {"publish"},
-    "hatch": {"publish"},
-    "pdm": {"publish"},
-    "docker": {"push", "login"},
-    "podman": {"push", "login"},
-    "helm": {"push", "install", "upgrade", "uninstall", "rollback"},
-    "kubectl": {"apply", "create", "delete", "replace", "patch", "scale", "rollout", "edit", "set", "drain"},
-    "terraform": {"apply", "destroy", "import", "taint"},
-    "tofu": {"apply", "destroy"},
-    "pulumi": {"up", "destroy"},
-    "gh": {"release", "pr", "issue", "repo", "gist", "workflow", "api", "secret", "variable"},
-    "glab": {"release", "mr", "issue"},
-    "vercel": {"deploy", "--prod"},
-    "netlify": {"deploy"},
-    "fly": {"deploy"},
-    "flyctl": {"deploy"},
-    "firebase": {"deploy"},
-    "flit": {"publish"},
-    "maturin": {"publish", "upload"},
-    "heroku": {"releases", "deploy", "config:set"},
-    "wrangler": {"deploy", "publish"},
-    "serverless": {"deploy"},
-    "mvn": {"deploy"},
-    "gradle": {"publish"},
-}
-# Subcommands of otherwise-local tools that reach the network.
-_EGRESS_SUB = {
-    "git": {"clone", "fetch", "pull", "push", "ls-remote", "submodule", "send-email", "request-pull"},
-    "npm": {"install", "i", "ci", "add", "update", "upgrade", "audit", "outdated", "view", "info", "exec",
-            "x", "init", "create", "search", "pack", "link", "dedupe", "prune", "rebuild"},
-    "yarn": {"install", "add", "upgrade", "up", "dlx", "create", "init", "why", "info", "outdated", "set"},
-    "pnpm": {"install", "i", "add", "update", "up", "dlx", "create", "exec", "fetch"},
-    "pip": {"install", "download", "wheel", "search", "index"},
-    "cargo": {"install", "add", "update", "fetch", "search", "generate-lockfile", "vendor"},
-    "go": {"get", "install", "download"},
-    "bun": {"install", "add", "update", "x", "create"},
-    "deno": {"install", "upgrade", "add"},
-}  # fmt: skip
-_NETWORK_CODE = re.compile(
-    r"\b(socket|urllib|requests|http|https|axios|undici|http\.client|httpx|aiohttp|ftplib|smtplib|telnetlib|paramiko|websocket|"
-    r"fetch|XMLHttpRequest|net\.|https?\.(get|request)|IO::Socket|LWP|Net::|open-uri|Net::HTTP|curl|wget|"
-    r"dns|xmlrpc|grpc|dgram|tls|net/http|open-uri|Socket)\b"
-)
-_RISKY_CODE = re.compile(
-    r"\b(os|sys\.modules|shutil|subprocess|pty|ctypes|importlib|pickle|marshal|child_process|fs|process|"
-    r"require|exec|eval|compile|__import__|getattr|setattr|globals|locals|vars|open|system|popen|spawn|"
-    r"unlink|remove|rmtree|chmod|chown|kill|fork|Function|Deno|Bun|File|IO|Kernel|syscall|base64|"
-    r"b64decode|codecs|builtins|__builtins__|__class__|__subclasses__|environ|getenv|Path|pathlib)\b"
-)
-_SED_EXEC = re.compile(r"(?:^|[;{}\s\d$/!])[eEwWrR](?:\s|$|;)|/[gpIiMm0-9]*[ewW]\b")
-_EXEC_CAPABLE = frozenset(
-    """vim vi nvim ex ed emacs man strace ltrace gdb lldb script expect parallel screen tmux sudoedit
-    xdg-open open osascript""".split()  # noqa: SIM905
-)
-_TAR_EXEC = (
-    "--to-command", "--checkpoint-action", "--use-compress-program", "-I", "--rsh-command",
-    "--info-script", "-F", "--new-volume-script",
-)  # fmt: skip
-_MAKE_SIDE_EFFECTS = frozenset({"install", "uninstall", "deploy", "publish", "release", "upload"})
-_ENV_CODE = re.compile(r"\b(ENV|environ|getenv|process\.env|System\.getenv|Deno\.env|Bun\.env)\b|%ENV")
-_NETWORK_MODULES = frozenset(
-    {
-        "http.server",
-        "smtpd",
-        "smtplib",
-        "ftplib",
-        "telnetlib",
-        "webbrowser",
-        "twine",
-        "socketserver",
-        "aiosmtpd",
-    }
-)
-_LITERAL_OPEN = re.compile(r"""\bopen\(\s*(['"])[^'"]*\1\s*(,\s*(['"])r?b?t?\3\s*)?\)""")
-_SAFE_GIT = frozenset(
-    """
-    status diff log show add commit branch checkout switch stash restore rebase merge cherry-pick
-    reset tag blame grep ls-files ls-tree rev-parse describe shortlog reflog init mv rm clean
-    worktree notes bisect apply am format-patch diff-tree diff-files diff-index cat-file rev-list
-    show-ref for-each-ref whatchanged revert mergetool difftool range-diff count-objects fsck gc
-    prune help version var check-ignore check-attr verify-commit show-branch name-rev cherry restore
-    sparse-checkout
-    """.split()  # noqa: SIM905
-)
-
-
-# Build tools run the project's own build (dependency downloads are the sandbox's job); their
-# publish/deploy verbs are caught by _PUBLISH first.
-_BUILDS = frozenset({"mvn", "gradle", "gradlew", "ant", "sbt", "bazel", "dotnet", "swift", "zig", "command"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +87,7 @@ def classify(inv: Invocation) -> RiskInfo:
     if family is not None:
         return _interpreter_risk(inv, family)
     sub = _subcommand(inv)
-    if program in _PUBLISH and (sub in _PUBLISH[program] or (program == "gh" and sub)):
+    if program in PUBLISH and (sub in PUBLISH[program] or (program == "gh" and sub)):
         return RiskInfo(
             "high", f"publishes or deploys ({program} {sub})", egress=True, side_effect=True, broad=True
         )
@@ -211,15 +95,15 @@ def classify(inv: Invocation) -> RiskInfo:
         return RiskInfo(
             "high", f"sends data over the network ({program})", egress=True, side_effect=True, broad=True
         )
-    if program in _EGRESS_SUB and sub in _EGRESS_SUB[program]:
+    if program in EGRESS_SUB and sub in EGRESS_SUB[program]:
         return RiskInfo(
             "high", f"downloads packages or talks to a remote ({program} {sub})", egress=True, broad=True
         )
     if program in ("python", "uv") and sub == "pip":
         return RiskInfo("high", "installs packages", egress=True, broad=True)
-    if program in _NETWORK:
+    if program in NETWORK:
         return RiskInfo("high", f"network program ({program})", egress=True, broad=True)
-    if program in _PRIVILEGE:
+    if program in PRIVILEGE:
         if program == "kill" and _kills_own_jobs(inv.argv[1:]):
             return RiskInfo("low", "signals a job of this shell")
         return RiskInfo("high", f"changes privilege or system state ({program})")
@@ -239,15 +123,15 @@ def _kills_own_jobs(args: tuple[str, ...]) -> bool:
 def _exec_capable(inv: Invocation, program: str) -> str | None:
     """Programs that can run arbitrary commands through an option or script; None when not."""
     args = inv.argv[1:]
-    if program in _EXEC_CAPABLE:
+    if program in EXEC_CAPABLE:
         return f"{program} can run arbitrary commands"
-    if program == "tar" and any(a.startswith(_TAR_EXEC) for a in args):
+    if program == "tar" and any(a.startswith(TAR_EXEC) for a in args):
         return "tar option that runs a program"
     if program == "zip" and any(a.startswith(("-TT", "--unzip-command")) for a in args):
         return "zip option that runs a program"
     if program in ("less", "more") and any(a.startswith("+") for a in args):
         return f"{program} start-up command"
-    if program == "make" and any(a in _MAKE_SIDE_EFFECTS for a in args):
+    if program == "make" and any(a in MAKE_SIDE_EFFECTS for a in args):
         return "make target that installs or deploys"
     if program == "deno" and any(
         a in ("-A", "--allow-all", "--allow-run") or a.startswith("--allow-net") for a in args
@@ -273,7 +157,7 @@ def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
         r"system|\|\s*\"|getline|\bprint\b[^;}]*>", " ".join(inv.argv[1:])
     ):
         return RiskInfo("high", "awk program runs commands or writes files", broad=True)
-    if program == "sed" and any(_SED_EXEC.search(a) for a in inv.argv[1:] if not a.startswith("-")):
+    if program == "sed" and any(SED_EXEC.search(a) for a in inv.argv[1:] if not a.startswith("-")):
         return RiskInfo("high", "sed script runs commands or writes files", broad=True)
     if program in ("make", "cmake", "ninja") or program in ("npm", "yarn", "pnpm", "bun", "cargo", "go"):
         return RiskInfo("low", f"local build or test ({program} {sub})".rstrip())
@@ -283,7 +167,7 @@ def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
         return RiskInfo("medium", f"unrecognised {program} subcommand")
     if program in ("tar", "unzip") and any(a.startswith(("-P", "--absolute-names")) for a in inv.argv[1:]):
         return RiskInfo("medium", "archive with absolute paths")
-    if program in _LOW or program in _BUILDS:
+    if program in LOW or program in BUILDS:
         return RiskInfo("low", "reads or edits files")
     head = inv.words[0].text if inv.words else ""
     if "/" in head and not head.startswith(("/", "~")) and inv.words[0].plain:
@@ -347,7 +231,7 @@ def _git_risk(inv: Invocation) -> RiskInfo:
         return RiskInfo("high", reason, egress=True, side_effect=True, broad=True)
     if sub == "submodule" and rest[:1] in (["status"], ["foreach"], []):
         return RiskInfo("low" if rest[:1] != ["foreach"] else "medium", "git submodule")
-    if sub in _EGRESS_SUB["git"]:
+    if sub in EGRESS_SUB["git"]:
         side = sub in ("send-email", "request-pull")
         return RiskInfo("high", f"talks to a remote (git {sub})", egress=True, side_effect=side, broad=True)
     if sub == "remote":
@@ -367,7 +251,7 @@ def _git_risk(inv: Invocation) -> RiskInfo:
             if reading or len(rest) == 1
             else RiskInfo("medium", "changes git configuration")
         )
-    if sub in _SAFE_GIT:
+    if sub in SAFE_GIT:
         return RiskInfo("low", f"local git ({sub})")
     return RiskInfo("medium", f"unrecognised git subcommand ({sub or 'none'})")
 
@@ -395,20 +279,20 @@ def _interpreter_risk(inv: Invocation, family: str) -> RiskInfo:
             and inv.argv[inv.argv.index("-m") + 2] in ("install", "download")
         ):
             return RiskInfo("high", "installs packages", egress=True, broad=True)
-        if module in _NETWORK_MODULES or module.split(".")[0] in ("http", "urllib", "xmlrpc"):
+        if module in NETWORK_MODULES or module.split(".")[0] in ("http", "urllib", "xmlrpc"):
             return RiskInfo("high", f"network module ({module})", egress=True, broad=True)
         return RiskInfo("low", f"runs python module {module}")
     if code is not None:
         if UNKNOWN in code:
             return RiskInfo("high", f"{family} code computed at run time", broad=True)
-        if _ENV_CODE.search(code):
+        if ENV_CODE.search(code):
             return RiskInfo(
                 "high", f"{family} code that reads the environment (secrets)", broad=True, secret=True
             )
-        if _NETWORK_CODE.search(code):
+        if NETWORK_CODE.search(code):
             return RiskInfo("high", f"{family} code that opens network connections", egress=True, broad=True)
         # `open('literal')` is fine: literal paths in inline code are judged as reads by the engine.
-        if _RISKY_CODE.search(_LITERAL_OPEN.sub("", code)):
+        if RISKY_CODE.search(LITERAL_OPEN.sub("", code)):
             return RiskInfo("high", f"{family} code that touches files, processes or the system", broad=True)
         return RiskInfo("low", f"{family} code that only computes", broad=True)
     if inv.command.stdin in ("pipe", "herestring") or any(w.process_substitution for w in inv.words):

@@ -236,3 +236,18 @@ class WordReader:
         return Word(
             text=UNKNOWN, plain=False, variables=(name,) if name else (), alternatives=tuple(alternatives)
         )
+
+
+def skip_options(words: tuple[Word, ...], start: int, valued: frozenset[str], operands: int) -> int:
+    """Index of the wrapped command after a wrapper's options and leading operands."""
+    i = start
+    while i < len(words):
+        text = words[i].text
+        if text == "--":
+            i += 1
+            break
+        if text.startswith("-") and len(text) > 1:
+            i += 2 if text in valued else 1
+            continue
+        break
+    return min(i + operands, len(words))

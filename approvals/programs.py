@@ -1,0 +1,143 @@
+"""What the engine knows about programs: which read, build, reach the network, publish or escalate.
+
+Data only (tables and patterns); `risk.py` applies them. Add a program here, not in the logic.
+"""
+
+from __future__ import annotations
+
+import re
+
+LOW = frozenset(
+    """
+    ls ll la dir cat tac nl head tail less more grep egrep fgrep rg ag ack wc sort uniq cut tr paste
+    join comm diff cmp colordiff echo printf pwd cd pushd popd true false test [ [[ : which type
+    whereis whoami id date cal basename dirname realpath readlink stat file du df tree fold fmt
+    column expand unexpand rev seq sleep md5sum sha1sum sha256sum sha512sum shasum cksum b2sum
+    base64 base32 xxd od hexdump strings jq yq bat touch mkdir cp mv rm rmdir ln tee sed awk gawk
+    mawk tar zip unzip gzip gunzip zcat bzip2 bunzip2 xz unxz zstd unzstd 7z make cmake ninja meson
+    gcc g++ cc c++ clang clang++ javac java rustc tsc pytest black ruff mypy flake8 pylint isort
+    pyright prettier eslint jest vitest mocha patch split truncate nproc uname hostname locale tput
+    clear exit return read shift wait set unset local readonly shopt alias history jobs fg bg disown
+    hash umask getopts let printf wc diff3 sdiff iconv dos2unix unix2dos mktemp env-check tox nox
+    coverage pre-commit go cargo npm yarn pnpm python pip node bun deno git gofmt rustfmt
+    clang-format shellcheck shfmt hadolint yamllint markdownlint ctags cloc tokei fd fzf chmod
+    export declare typeset source . find htop top ps pgrep free uptime lsof
+    """.split()  # noqa: SIM905
+)
+NETWORK = frozenset(
+    """
+    curl wget nc ncat netcat ssh scp sftp rsync telnet ftp socat nmap ping ping6 dig nslookup host
+    whois http https httpie xh aria2c axel lftp ssh-copy-id mosh traceroute tracepath mtr openssl gh
+    hub glab aws gcloud gsutil az kubectl helm terraform tofu pulumi docker podman nerdctl vagrant
+    ansible ansible-playbook heroku vercel netlify fly flyctl firebase wrangler serverless doctl oc
+    eksctl npx pnpx bunx uvx pipx apt apt-get aptitude yum dnf zypper pacman apk brew snap flatpak
+    port conda mamba micromamba gem composer bundle cpan cpanm twine poetry pdm hatch uv git-lfs
+    s3cmd rclone gsutil mc nix-env nix go-task
+    """.split()  # noqa: SIM905
+)
+PRIVILEGE = frozenset(
+    """
+    sudo su doas pkexec run0 runuser chroot setcap chown chgrp crontab at batch systemctl service
+    launchctl initctl init telinit shutdown reboot halt poweroff kill pkill killall killall5 mount umount
+    iptables ip6tables nft ufw firewall-cmd pfctl sysctl modprobe insmod rmmod useradd userdel
+    usermod groupadd groupdel passwd chpasswd visudo chattr ldconfig swapon swapoff nsenter unshare
+    setfacl setuidgid capsh loginctl journalctl dmesg
+    """.split()  # noqa: SIM905
+)
+PUBLISH = {
+    "npm": {"publish", "unpublish", "deprecate", "dist-tag", "owner", "access", "adduser", "login"},
+    "yarn": {"publish", "npm"},
+    "pnpm": {"publish"},
+    "cargo": {"publish", "yank", "owner", "login"},
+    "twine": {"upload", "register"},
+    "gem": {"push", "yank", "owner"},
+    "poetry": {"publish"},
+    "uv": {"publish"},
+    "hatch": {"publish"},
+    "pdm": {"publish"},
+    "docker": {"push", "login"},
+    "podman": {"push", "login"},
+    "helm": {"push", "install", "upgrade", "uninstall", "rollback"},
+    "kubectl": {"apply", "create", "delete", "replace", "patch", "scale", "rollout", "edit", "set", "drain"},
+    "terraform": {"apply", "destroy", "import", "taint"},
+    "tofu": {"apply", "destroy"},
+    "pulumi": {"up", "destroy"},
+    "gh": {"release", "pr", "issue", "repo", "gist", "workflow", "api", "secret", "variable"},
+    "glab": {"release", "mr", "issue"},
+    "vercel": {"deploy", "--prod"},
+    "netlify": {"deploy"},
+    "fly": {"deploy"},
+    "flyctl": {"deploy"},
+    "firebase": {"deploy"},
+    "flit": {"publish"},
+    "maturin": {"publish", "upload"},
+    "heroku": {"releases", "deploy", "config:set"},
+    "wrangler": {"deploy", "publish"},
+    "serverless": {"deploy"},
+    "mvn": {"deploy"},
+    "gradle": {"publish"},
+}
+# Subcommands of otherwise-local tools that reach the network.
+EGRESS_SUB = {
+    "git": {"clone", "fetch", "pull", "push", "ls-remote", "submodule", "send-email", "request-pull"},
+    "npm": {"install", "i", "ci", "add", "update", "upgrade", "audit", "outdated", "view", "info", "exec",
+            "x", "init", "create", "search", "pack", "link", "dedupe", "prune", "rebuild"},
+    "yarn": {"install", "add", "upgrade", "up", "dlx", "create", "init", "why", "info", "outdated", "set"},
+    "pnpm": {"install", "i", "add", "update", "up", "dlx", "create", "exec", "fetch"},
+    "pip": {"install", "download", "wheel", "search", "index"},
+    "cargo": {"install", "add", "update", "fetch", "search", "generate-lockfile", "vendor"},
+    "go": {"get", "install", "download"},
+    "bun": {"install", "add", "update", "x", "create"},
+    "deno": {"install", "upgrade", "add"},
+}  # fmt: skip
+NETWORK_CODE = re.compile(
+    r"\b(socket|urllib|requests|http|https|axios|undici|http\.client|httpx|aiohttp|ftplib|smtplib|telnetlib|paramiko|websocket|"
+    r"fetch|XMLHttpRequest|net\.|https?\.(get|request)|IO::Socket|LWP|Net::|open-uri|Net::HTTP|curl|wget|"
+    r"dns|xmlrpc|grpc|dgram|tls|net/http|open-uri|Socket)\b"
+)
+RISKY_CODE = re.compile(
+    r"\b(os|sys\.modules|shutil|subprocess|pty|ctypes|importlib|pickle|marshal|child_process|fs|process|"
+    r"require|exec|eval|compile|__import__|getattr|setattr|globals|locals|vars|open|system|popen|spawn|"
+    r"unlink|remove|rmtree|chmod|chown|kill|fork|Function|Deno|Bun|File|IO|Kernel|syscall|base64|"
+    r"b64decode|codecs|builtins|__builtins__|__class__|__subclasses__|environ|getenv|Path|pathlib)\b"
+)
+SED_EXEC = re.compile(r"(?:^|[;{}\s\d$/!])[eEwWrR](?:\s|$|;)|/[gpIiMm0-9]*[ewW]\b")
+EXEC_CAPABLE = frozenset(
+    """vim vi nvim ex ed emacs man strace ltrace gdb lldb script expect parallel screen tmux sudoedit
+    xdg-open open osascript""".split()  # noqa: SIM905
+)
+TAR_EXEC = (
+    "--to-command", "--checkpoint-action", "--use-compress-program", "-I", "--rsh-command",
+    "--info-script", "-F", "--new-volume-script",
+)  # fmt: skip
+MAKE_SIDE_EFFECTS = frozenset({"install", "uninstall", "deploy", "publish", "release", "upload"})
+ENV_CODE = re.compile(r"\b(ENV|environ|getenv|process\.env|System\.getenv|Deno\.env|Bun\.env)\b|%ENV")
+NETWORK_MODULES = frozenset(
+    {
+        "http.server",
+        "smtpd",
+        "smtplib",
+        "ftplib",
+        "telnetlib",
+        "webbrowser",
+        "twine",
+        "socketserver",
+        "aiosmtpd",
+    }
+)
+LITERAL_OPEN = re.compile(r"""\bopen\(\s*(['"])[^'"]*\1\s*(,\s*(['"])r?b?t?\3\s*)?\)""")
+SAFE_GIT = frozenset(
+    """
+    status diff log show add commit branch checkout switch stash restore rebase merge cherry-pick
+    reset tag blame grep ls-files ls-tree rev-parse describe shortlog reflog init mv rm clean
+    worktree notes bisect apply am format-patch diff-tree diff-files diff-index cat-file rev-list
+    show-ref for-each-ref whatchanged revert mergetool difftool range-diff count-objects fsck gc
+    prune help version var check-ignore check-attr verify-commit show-branch name-rev cherry restore
+    sparse-checkout
+    """.split()  # noqa: SIM905
+)
+
+
+# Build tools run the project's own build (dependency downloads are the sandbox's job); their
+# publish/deploy verbs are caught by PUBLISH first.
+BUILDS = frozenset({"mvn", "gradle", "gradlew", "ant", "sbt", "bazel", "dotnet", "swift", "zig", "command"})

@@ -54,6 +54,7 @@ class RunRenderer:
         self._tools: list[ToolDecided] = []
         self._tools_since = 0.0
         self.last_event_at: float | None = None
+        self.last_refresh = time.monotonic()
 
     def on_event(self, event: RunEvent) -> None:
         """The run's subscriber: fold, then render (synchronous: the outbox queues, never blocks)."""
@@ -74,6 +75,7 @@ class RunRenderer:
     def refresh(self) -> None:
         """Queue a status update with the current view (coalesced by the outbox)."""
         text, blocks = status_blocks(self.view, now=self._clock())
+        self.last_refresh = time.monotonic()
         self._outbox.update(self.root, text=text, blocks=blocks)
 
     def _post(

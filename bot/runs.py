@@ -7,6 +7,7 @@ loop only keeps weak references to tasks; Bolt drops its own futures).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import secrets
@@ -80,6 +81,7 @@ class RunSupervisor:
         clock: Callable[[], float] = time.time,
         broadcast_final: bool = False,
         observe: Callable[[str, RunEvent], None] | None = None,
+        status_refresh: float = 30.0,
     ) -> None:
         self._outbox = outbox
         self._store = store
@@ -92,6 +94,11 @@ class RunSupervisor:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._active: dict[str, ActiveRun] = {}
         self._closing = False
+        # A run waiting on a human emits nothing; its elapsed time still moves. chat.update is a
+        # shared Tier 3 budget, so quiet runs are refreshed rarely and the outbox paces them.
+        self._status_refresh = status_refresh
+        self._ticker: asyncio.Task[Any] | None = None
+        self._no_runs = asyncio.Event()  # wakes the ticker when the last run ends
         self.started = 0
 
     def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
@@ -163,8 +170,11 @@ class RunSupervisor:
         """Until the run ends: then the last status, and the outcome recorded for follow-ups."""
         run_id = active.handle.run_id
         self._active[run_id] = active
+        self._no_runs.clear()
         self.started += 1
         self.spawn(self._watch_root(run_id, active.renderer.root, active.request), name=f"root:{run_id}")
+        if self._ticker is None or self._ticker.done():
+            self._ticker = self.spawn(self._tick(), name="status-ticker")
         try:
             outcome = await active.handle.wait()
             await active.renderer.finish()
@@ -172,7 +182,19 @@ class RunSupervisor:
             await self._store.finish_run(run_id, state=outcome.kind, final_answer=answer)
         finally:
             self._active.pop(run_id, None)
+            if not self._active:
+                self._no_runs.set()
             active.done.set()
+
+    async def _tick(self) -> None:
+        """Refresh quiet runs' status messages every `status_refresh` s; ends with the last run."""
+        while self._active and not self._closing:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._no_runs.wait(), self._status_refresh / 2)
+            quiet_since = time.monotonic() - self._status_refresh
+            for active in list(self._active.values()):
+                if active.renderer.last_refresh < quiet_since:
+                    active.renderer.refresh()
 
     async def _watch_root(self, run_id: str, root: MessageRef, request: RunRequest) -> None:
         """If the status message cannot be posted (bot not in the channel), stop the run and say why."""
@@ -241,6 +263,7 @@ class RunSupervisor:
     async def drain(self, *, grace: float = 10.0) -> None:
         """Shutdown: stop accepting runs, cancel the running ones (their approvals too), await every task."""
         self._closing = True
+        self._no_runs.set()
         for active in list(self._active.values()):
             await active.handle.cancel(by="shutdown")
             await self._approvals.cancel_run(active.handle.run_id)

@@ -40,6 +40,8 @@ class BotSettings(BaseSettings):
     host: str = Field(default="0.0.0.0", validation_alias="MASSGEN_HOST")  # noqa: S104 - a server binds all
     # Also show each run's final answer in the channel (reply_broadcast), not only in its thread.
     broadcast_final: bool = Field(default=False, validation_alias="MASSGEN_BROADCAST_FINAL")
+    # Seconds between status-message refreshes of a run that emits nothing (e.g. waiting for approval).
+    status_refresh: float = Field(default=30.0, gt=0, validation_alias="MASSGEN_STATUS_REFRESH")
     # Seconds an approver's group membership (usergroups.users.list) is trusted before asking Slack again.
     group_cache_ttl: float = Field(default=60.0, gt=0, validation_alias="MASSGEN_GROUP_CACHE_TTL")
 

@@ -223,6 +223,7 @@ async def build_services(
         clock=clock,
         observe=observe,
         broadcast_final=settings.broadcast_final,
+        status_refresh=settings.status_refresh,
     )
     groups = GroupResolver(box.call, ttl=settings.group_cache_ttl)
     spawn = functools.partial(runs.spawn, name="approvals-ui")

@@ -159,3 +159,21 @@ async def test_bot_not_in_channel_stops_the_run_and_tells_the_requester_privatel
         assert "/invite" in told["text"]
         assert told["response_type"] == "ephemeral"
         assert (await bot.services.store.recent_runs())[0].state == "cancelled"
+
+
+async def test_a_quiet_run_still_refreshes_its_status_message(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("MASSGEN_STATUS_REFRESH", "0.2")
+    release = asyncio.Event()
+    async with bot_harness(tmp_path, handler=_slow_first_answers(release)) as bot:
+        await bot.command("wait for the provider")
+        run_id = await _running(bot)
+        root = bot.services.runs.active(run_id).renderer.root  # type: ignore[union-attr]
+        ts = await root.ts()
+
+        def updates() -> int:
+            return sum(1 for c in bot.slack.calls_to("chat.update", ok=True) if c.params["ts"] == ts)
+
+        seen = updates()
+        await bot.wait_for(lambda: updates() >= seen + 2)  # no run events meanwhile: the ticker did it
+        release.set()
+        await bot.settle()

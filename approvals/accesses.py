@@ -54,6 +54,7 @@ class Access:
 
     @property
     def write(self) -> bool:
+        """True for a write (reads and executions are not)."""
         return self.mode == "write"
 
 

@@ -42,6 +42,7 @@ def interpreter_family(program: str) -> str | None:
 
 
 def with_inline_code(inv: Invocation) -> Invocation:
+    """Record the code an interpreter (or awk) is handed inline: `-c`/`-e` text or a here-document."""
     family = interpreter_family(inv.program)
     if inv.program in ("awk", "gawk", "mawk", "nawk"):
         program = next((w.text for w in inv.words[1:] if not w.text.startswith("-")), None)

@@ -77,6 +77,7 @@ class Invocation:
 
     @property
     def program(self) -> str:
+        """The program's basename (`/usr/bin/git` → git)."""
         return self.argv[0] if self.argv else ""
 
     @property
@@ -194,58 +195,57 @@ def _program_problems(word: Word) -> list[str]:
 
 
 def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
+    """Strip pure wrappers and privilege runners, yielding every program that actually runs."""
     words = command.words
     wrappers: list[str] = []
     extra_args = False
-    # Leading assignments parsed as words (`env A=1 cmd`, or `A=1` passed through a wrapper).
     while words:
         head = words[0]
         name = posixpath.basename(head.text) if head.plain else head.text
-        problems = _program_problems(head)
         argv = (name, *(w.text for w in words[1:]))
-        base = Invocation(argv, words, command, tuple(wrappers), tuple(problems), extra_args, depth=depth)
-        if name in _WRAPPERS and not (name == "command" and len(words) > 1 and words[1].text in ("-v", "-V")):
-            valued, operands = _WRAPPERS[name]
-            rest = words[skip_options(words, 1, valued, operands) :]
-            if not rest:
-                yield base  # `exec 3<>/dev/tcp/…`, a bare `time`: judged as themselves (redirects count)
-                return
-            wrappers.append(name)
-            words = rest
-            continue
-        if name == "env":
-            index = _env_command_index(words)
-            if index is None or index >= len(words):
-                yield base
-                return
-            wrappers.append(name)
-            words = words[index:]
-            continue
-        if name in _PRIVILEGE_RUNNERS:
-            yield base
-            index = skip_options(words, 1, _PRIVILEGE_RUNNERS[name], 0)
-            wrappers.append(name)
-            words = words[index:]
-            continue
-        if name == "xargs":
-            index = skip_options(words, 1, _XARGS_VALUE_OPTIONS, 0)
-            wrappers.append(name)
-            extra_args = True
-            words = words[index:] or (Word(text="echo"),)
-            continue
-        if name == "busybox" and len(words) > 1 and not words[1].text.startswith("-"):
-            words = words[1:]
-            continue
-        if name == "find":
-            yield from _find_exec(base, depth)
+        problems = tuple(_program_problems(head))
+        base = Invocation(argv, words, command, tuple(wrappers), problems, extra_args, depth=depth)
+        rest = _wrapped(name, words)
+        if rest is None:
+            yield from _find_exec(base, depth) if name == "find" else (_finish(base),)
             return
-        inv = with_inline_code(base)
-        if extra_args and (name in SHELLS or name in ("eval", "source", ".") or interpreter_family(name)):
-            inv = replace(inv, problems=(*inv.problems, f"{name} runs code assembled from its input"))
-        if reads_code_from_pipe(inv):
-            inv = replace(inv, problems=(*inv.problems, "runs code read from a pipe (decode-and-execute)"))
-        yield inv
-        return
+        if name in _PRIVILEGE_RUNNERS or not rest:
+            # A privilege runner is judged itself as well; a wrapper with nothing to run (`exec 3<>…`,
+            # a bare `env`) is judged as itself, redirects included.
+            yield base
+            if not rest:
+                return
+        wrappers.append(name)
+        extra_args = extra_args or name == "xargs"
+        words = rest
+
+
+def _wrapped(name: str, words: tuple[Word, ...]) -> tuple[Word, ...] | None:
+    """The words a wrapper runs (maybe empty), or None when `name` is not a wrapper."""
+    if name in _WRAPPERS and not (name == "command" and len(words) > 1 and words[1].text in ("-v", "-V")):
+        valued, operands = _WRAPPERS[name]
+        return words[skip_options(words, 1, valued, operands) :]
+    if name == "env":
+        index = _env_command_index(words)
+        return () if index is None else words[index:]
+    if name in _PRIVILEGE_RUNNERS:
+        return words[skip_options(words, 1, _PRIVILEGE_RUNNERS[name], 0) :]
+    if name == "xargs":
+        return words[skip_options(words, 1, _XARGS_VALUE_OPTIONS, 0) :] or (Word(text="echo"),)
+    if name == "busybox" and len(words) > 1 and not words[1].text.startswith("-"):
+        return words[1:]
+    return None
+
+
+def _finish(base: Invocation) -> Invocation:
+    """Attach inline code, and flag code that arrives at run time."""
+    inv = with_inline_code(base)
+    name = inv.program
+    if inv.extra_args and (name in SHELLS or name in ("eval", "source", ".") or interpreter_family(name)):
+        inv = replace(inv, problems=(*inv.problems, f"{name} runs code assembled from its input"))
+    if reads_code_from_pipe(inv):
+        inv = replace(inv, problems=(*inv.problems, "runs code read from a pipe (decode-and-execute)"))
+    return inv
 
 
 def _env_command_index(words: tuple[Word, ...]) -> int | None:

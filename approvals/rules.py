@@ -42,21 +42,26 @@ class Rule:
 
     @property
     def has_wildcard(self) -> bool:
+        """True when the pattern can match more than one target."""
         return "*" in self.pattern or "?" in self.pattern
 
     def matches_command(self, text: str) -> bool:
+        """Match one simple command's text (words joined by single spaces)."""
         return _command_regex(self.pattern).fullmatch(text) is not None
 
     def matches_path(self, path: str, *, workspace: str, home: str) -> bool:
+        """Match a normalised absolute path; relative patterns are anchored at the workspace."""
         return _path_regex(self.pattern, workspace, home).fullmatch(path) is not None
 
     def matches_url(self, url: str) -> bool:
+        """Match a URL: `domain:` patterns on the host name, others as a glob over the URL."""
         if self.pattern.startswith("domain:"):
             host = (urlsplit(url if "://" in url else f"https://{url}").hostname or "").lower()
             return _domain_regex(self.pattern[7:].strip().lower()).fullmatch(host) is not None
         return fnmatch.fnmatchcase(url, self.pattern)
 
     def matches_tool(self, name: str) -> bool:
+        """Match a tool name (glob)."""
         return fnmatch.fnmatchcase(name, self.pattern)
 
 

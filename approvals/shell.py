@@ -54,10 +54,12 @@ class Redirect:
 
     @property
     def writes(self) -> bool:
+        """True when the redirect writes its target (`>`, `>>`, `&>`, `<>`)."""
         return self.target is not None and ">" in self.op
 
     @property
     def reads(self) -> bool:
+        """True when the redirect reads its target (`<`, `<>`)."""
         return self.target is not None and "<" in self.op
 
 

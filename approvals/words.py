@@ -70,6 +70,7 @@ def decode_ansi_c(body: str) -> str:
     """Decode the inside of `$'…'` the way bash does."""
 
     def one(match: re.Match[str]) -> str:
+        """Decode one escape sequence."""
         esc = match.group(1)
         if esc[0] in "xuU":
             return chr(int(esc[1:], 16))

@@ -74,6 +74,7 @@ class _Checker:
         self._engines: dict[str, PermissionEngine] = {}
 
     def stream(self, lines: Iterable[str], out: TextIO) -> int:
+        """Judge one JSON action per line; an error object replaces a bad line. Returns the exit status."""
         failed = False
         for number, raw in enumerate(lines, start=1):
             if not raw.strip():
@@ -89,6 +90,7 @@ class _Checker:
         return 1 if failed else 0
 
     def check(self, item: object, number: int | None = None) -> dict[str, object]:
+        """One action (a parsed JSON object) to a decision object, or an error object."""
         where = f"line {number}: " if number is not None else ""
         if not isinstance(item, Mapping):
             return _error(f"{where}expected a JSON object", number)

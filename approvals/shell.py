@@ -188,7 +188,7 @@ class _Walker:
         group: list[ts.Node] = []
         for child in node.children:
             if child.type == "variable_assignment":
-                self._assignment(child)
+                self._assignment(child, standalone=False)
             elif child.type in ("file_redirect", "herestring_redirect"):
                 redirects.append(self._redirect(child))
             elif child.type == "command_name" or child.is_named or child.type == "$":
@@ -302,14 +302,29 @@ class _Walker:
         if calls_itself and ("&" in body_text or "|" in body_text):
             self.fork_bomb = True
 
-    def _assignment(self, node: ts.Node) -> None:
+    def _assignment(self, node: ts.Node, *, standalone: bool = True) -> None:
+        """Record `x=value` (and loop variables); a value is trusted only if set once, plainly."""
+        name: str | None = None
+        value: Word | None = None
         for child in node.children:
-            if child.type == "variable_name" and child.text:
-                self.locals.add(child.text.decode("utf-8", "replace"))
+            if child.type == "variable_name" and child.text and name is None:
+                name = child.text.decode("utf-8", "replace")
+                self.locals.add(name)
             elif child.type in ("do_group", "compound_statement"):
                 self.statement(child)
             elif child.is_named:
-                self.words.read(child)
+                value = self.words.read(child)
+        if name is None:
+            return
+        bindings = self.words.bindings
+        once = name not in bindings and standalone and node.type == "variable_assignment"
+        plain_value = (
+            value is not None and value.plain and "+=" not in (node.text or b"").decode("utf-8", "replace")
+        )
+        if once and plain_value and value is not None:
+            bindings[name] = value.text  # a leading ~ stays ~: the path layer reads it as home
+        else:
+            bindings[name] = None
 
     def _declaration(self, node: ts.Node) -> None:
         """`export A=1`, `declare -p`, `unset X`: judged as a command named by the keyword."""

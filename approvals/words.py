@@ -115,6 +115,8 @@ class WordReader:
     def __init__(self, on_substitution: Callable[[ts.Node], None], on_problem: Callable[[str], None]) -> None:
         self._on_substitution = on_substitution
         self._on_problem = on_problem
+        # Variables the script itself set, in document order: a value, or None once it is unknowable.
+        self.bindings: dict[str, str | None] = {}
 
     def read_group(self, nodes: Sequence[ts.Node]) -> Word:
         """Adjacent nodes with no space between them form one word (`$"x"` arrives as two)."""
@@ -227,6 +229,10 @@ class WordReader:
         ]
         if simple and name in _CONTEXT_VARIABLES:
             return Word(text=_CONTEXT_VARIABLES[name], plain=False, variables=(name,))
+        bound = self.bindings.get(name)
+        if simple and bound is not None:
+            # `f=/; rm -rf $f`: the script set it once to a plain value, so that is what it holds.
+            return Word(text=bound, plain=False, variables=(name,))
         alternatives: list[str] = []
         children = list(node.children)
         for i, child in enumerate(children):

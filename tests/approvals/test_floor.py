@@ -35,7 +35,9 @@ def engine(tmp_path: Path) -> PermissionEngine:
         "mkfs.xfs /dev/sdb", "mkswap /dev/sda2", "wipefs -a /dev/nvme0n1", "dd if=/dev/zero of=/dev/sda",
         "cat img > /dev/sda", "shred /dev/sda", "tee /dev/sdb < x", ":(){ :|:& };:",
         "f(){ f | f & }; f", "mv /etc /tmp/etc", "echo 'rm -rf /' | bash", "eval rm -rf /",
-        "rm -rf / (", "((rm -rf $HOME; x); y)",
+        "rm -rf / (", "((rm -rf $HOME; x); y)", "f=/; rm -rf $f", "RM=rm; $RM -rf ~", "rm${IFS}-rf${IFS}/",
+        "{rm,-rf,/}", "$(which rm) -rf /", "printf 'rm -rf /' | sh", "perl -e 'fork while fork'",
+        "python3 -c \"import os; os.system('rm -rf /')\"", "> /dev/sda",
     ],
 )  # fmt: skip
 def test_floor_denies_under_allow_all_and_allow_everything_rules(engine: PermissionEngine, text: str) -> None:

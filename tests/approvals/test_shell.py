@@ -111,3 +111,17 @@ def test_characters_beyond_the_bmp_never_crash_the_parser() -> None:
     # Regression: tree-sitter-bash 0.25 segfaulted on `{` + some astral characters (found by fuzzing).
     for code in range(0xA0000, 0xA0000 + 3000, 7):
         parse_shell.__wrapped__("{" + chr(code))
+
+
+@pytest.mark.parametrize(
+    ("text", "argv"),
+    [
+        ("f=/etc; cat $f/hosts", ("cat", "/etc/hosts")),
+        ("f=src; false && f=/etc; cat $f/x", ("cat", UNKNOWN + "/x")),  # set twice: unknown
+        ("cat $f; f=/etc", ("cat", UNKNOWN)),  # used before it is set
+        ("for f in a; do cat $f; done", ("cat", UNKNOWN)),
+        ("X=/ cat $X", ("cat", UNKNOWN)),  # a prefix assignment does not change this command's words
+    ],
+)
+def test_script_variables_are_trusted_only_when_set_once(text: str, argv: tuple[str, ...]) -> None:
+    assert _argvs(text)[-1] == argv

@@ -57,7 +57,7 @@ async def test_serve_runs_a_task_end_to_end_and_drains_on_sigterm(tmp_path: Path
     ):
         slack.inject("auth.test", Fault(error="unknown_method", status=200, retry_after=None, times=5))
         team = tmp_path / "team.yaml"
-        team.write_text(team_yaml(provider))
+        team.write_text(team_yaml(provider, agents=2))  # real Slack pacing: ~1 post/s
         port = _free_port()
         env = _env(
             SLACK_BOT_TOKEN=TOKEN,

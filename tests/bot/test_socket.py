@@ -67,7 +67,7 @@ async def test_socket_subcommand_connects_serves_and_drains(tmp_path: Path) -> N
         ProviderServer() as provider,
     ):
         team = tmp_path / "team.yaml"
-        team.write_text(team_yaml(provider))
+        team.write_text(team_yaml(provider, agents=2))  # real Slack pacing: ~1 post/s
         settings = BotSettings.with_values(
             SLACK_BOT_TOKEN=TOKEN,
             SLACK_APP_TOKEN=slack.app_token,

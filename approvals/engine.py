@@ -15,7 +15,9 @@ from urllib.parse import urlsplit
 from approvals.actions import ACTION_KINDS, Action
 from approvals.commands import CommandJudge, path_finding
 from approvals.decisions import RISK_ORDER, VERDICT_ORDER, Decision
+from approvals.errors import PermissionConfigError
 from approvals.findings import Finding, worst
+from approvals.floor import SYSTEM_DIRS
 from approvals.invocation import expand
 from approvals.paths import Boundary
 from approvals.policy import PolicyName, resolve
@@ -63,6 +65,11 @@ class PermissionEngine:
             tuple(str(Path(r).absolute()) for r in config.readable_roots),
             config.protected,
         )
+        if self._boundary.workspace in SYSTEM_DIRS or self._boundary.workspace == "/":
+            # Everything would be "inside": fail closed instead of allowing writes all over the system.
+            raise PermissionConfigError(
+                f"workspace {self._boundary.workspace!r} is the root or a system directory"
+            )
         self._commands = CommandJudge(self._boundary, config.rules)
 
     def evaluate(self, action: Action, *, grants: frozenset[str] = frozenset()) -> Decision:

@@ -34,3 +34,7 @@ class RuleError(ApprovalsError):
         super().__init__(f"rule {rule!r}: {why}" if rule is not None else why)
         self.rule = rule
         self.why = why
+
+
+class PermissionConfigError(ApprovalsError):
+    """The permission engine cannot be built as configured (e.g. a workspace of `/` or a system directory)."""

@@ -49,7 +49,11 @@ def run_check(args: argparse.Namespace) -> int:
         print(f"massgen-bot permissions check: {exc}", file=sys.stderr)
         return 1
     workspace = (args.workspace or Path.cwd()).absolute()
-    checker = _Checker(workspace=workspace, policy=policy, rules=rules)
+    try:
+        checker = _Checker(workspace=workspace, policy=policy, rules=rules)
+    except ApprovalsError as exc:
+        print(f"massgen-bot permissions check: {exc}", file=sys.stderr)
+        return 1
     if args.jsonl:
         if args.words:
             print("massgen-bot permissions check: give ACTION TARGET or --jsonl, not both", file=sys.stderr)
@@ -72,6 +76,7 @@ class _Checker:
         self._policy = policy
         self._rules = rules
         self._engines: dict[str, PermissionEngine] = {}
+        self._engine(None)  # build the base engine now: a bad workspace fails before any input is read
 
     def stream(self, lines: Iterable[str], out: TextIO) -> int:
         """Judge one JSON action per line; an error object replaces a bad line. Returns the exit status."""

@@ -214,3 +214,12 @@ def test_whole_catalogue_through_the_real_command(tmp_path: Path) -> None:
             assert human["decision"] != "allow", (category, line, human)
             assert auto["resolved"] != "allow", (category, line, auto)
     assert ordinary_blocked / len(CATALOGUE["ordinary"]) <= 1 / 40
+
+
+def test_root_workspace_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _run(monkeypatch, capsys, ["--workspace", "/", "command", "cp x /etc/hosts"])
+    assert code == 1
+    assert out == []
+    assert "system directory" in err

@@ -9,7 +9,7 @@ import pytest
 from approvals.actions import Action
 from approvals.decisions import Risk, Verdict
 from approvals.engine import DEFAULT_PROTECTED, PermissionConfig, PermissionEngine
-from approvals.errors import RuleError
+from approvals.errors import PermissionConfigError, RuleError
 from approvals.policy import PolicyName, check_policy, resolve
 from approvals.rules import EMPTY_RULES, load_rules
 
@@ -176,3 +176,9 @@ def test_tool_rules(tmp_path: Path) -> None:
     engine = _engine(tmp_path, rules=rules)
     assert engine.evaluate(Action(kind="tool", target="mcp__docs__search")).verdict == "allow"
     assert engine.evaluate(Action(kind="tool", target="mcp__github__delete_repository")).verdict == "deny"
+
+
+@pytest.mark.parametrize("workspace", ["/", "/etc", "/usr"])
+def test_a_system_directory_is_not_a_workspace(workspace: str) -> None:
+    with pytest.raises(PermissionConfigError, match="system directory"):
+        PermissionEngine(PermissionConfig(workspace=Path(workspace)))

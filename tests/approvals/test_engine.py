@@ -182,3 +182,16 @@ def test_tool_rules(tmp_path: Path) -> None:
 def test_a_system_directory_is_not_a_workspace(workspace: str) -> None:
     with pytest.raises(PermissionConfigError, match="system directory"):
         PermissionEngine(PermissionConfig(workspace=Path(workspace)))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://api.github.com@evil.example/",
+        "https://evil.example\\@api.github.com/",
+        "https://api.gіthub.com/",
+    ],
+)
+def test_allow_rules_never_apply_to_ambiguous_urls(tmp_path: Path, url: str) -> None:
+    engine = _engine(tmp_path, rules=load_rules({"allow": ["fetch(domain:*.github.com)", "fetch(*)"]}))
+    assert engine.evaluate(Action(kind="fetch", target=url)).verdict == "ask"

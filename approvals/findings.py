@@ -9,6 +9,8 @@ from approvals.decisions import RISK_ORDER, VERDICT_ORDER, Layer, Risk, Verdict
 
 # When two findings have the same verdict, the one from the more fundamental layer explains it.
 _LAYER_ORDER: dict[Layer, int] = {"risk": 0, "policy": 1, "boundary": 2, "rule": 3, "floor": 4}
+# An allow is explained by the rule that allowed it, else by the risk class ("low, no rule: allow").
+_ALLOW_LAYER_ORDER: dict[Layer, int] = {"boundary": 0, "floor": 0, "policy": 1, "risk": 2, "rule": 3}
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +33,12 @@ def worst(findings: Iterable[Finding]) -> Finding:
     items = list(findings)
     if not items:
         return Finding("ask", "medium", "risk", "nothing to judge")
-    top = max(items, key=lambda f: (VERDICT_ORDER[f.verdict], _LAYER_ORDER[f.layer], RISK_ORDER[f.risk]))
+
+    def rank(f: Finding) -> tuple[int, int, int]:
+        order = _ALLOW_LAYER_ORDER if f.verdict == "allow" else _LAYER_ORDER
+        return VERDICT_ORDER[f.verdict], order[f.layer], RISK_ORDER[f.risk]
+
+    top = max(items, key=rank)
     risk = max((f.risk for f in items), key=RISK_ORDER.__getitem__)
     asks_or_worse = [f for f in items if VERDICT_ORDER[f.verdict] >= VERDICT_ORDER["ask"]]
     return Finding(

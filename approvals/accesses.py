@@ -181,6 +181,7 @@ def _find(inv: Invocation, operands: list[str]) -> Iterator[Access]:
 def _git_paths(inv: Invocation) -> Iterator[Access]:
     """git: `-C dir`, `--git-dir`, `--work-tree`, `--opt=path` and path-looking operands (not messages)."""
     args = inv.argv[1:]
+    yield from _git_config_write(args)
     skip_next = False
     for i, arg in enumerate(args):
         if skip_next:
@@ -208,6 +209,18 @@ def _git_paths(inv: Invocation) -> Iterator[Access]:
             skip_next = True
         elif not arg.startswith("-") and (_pathlike(arg) or (i > 0 and _secretish(arg))):
             yield Access(arg, "write")
+
+
+def _git_config_write(args: tuple[str, ...]) -> Iterator[Access]:
+    """`git config key value` writes .git/config (or ~/.gitconfig): keys there can run programs."""
+    if "config" not in args:
+        return
+    rest = args[args.index("config") + 1 :]
+    readonly = {"--get", "--get-all", "--get-regexp", "--list", "-l", "--show-origin", "--get-urlmatch"}
+    if readonly & set(rest) or len([a for a in rest if not a.startswith("-")]) < 2:
+        return
+    global_scope = "--global" in rest or "--system" in rest
+    yield Access("~/.gitconfig" if global_scope else ".git/config", "write")
 
 
 def _secretish(text: str) -> bool:

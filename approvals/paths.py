@@ -29,7 +29,7 @@ _HOME_SECRETS = (
     ".cargo/credentials.toml", ".gem/credentials", ".config/op", ".bashrc", ".bash_profile",
     ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zprofile", ".zshenv", ".zlogin",
     ".zlogout", ".config/fish", ".bash_history", ".zsh_history", ".python_history",
-    ".local/share/keyrings", ".config/Slack",
+    ".local/share/keyrings", ".config/Slack", ".gitconfig", ".config/git",
 )  # fmt: skip
 _ABSOLUTE_SECRETS = (
     "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh",

@@ -88,17 +88,22 @@ class Boundary:
     home: str
     readable_roots: tuple[str, ...] = ()
     protected: tuple[str, ...] = ()
+    # The workspace as configured, when a symlink makes it differ from `workspace` (macOS /tmp).
+    workspace_alias: str | None = None
 
     @classmethod
     def create(
         cls, workspace: str, home: str, readable_roots: tuple[str, ...] = (), protected: tuple[str, ...] = ()
     ) -> Boundary:
         """Normalise the roots once (absolute, symlinks resolved)."""
+        real = os.path.realpath(workspace)
+        given = posixpath.normpath(workspace)
         return cls(
-            workspace=os.path.realpath(workspace),
+            workspace=real,
             home=posixpath.normpath(home),
             readable_roots=tuple(os.path.realpath(r) for r in readable_roots),
             protected=protected,
+            workspace_alias=given if given != real else None,
         )
 
     def absolute(self, text: str, cwd: str | None = None) -> str:
@@ -110,7 +115,11 @@ class Boundary:
             text = posixpath.join("/root" if user == "root" else f"/home/{user}", rest)
         path = posixpath.join(cwd or self.workspace, text)
         path = posixpath.normpath(path)
-        return "/" + path.lstrip("/") if path.startswith("//") else path
+        path = "/" + path.lstrip("/") if path.startswith("//") else path
+        alias = self.workspace_alias
+        if alias is not None and _within(path, alias):
+            path = self.workspace + path[len(alias) :]
+        return path
 
     def judge(self, text: str, *, write: bool, cwd: str | None = None) -> PathVerdict:
         """Judge one read or write of a path as written in a command or tool call."""

@@ -127,3 +127,15 @@ def test_command_paths_follow_cd(workspace: Path) -> None:
     assert engine.evaluate(Action(kind="command", target="cd src && rm a.py")).verdict == "allow"
     assert engine.evaluate(Action(kind="command", target="cd .. && rm -rf outside")).verdict == "ask"
     assert engine.evaluate(Action(kind="command", target="cd $X && rm -rf y")).verdict == "ask"
+
+
+def test_workspace_given_through_a_symlink(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    (real / "src").mkdir(parents=True)
+    alias = tmp_path / "alias"
+    alias.symlink_to(real)
+    engine = _engine(alias)
+    assert engine.evaluate(Action(kind="write", target=str(alias / "src" / "a.py"))).verdict == "allow"
+    assert engine.evaluate(Action(kind="write", target=str(real / "src" / "a.py"))).verdict == "allow"
+    assert engine.evaluate(Action(kind="write", target="src/a.py")).verdict == "allow"
+    assert engine.evaluate(Action(kind="write", target=str(tmp_path / "other"))).verdict == "ask"

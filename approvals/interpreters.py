@@ -26,6 +26,10 @@ _INTERPRETER_CODE_FLAGS = {
     "ruby": "-e",
     "php": "-r",
     "deno": "eval",
+    "bun": "-e",
+    "lua": "-e",
+    "Rscript": "-e",
+    "julia": "-e",
 }
 
 
@@ -53,7 +57,9 @@ def with_inline_code(inv: Invocation) -> Invocation:
     for i, word in enumerate(inv.words[1:], start=1):
         text = word.text
         if flag and (
-            text == flag or text in ("--eval", "-p", "--print") or (text.startswith(flag) and flag != "eval")
+            text == flag
+            or text in ("--eval", "-p", "--print", "-E", "--command")
+            or (text.startswith(flag) and flag != "eval")
         ):
             code = text[len(flag) :] if len(text) > len(flag) and text.startswith(flag) else None
             if code is None:

@@ -38,7 +38,9 @@ NETWORK = frozenset(
 PRIVILEGE = frozenset(
     """
     sudo su doas pkexec run0 runuser chroot setcap chown chgrp crontab at batch systemctl service
-    launchctl initctl init telinit shutdown reboot halt poweroff kill pkill killall killall5 mount umount
+    launchctl initctl init telinit newgrp sg chsh chfn gpasswd renice ip ifconfig route tc ethtool
+    hostnamectl timedatectl hwclock setsebool semanage shutdown reboot halt poweroff kill pkill
+    killall killall5 mount umount
     iptables ip6tables nft ufw firewall-cmd pfctl sysctl modprobe insmod rmmod useradd userdel
     usermod groupadd groupdel passwd chpasswd visudo chattr ldconfig swapon swapoff nsenter unshare
     setfacl setuidgid capsh loginctl journalctl dmesg
@@ -79,7 +81,8 @@ PUBLISH = {
 }
 # Subcommands of otherwise-local tools that reach the network.
 EGRESS_SUB = {
-    "git": {"clone", "fetch", "pull", "push", "ls-remote", "submodule", "send-email", "request-pull"},
+    "git": {"clone", "fetch", "pull", "push", "ls-remote", "submodule", "send-email", "request-pull", "lfs",
+            "svn", "daemon", "instaweb", "http-fetch", "p4"},
     "npm": {"install", "i", "ci", "add", "update", "upgrade", "audit", "outdated", "view", "info", "exec",
             "x", "init", "create", "search", "pack", "link", "dedupe", "prune", "rebuild"},
     "yarn": {"install", "add", "upgrade", "up", "dlx", "create", "init", "why", "info", "outdated", "set"},
@@ -130,7 +133,7 @@ SAFE_GIT = frozenset(
     """
     status diff log show add commit branch checkout switch stash restore rebase merge cherry-pick
     reset tag blame grep ls-files ls-tree rev-parse describe shortlog reflog init mv rm clean
-    worktree notes bisect apply am format-patch diff-tree diff-files diff-index cat-file rev-list
+    worktree notes bisect apply am archive format-patch diff-tree diff-files diff-index cat-file rev-list
     show-ref for-each-ref whatchanged revert mergetool difftool range-diff count-objects fsck gc
     prune help version var check-ignore check-attr verify-commit show-branch name-rev cherry restore
     sparse-checkout

@@ -137,8 +137,12 @@ def _exec_capable(inv: Invocation, program: str) -> str | None:
         a in ("-A", "--allow-all", "--allow-run") or a.startswith("--allow-net") for a in args
     ):
         return "deno with network or process permissions"
-    if program == "go" and args[:2] == ("mod", "download"):
+    if program == "go" and (
+        args[:2] == ("mod", "download") or (args[:1] == ("run",) and any("@" in a for a in args))
+    ):
         return "downloads Go modules"
+    if program == "date" and any(a in ("-s", "--set") or a.startswith("--set=") for a in args):
+        return "sets the system clock"
     return None
 
 
@@ -221,6 +225,10 @@ def _git_risk(inv: Invocation) -> RiskInfo:
     if any(a == "-c" or a.startswith(("--exec-path", "--config-env", "-c")) for a in before):
         return RiskInfo("high", "git with command-line configuration (can run programs)", broad=True)
     rest = args[args.index(sub) + 1 :] if sub in args else []
+    if sub.startswith("credential"):
+        return RiskInfo("high", "reads or stores git credentials", secret=True)
+    if any(a.startswith("--remote") for a in rest) or any(a.startswith("--upload-pack") for a in rest):
+        return RiskInfo("high", f"git {sub} against a remote", egress=True, broad=True)
     if sub == "push":
         forced = any(
             a in ("-f", "--force", "--mirror", "--delete", "-d", "--prune")

@@ -69,6 +69,17 @@ def _risk(text: str) -> tuple[str, bool, bool]:
         ("env", "high", False, False),
         ("env FOO=1 make", "low", False, False),
         ("bash script.sh", "low", False, False),
+        ("git lfs pull", "high", True, False),
+        ("git archive HEAD -o out.tar", "low", False, False),
+        ("git archive --remote=x HEAD", "high", True, False),
+        ("go run github.com/x/y@latest", "high", True, False),
+        ("deno run --allow-net x.ts", "high", True, False),
+        ("make install", "high", False, False),
+        ("vim -c ':!id' f", "high", False, False),
+        ("tar --to-command=sh -xf a.tar", "high", False, False),
+        ("python setup.py sdist upload", "high", True, True),
+        ("python3 -m http.server", "high", True, False),
+        ("ruby -rsocket -e 1", "high", True, False),
     ],
 )
 def test_risk_table(text: str, risk: str, egress: bool, side_effect: bool) -> None:

@@ -14,6 +14,7 @@ from typing import Literal
 
 from approvals.interpreters import SHELLS, interpreter_family
 from approvals.invocation import Invocation
+from approvals.programs import KNOWN_PROGRAMS
 from approvals.words import UNKNOWN
 
 Mode = Literal["read", "write", "exec"]
@@ -78,17 +79,26 @@ def accesses(inv: Invocation) -> Iterator[Access]:
     if program in _FIRST_NOT_PATH and operands and not _has_pattern_option(inv):
         operands = operands[1:]
     runs_script = program in SHELLS or program in ("source", ".") or interpreter_family(program) is not None
+    # What an unknown program does with a path is unknown: judge it as a write. So are the files of
+    # an interpreter editing in place (`perl -pi -e … f`).
+    writes_all = program in _WRITE_ALL or program not in KNOWN_PROGRAMS or _edits_in_place(inv)
     if inv.inline_code is not None:
         operands = [o for o in operands if o != inv.inline_code]  # the code itself is not a file
     for i, text in enumerate(operands):
         last = i == len(operands) - 1 and len(operands) > 1
         mode: Mode = "read"
-        if program in _WRITE_ALL or (program in _WRITE_LAST and last):
+        if writes_all or (program in _WRITE_LAST and last):
             mode = "write"
         elif runs_script and i == 0 and inv.inline_code is None:
             mode = "exec"
         yield Access(text, mode)
-    yield from _option_paths(inv)
+    yield from _option_paths(inv, unknown=program not in KNOWN_PROGRAMS)
+
+
+def _edits_in_place(inv: Invocation) -> bool:
+    if interpreter_family(inv.program) not in ("perl", "ruby") or inv.inline_code is None:
+        return False
+    return any(a.startswith("-") and not a.startswith("--") and "i" in a for a in inv.argv[1:])
 
 
 def _has_pattern_option(inv: Invocation) -> bool:
@@ -113,14 +123,16 @@ def _operands(inv: Invocation) -> list[str]:
     return out
 
 
-def _option_paths(inv: Invocation) -> Iterator[Access]:
-    """`--opt=/path` values, and the directories and outputs of `-C dir`, `-o file`, `-t dir`."""
+def _option_paths(inv: Invocation, *, unknown: bool) -> Iterator[Access]:
+    """`--opt=/path` and `-o/path` values, and the directories and outputs of `-C dir`, `-o file`."""
     args = inv.argv[1:]
     for i, arg in enumerate(args):
         if arg.startswith("--") and "=" in arg:
             name, value = arg.split("=", 1)
             if _pathlike(value):
-                yield Access(value, "write" if name in _WRITE_OPTIONS else "read")
+                yield Access(value, "write" if unknown or name in _WRITE_OPTIONS else "read")
+        elif arg.startswith("-") and len(arg) > 2 and arg[2:].startswith(("/", "~", "..")):
+            yield Access(arg[2:], "write" if unknown or arg[:2] in _WRITE_OPTIONS else "read")
         elif i + 1 < len(args) and (arg in _WRITE_OPTIONS or (arg == "-d" and inv.program == "unzip")):
             yield Access(args[i + 1], "write")
 

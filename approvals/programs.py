@@ -144,3 +144,10 @@ SAFE_GIT = frozenset(
 # Build tools run the project's own build (dependency downloads are the sandbox's job); their
 # publish/deploy verbs are caught by PUBLISH first.
 BUILDS = frozenset({"mvn", "gradle", "gradlew", "ant", "sbt", "bazel", "dotnet", "swift", "zig", "command"})
+
+# Every program some table above describes; anything else is "unknown" (medium risk, and its path
+# arguments are judged as writes).
+KNOWN_PROGRAMS = frozenset(
+    LOW | NETWORK | PRIVILEGE | BUILDS | EXEC_CAPABLE | set(PUBLISH) | set(EGRESS_SUB)
+    | {"sh", "bash", "zsh", "dash", "ksh", "python", "python3", "node", "perl", "ruby", "source", ".", "eval"}
+)  # fmt: skip

@@ -131,7 +131,11 @@ class PermissionEngine:
             yield self._tool(action.target.strip())
 
     def _fetch(self, url: str) -> Iterator[Finding]:
-        parts = urlsplit(url if "://" in url else f"https://{url}")
+        try:
+            parts = urlsplit(url if "://" in url else f"https://{url}")
+        except ValueError:
+            yield Finding("ask", "high", "risk", f"malformed URL {url!r}", egress=True, broad=True)
+            return
         if parts.scheme == "file":
             yield path_finding(self._boundary, self.config.rules, parts.path or "/", write=False)
             return

@@ -56,7 +56,10 @@ class Rule:
     def matches_url(self, url: str) -> bool:
         """Match a URL: `domain:` patterns on the host name, others as a glob over the URL."""
         if self.pattern.startswith("domain:"):
-            host = (urlsplit(url if "://" in url else f"https://{url}").hostname or "").lower()
+            try:
+                host = (urlsplit(url if "://" in url else f"https://{url}").hostname or "").lower()
+            except ValueError:
+                return False
             return _domain_regex(self.pattern[7:].strip().lower()).fullmatch(host) is not None
         return fnmatch.fnmatchcase(url, self.pattern)
 

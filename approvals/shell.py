@@ -113,7 +113,11 @@ def parse_shell(text: str) -> Script:
         if not retry.root_node.has_error:
             tree = retry
     walker = _Walker(problems=problems)
-    walker.statement(tree.root_node)
+    try:
+        walker.statement(tree.root_node)
+    except RecursionError:
+        # Thousands of nested `(` or `$(`: no honest command needs it; ask (the floor still reads it).
+        return Script(commands=(), problems=("the shell text is nested too deeply",), parse_error=True)
     if tree.root_node.has_error:
         walker.problems.append("the shell text does not parse cleanly")
     return Script(

@@ -195,3 +195,17 @@ def test_a_system_directory_is_not_a_workspace(workspace: str) -> None:
 def test_allow_rules_never_apply_to_ambiguous_urls(tmp_path: Path, url: str) -> None:
     engine = _engine(tmp_path, rules=load_rules({"allow": ["fetch(domain:*.github.com)", "fetch(*)"]}))
     assert engine.evaluate(Action(kind="fetch", target=url)).verdict == "ask"
+
+
+@pytest.mark.parametrize(
+    ("kind", "target", "verdict"),
+    [
+        ("command", "(" * 3000 + "ls" + ")" * 3000, "ask"),
+        ("command", "echo " + "$(" * 2000 + "ls" + ")" * 2000, "ask"),
+        ("command", "(" * 3000 + "rm -rf /" + ")" * 3000, "deny"),
+        ("fetch", "[", "ask"),
+        ("fetch", "http://[::1", "ask"),
+    ],
+)
+def test_pathological_input_fails_closed(tmp_path: Path, kind: str, target: str, verdict: Verdict) -> None:
+    assert _engine(tmp_path).evaluate(Action(kind=kind, target=target)).verdict == verdict  # type: ignore[arg-type]

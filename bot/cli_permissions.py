@@ -110,7 +110,10 @@ class _Checker:
             engine = self._engine(item.get("rules"))
         except ApprovalsError as exc:
             return _error(f"{where}{exc}", number)
-        decision = engine.evaluate(Action(kind=kind, target=target))
+        try:
+            decision = engine.evaluate(Action(kind=kind, target=target))
+        except Exception as exc:  # an engine bug must not stop the stream or look like a decision
+            return _error(f"{where}internal error judging this action: {exc!r}", number)
         result: dict[str, object] = {"action": kind, "target": target, **decision.to_json()}
         result["always_offerable"] = decision.always_offerable
         return result

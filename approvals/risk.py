@@ -87,7 +87,9 @@ def classify(inv: Invocation) -> RiskInfo:
     if family is not None:
         return _interpreter_risk(inv, family)
     sub = _subcommand(inv)
-    if program in PUBLISH and (sub in PUBLISH[program] or (program == "gh" and sub)):
+    if program in ("gh", "glab"):
+        return _forge_risk(inv, program, sub)
+    if program in PUBLISH and sub in PUBLISH[program]:
         return RiskInfo(
             "high", f"publishes or deploys ({program} {sub})", egress=True, side_effect=True, broad=True
         )
@@ -112,6 +114,28 @@ def classify(inv: Invocation) -> RiskInfo:
     ):
         return RiskInfo("high", "sets a setuid or setgid bit")
     return _local_risk(inv, program, sub)
+
+
+_FORGE_READS = frozenset(
+    {"view", "list", "status", "diff", "checks", "search", "download", "clone", "browse"}
+)
+
+
+def _forge_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
+    """gh/glab: reading PRs and issues is egress; creating, merging, commenting is a side effect."""
+    positional = [a for a in inv.argv[1:] if not a.startswith("-")]
+    verb = positional[1] if len(positional) > 1 else ""
+    if sub == "auth":
+        return RiskInfo("high", f"{program} auth handles tokens", egress=True, secret=True)
+    if sub == "api":
+        writes = _posts(inv) or any(a in ("-f", "-F", "--field", "--raw-field", "--input") for a in inv.argv)
+        return RiskInfo("high", f"{program} api call", egress=True, side_effect=writes, broad=True)
+    if verb in _FORGE_READS or sub in ("search", "status", "browse"):
+        return RiskInfo(
+            "high", f"reads from the forge ({program} {sub} {verb})".strip(), egress=True, broad=True
+        )
+    reason = f"publishes or changes the forge ({program} {sub} {verb})".strip()
+    return RiskInfo("high", reason, egress=True, side_effect=True, broad=True)
 
 
 def _kills_own_jobs(args: tuple[str, ...]) -> bool:

@@ -80,6 +80,11 @@ def _risk(text: str) -> tuple[str, bool, bool]:
         ("python setup.py sdist upload", "high", True, True),
         ("python3 -m http.server", "high", True, False),
         ("ruby -rsocket -e 1", "high", True, False),
+        ("gh pr view 1", "high", True, False),
+        ("gh issue list", "high", True, False),
+        ("gh pr merge 3", "high", True, True),
+        ("gh api repos/x/y", "high", True, False),
+        ("gh api -X POST repos/x/y/issues -f title=x", "high", True, True),
     ],
 )
 def test_risk_table(text: str, risk: str, egress: bool, side_effect: bool) -> None:

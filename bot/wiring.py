@@ -47,7 +47,9 @@ class OutboxOptions:
 
     update_interval: float = 2.0
     channel_interval: float = 1.0
-    tier3_per_minute: int = 45
+    # Slack allows 50+/min per workspace for Tier 3 (chat.update); the outbox's bucket adds a small
+    # burst on top, and calls bunch up in flight, so keep clear headroom below 50.
+    tier3_per_minute: int = 40
     tier2_per_minute: int = 18
     budget_window: float = 60.0
 

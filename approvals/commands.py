@@ -55,6 +55,13 @@ class CommandJudge:
             return
         for problem in expansion.problems:
             yield Finding("ask", "high", "risk", f"not plain words: {problem}", broad=True)
+        # Deny and ask rules also see the whole text, so a rule like `command(* | sh)` is not dead.
+        whole = {" ".join(text.split())}
+        for bucket in ("deny", "ask"):
+            rule = self._first(bucket, whole)
+            if rule is not None:
+                yield Finding(bucket, "medium", "rule", f"{bucket} rule {rule.text}", rule=rule.text)
+                break
         if not expansion.invocations and not expansion.problems:
             yield Finding("allow", "low", "risk", "no command to run")
         for inv, cwd in zip(expansion.invocations, cwds, strict=True):

@@ -211,3 +211,12 @@ def test_rules_file_errors(tmp_path: Path) -> None:
     scalar.write_text("just text\n")
     with pytest.raises(RuleError, match="mapping"):
         load_rules_file(scalar)
+
+
+def test_deny_and_ask_rules_also_see_the_whole_command(tmp_path: Path) -> None:
+    engine = _engine(
+        tmp_path, {"allow": ["command(*)"], "deny": ["command(* | sh)"], "ask": ["command(* && *)"]}
+    )
+    assert engine.evaluate(Action(kind="command", target="cat x | sh")).verdict == "deny"
+    assert engine.evaluate(Action(kind="command", target="ls && pwd")).verdict == "ask"
+    assert engine.evaluate(Action(kind="command", target="ls; pwd")).verdict == "allow"

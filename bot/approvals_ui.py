@@ -211,6 +211,10 @@ class ApprovalsUI:
             groups = await self._groups.groups_of(user_id, request.approvers.groups)
         return Principal(id=user_id, groups=groups)
 
+    async def is_approver(self, user_id: str, request: ApprovalRequest) -> bool:
+        """Listed among the request's approvers, directly or through a group."""
+        return request.approvers.lists(await self.principal(user_id, request))
+
     async def may_decide(self, request_id: str, user_id: str) -> tuple[ApprovalRequest | None, str | None]:
         """(request, why-not) for a click that wants a modal first (Deny with reason)."""
         request = await self.service.get(request_id)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from approvals.models import Scope
+from bot.approvals_ui import CONTEXT_CHANNEL, approval_view
 from bot.listeners.home import publish_home
 from bot.parse import action_value, conversation, user_id
 from bot.render import ids
@@ -108,11 +109,15 @@ async def _details(services: Services, body: dict[str, Any]) -> None:
     if request_id is None or not isinstance(trigger, str):
         return
     request = await services.approvals.get(request_id)
-    if request is None:
+    where, user = conversation(body), user_id(body)
+    # Button values can be forged: show a request only where it was posted, or to its approvers.
+    visible = request is not None and (
+        (where is not None and request.context.get(CONTEXT_CHANNEL) == where.channel)
+        or (user is not None and await services.approvals_ui.is_approver(user, request))
+    )
+    if request is None or not visible:
         await _tell(services, body, "That approval request no longer exists.")
         return
-    from bot.approvals_ui import approval_view
-
     await services.outbox.call(
         "views.open", trigger_id=trigger, view=approval_details_modal(approval_view(request))
     )
@@ -141,7 +146,10 @@ async def _answer_full(services: Services, body: dict[str, Any]) -> None:
     if value is None or not isinstance(trigger, str):
         return
     run_id, _, label = value.partition(":")
-    content = await services.answer_text(run_id, label)
+    run, where = await services.store.get_run(run_id), conversation(body)
+    # Button values can be forged: an answer is shown only in the channel its run posted to.
+    same_channel = run is not None and where is not None and run.channel == where.channel
+    content = await services.answer_text(run_id, label) if same_channel else None
     if content is None:
         await _tell(services, body, "That answer is no longer available.")
         return

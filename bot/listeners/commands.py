@@ -49,7 +49,7 @@ async def _answer(
     if isinstance(parsed, StartRun):
         reply = start_run(services, parsed, user=user, channel=channel, response_url=response_url)
     elif isinstance(parsed, Status):
-        reply = await status_text(services, parsed.run_id, channel)
+        reply = await status_text(services, parsed.run_id, channel, user)
     elif isinstance(parsed, Cancel):
         reply = await cancel_run(services, parsed.run_id, user)
     elif isinstance(parsed, ListApprovals):
@@ -89,8 +89,8 @@ def start_run(
     return None
 
 
-async def status_text(services: Services, run_id: str | None, channel: str) -> str:
-    """Active runs in this channel, or one run by id."""
+async def status_text(services: Services, run_id: str | None, channel: str, user: str) -> str:
+    """Active runs in this channel, or one run by id (shown in its channel or to its requester)."""
     if run_id is None:
         active = services.runs.active_runs(channel)
         if not active:
@@ -98,14 +98,13 @@ async def status_text(services: Services, run_id: str | None, channel: str) -> s
         lines = [f"*{len(active)} active run(s):*"]
         lines += [_run_line(a.renderer.view.run_id, a.request.task, a.renderer.view.phase) for a in active]
         return "\n".join(lines)
-    active_run = services.runs.active(run_id)
-    if active_run is not None:
-        view = active_run.renderer.view
-        return _run_line(run_id, active_run.request.task, view.phase)
     stored = await services.store.get_run(run_id)
-    if stored is None:
+    # Run ids are not secrets: another channel's run is only shown to the person who started it.
+    if stored is None or (stored.channel != channel and stored.requester != user):
         return f"No run with id {code(run_id, 64)}."
-    return _run_line(stored.run_id, stored.task, stored.state)
+    active_run = services.runs.active(run_id)
+    state = active_run.renderer.view.phase if active_run is not None else stored.state
+    return _run_line(stored.run_id, stored.task, state)
 
 
 def _run_line(run_id: str, task: str, state: str) -> str:

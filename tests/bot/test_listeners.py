@@ -111,3 +111,29 @@ async def test_final_answer_is_broadcast_when_configured(tmp_path: Path, monkeyp
         assert len(broadcast) == 1
         assert str(broadcast[0].params["text"]).startswith("Final answer")
         assert broadcast[0].params.get("thread_ts")  # still a thread reply, also shown in the channel
+
+
+async def test_forged_button_values_from_other_channels_reveal_nothing(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path, agents=2) as bot:
+        request_id = await _ask(bot)
+        await bot.command("secret roadmap task")
+        await bot.settle()
+        run = (await bot.services.store.recent_runs())[0]
+        outsider = "U0OUTSIDER"
+        for action_id, value in [(ids.DETAILS, request_id), (ids.ANSWER_FULL, f"{run.run_id}:agent1.1")]:
+            await bot.click(action_id, value, user=outsider, channel="C0OTHER")
+        await bot.command(f"status {run.run_id}", user=outsider, channel="C0OTHER")
+        await bot.settle()
+        assert bot.slack.calls_to("views.open") == []
+        told = bot.ephemerals(outsider)
+        assert len(told) == 3
+        assert not any("secret roadmap" in t or "kubectl" in t for t in told)
+        # The requester may ask about their run from anywhere; an approver sees details from Home.
+        await bot.command(f"status {run.run_id}", user=REQUESTER, channel="C0OTHER")
+        home_click = block_actions(
+            ids.DETAILS, request_id, user=APPROVER, view={"id": "V0HOME", "type": "home"}
+        )
+        await bot.post(encode_interactive(home_click))
+        await bot.settle()
+        assert any("secret roadmap" in t for t in bot.ephemerals(REQUESTER))
+        assert "kubectl" in str(bot.slack.calls_to("views.open", ok=True)[-1].params["view"])

@@ -116,6 +116,8 @@ class _Checker:
             return _error(f"{where}internal error judging this action: {exc!r}", number)
         result: dict[str, object] = {"action": kind, "target": target, **decision.to_json()}
         result["always_offerable"] = decision.always_offerable
+        if "id" in item:
+            result["id"] = item["id"]  # lets a caller correlate lines without counting them
         return result
 
     def _engine(self, line_rules: object) -> PermissionEngine:

@@ -78,6 +78,14 @@ def test_jsonl_keeps_order_and_reports_bad_lines(
     assert out[2]["line"] == 3
 
 
+def test_jsonl_echoes_an_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stdin = json.dumps({"id": "case-7", "action": "command", "target": "ls"}) + "\n"
+    _, out, _ = _run(monkeypatch, capsys, ["--jsonl", "--workspace", str(tmp_path)], stdin)
+    assert out[0]["id"] == "case-7"
+
+
 def test_jsonl_all_good_exits_zero(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

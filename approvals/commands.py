@@ -123,12 +123,9 @@ class CommandJudge:
         reason = info.reason
         rule = self._first("deny", texts) or self._first("ask", texts)
         if rule is None and not inv.problems:
-            # A wildcard rule never approves code handed to an interpreter inline.
-            allow = (
-                r
-                for r in self.rules.of("allow", "command")
-                if not (r.has_wildcard and inv.inline_code is not None)
-            )
+            # A wildcard rule never approves code handed over inline (`python -c`, `git -c`, awk system).
+            hands_code = inv.inline_code is not None or info.runs_code
+            allow = (r for r in self.rules.of("allow", "command") if not (r.has_wildcard and hands_code))
             rule = next((r for r in allow if r.matches_command(inv.text)), None)
         if rule is not None:
             verdict, layer, reason = rule.bucket, "rule", f"{rule.bucket} rule {rule.text}"

@@ -47,6 +47,9 @@ class RiskInfo:
     broad: bool = False
     # Exposes secrets (an environment dump): a boundary ask that no rule or automation allows.
     secret: bool = False
+    # Runs code handed to it in an option (`git -c`, `tar --to-command`, awk `system`): a wildcard
+    # allow rule for the program must not approve that.
+    runs_code: bool = False
 
 
 def _normalise(program: str) -> str:
@@ -174,9 +177,12 @@ def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
     exec_reason = _exec_capable(inv, program)
     if exec_reason is not None:
         egress = program in ("deno", "go")
-        return RiskInfo("high", exec_reason, egress=egress, side_effect="deploy" in inv.argv, broad=True)
+        side_effect = "deploy" in inv.argv
+        return RiskInfo(
+            "high", exec_reason, egress=egress, side_effect=side_effect, broad=True, runs_code=True
+        )
     if program == "env" and any(a in ("-S", "--split-string", "-C", "--chdir") for a in inv.argv[1:]):
-        return RiskInfo("high", "env runs a split string or changes directory", broad=True)
+        return RiskInfo("high", "env runs a split string or changes directory", broad=True, runs_code=True)
     if program in ("printenv",) or (
         program in ("env", "export", "set", "declare", "typeset") and _dumps_env(inv)
     ):
@@ -184,9 +190,9 @@ def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
     if program in ("awk", "gawk", "mawk") and re.search(
         r"system|\|\s*\"|getline|\bprint\b[^;}]*>", " ".join(inv.argv[1:])
     ):
-        return RiskInfo("high", "awk program runs commands or writes files", broad=True)
+        return RiskInfo("high", "awk program runs commands or writes files", broad=True, runs_code=True)
     if program == "sed" and any(SED_EXEC.search(a) for a in inv.argv[1:] if not a.startswith("-")):
-        return RiskInfo("high", "sed script runs commands or writes files", broad=True)
+        return RiskInfo("high", "sed script runs commands or writes files", broad=True, runs_code=True)
     if program in ("make", "cmake", "ninja") or program in ("npm", "yarn", "pnpm", "bun", "cargo", "go"):
         return RiskInfo("low", f"local build or test ({program} {sub})".rstrip())
     if program == "pip" and sub in ("list", "show", "freeze", "check", "--version", "help", ""):
@@ -247,7 +253,9 @@ def _git_risk(inv: Invocation) -> RiskInfo:
     sub = _subcommand(inv, frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"}))
     before = args[: args.index(sub)] if sub in args else args
     if any(a == "-c" or a.startswith(("--exec-path", "--config-env", "-c")) for a in before):
-        return RiskInfo("high", "git with command-line configuration (can run programs)", broad=True)
+        return RiskInfo(
+            "high", "git with command-line configuration (can run programs)", broad=True, runs_code=True
+        )
     rest = args[args.index(sub) + 1 :] if sub in args else []
     if sub.startswith("credential"):
         return RiskInfo("high", "reads or stores git credentials", secret=True)

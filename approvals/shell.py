@@ -16,7 +16,7 @@ from typing import Literal
 import tree_sitter as ts
 import tree_sitter_bash
 
-from approvals.words import UNKNOWN, Word, WordReader
+from approvals.words import Word, WordReader
 
 Stdin = Literal["inherit", "pipe", "heredoc", "herestring", "file"]
 
@@ -84,7 +84,7 @@ class Script:
     fork_bomb: bool = False
     # Variables the script itself assigns (loop variables, `x=…`): their values are unknown but local.
     local_names: frozenset[str] = frozenset()
-    # `cd` targets in order, so later relative paths resolve where the shell would be.
+    # The grammar reported an error: the engine also runs the lexical floor check.
     parse_error: bool = False
 
 
@@ -341,8 +341,3 @@ class _Walker:
             elif child.is_named:
                 words.append(self.words.read(child))
         self.commands.append(SimpleCommand(tuple(words)))
-
-
-def script_has_unknown(script: Script) -> bool:
-    """True when any word of any command has a part whose value the parse cannot know."""
-    return any(UNKNOWN in w.text for c in script.commands for w in c.words)

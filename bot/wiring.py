@@ -101,8 +101,9 @@ class Services:
 
     async def close(self, *, grace: float = 10.0) -> None:
         """Drain runs, stop timers, deliver queued Slack calls, release the database."""
-        self.approvals_ui.detach()
+        # Runs first: cancelling them cancels their asks, whose messages the UI still rewrites.
         await self.runs.drain(grace=grace)
+        self.approvals_ui.detach()
         await self.scheduler.stop()
         await self.outbox.close(drain=True, timeout=grace)
         await self.engine.dispose()

@@ -101,6 +101,11 @@ def _edits_in_place(inv: Invocation) -> bool:
     return any(a.startswith("-") and not a.startswith("--") and "i" in a for a in inv.argv[1:])
 
 
+def uses_cwd(inv: Invocation) -> bool:
+    """Whether the program works in its current directory (so *where* it runs matters)."""
+    return inv.program not in _NO_FILES
+
+
 def _has_pattern_option(inv: Invocation) -> bool:
     return any(a in ("-e", "--regexp", "-f", "--file") or a.startswith("--regexp=") for a in inv.argv[1:])
 

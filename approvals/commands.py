@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from approvals.accesses import accesses
+from approvals.accesses import accesses, uses_cwd
 from approvals.decisions import Layer, Verdict
 from approvals.findings import Finding
 from approvals.floor import invocation_floor, lexical_floor
@@ -64,51 +64,65 @@ class CommandJudge:
                 break
         if not expansion.invocations and not expansion.problems:
             yield Finding("allow", "low", "risk", "no command to run")
-        for inv, cwd in zip(expansion.invocations, cwds, strict=True):
-            yield from self._invocation(inv, cwd, expansion.local_names)
+        for inv, candidates in zip(expansion.invocations, cwds, strict=True):
+            yield from self._invocation(inv, candidates, expansion.local_names)
 
-    def _cwds(self, expansion: Expansion) -> Iterator[str]:
-        """The directory each invocation runs in, following `cd` (unknown after `cd $X`)."""
-        cwd = self.boundary.workspace
+    def _cwds(self, expansion: Expansion) -> Iterator[frozenset[str]]:
+        """The directories each invocation may run in, following `cd` (UNKNOWN after `cd $X`).
+
+        A flat list cannot tell which `cd` a subshell or a nested `bash -c` undoes, so every
+        directory seen so far stays a candidate and each path is judged against all of them.
+        """
+        cwds = {self.boundary.workspace}
         for inv in expansion.invocations:
-            yield cwd
-            if inv.program in ("cd", "pushd", "chdir") and inv.depth == 0:
+            yield frozenset(cwds)
+            if inv.program in ("cd", "pushd", "chdir"):
                 operands = [a for a in inv.argv[1:] if not a.startswith("-")]
                 if not operands:
-                    cwd = self.boundary.home
-                elif UNKNOWN in operands[0] or cwd == UNKNOWN:
-                    cwd = UNKNOWN
+                    cwds.add(self.boundary.home)
+                elif UNKNOWN in operands[0]:
+                    cwds.add(UNKNOWN)
                 else:
-                    cwd = self.boundary.absolute(operands[0], cwd)
+                    cwds |= {
+                        UNKNOWN if c == UNKNOWN else self.boundary.absolute(operands[0], c) for c in cwds
+                    }
             elif inv.program == "popd":
-                cwd = UNKNOWN
+                cwds.add(UNKNOWN)
 
-    def _floor(self, text: str, expansion: Expansion, cwds: list[str]) -> Finding | None:
+    def _floor(self, text: str, expansion: Expansion, cwds: list[frozenset[str]]) -> Finding | None:
         home = self.boundary.home
         reason = "fork bomb" if expansion.fork_bomb else None
-        for inv, cwd in zip(expansion.invocations, cwds, strict=True):
-            if reason is not None:
-                break
-            base = self.boundary.workspace if cwd == UNKNOWN else cwd
-            reason = invocation_floor(inv, lambda t, b=base: self.boundary.absolute(t, b), home)  # type: ignore[misc]
+        for inv, candidates in zip(expansion.invocations, cwds, strict=True):
+            for cwd in sorted(candidates - {UNKNOWN}):
+                if reason is None:
+                    reason = invocation_floor(inv, lambda t, b=cwd: self.boundary.absolute(t, b), home)  # type: ignore[misc]
         if reason is None and (expansion.parse_error or expansion.problems):
             reason = lexical_floor(text, lambda t: self.boundary.absolute(t), home)
         if reason is None:
             return None
         return Finding("deny", "critical", "floor", reason, broad=True)
 
-    def _invocation(self, inv: Invocation, cwd: str, local_names: frozenset[str]) -> Iterator[Finding]:
+    def _invocation(
+        self, inv: Invocation, cwds: frozenset[str], local_names: frozenset[str]
+    ) -> Iterator[Finding]:
         yield self._rules(inv, classify(inv))
         for problem in inv.problems:
             yield Finding("ask", "high", "risk", f"{inv.program}: {problem}", broad=True)
-        yield from self._paths(inv, cwd)
-        yield from self._variables(inv, local_names)
-        if inv.inline_code:
+        for cwd in sorted(cwds):
+            if cwd != self.boundary.workspace and uses_cwd(inv):
+                # `cd ~/.ssh && ls`, `cd /tmp/x && make`: the directory itself is read (or worse).
+                yield path_finding(self.boundary, self.rules, ".", write=False, cwd=cwd)
+                if cwd != UNKNOWN and _reads_recursively(inv) and self.boundary.holds_secrets(cwd):
+                    yield Finding(
+                        "ask", "high", "boundary", f"searches {cwd}, which holds secrets", sensitive=True
+                    )
+            yield from self._paths(inv, cwd)
             # Paths named in inline code (`open('.env')`) are judged like any other read.
-            for literal in _LITERAL.findall(inv.inline_code):
+            for literal in _LITERAL.findall(inv.inline_code or ""):
                 text = literal[1]
                 if text and UNKNOWN not in text and (text.startswith(("/", "~", "..")) or "." in text):
                     yield path_finding(self.boundary, self.rules, text, write=False, cwd=cwd)
+        yield from self._variables(inv, local_names)
         if (
             inv.extra_args
             and "xargs" in inv.wrappers

@@ -139,3 +139,24 @@ def test_workspace_given_through_a_symlink(tmp_path: Path) -> None:
     assert engine.evaluate(Action(kind="write", target=str(real / "src" / "a.py"))).verdict == "allow"
     assert engine.evaluate(Action(kind="write", target="src/a.py")).verdict == "allow"
     assert engine.evaluate(Action(kind="write", target=str(tmp_path / "other"))).verdict == "ask"
+
+
+@pytest.mark.parametrize(
+    ("text", "verdict", "sensitive_reason"),
+    [
+        ("bash -c 'cd /srv && rm -rf build'", "ask", None),
+        ("(cd /srv && rm -rf x)", "ask", None),
+        ("cd /srv; (cd src); rm -rf x", "ask", None),  # which cd a subshell undid is not tracked: ask
+        ("cd ~/.ssh && ls", "ask", "secret"),
+        ("cd / && grep -r password", "ask", "secrets"),
+        ("cd $X && ls", "ask", None),
+        ("cd src && rm -rf build", "allow", None),
+    ],
+)
+def test_commands_are_judged_in_every_directory_they_may_run_in(
+    workspace: Path, text: str, verdict: str, sensitive_reason: str | None
+) -> None:
+    decision = _engine(workspace).evaluate(Action(kind="command", target=text))
+    assert decision.verdict == verdict, decision
+    if sensitive_reason:
+        assert sensitive_reason in decision.reason

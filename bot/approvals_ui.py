@@ -143,6 +143,7 @@ class ApprovalsUI:
         self._unsubscribe = self.service.subscribe(self.on_event)
 
     def detach(self) -> None:
+        """Stop rendering (shutdown)."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -193,6 +194,8 @@ class ApprovalsUI:
         await self._store.record_approval_message(request_id, channel, await ref.ts())
 
     def _rewrite(self, request: ApprovalRequest, text: str, blocks: list[dict[str, Any]]) -> None:
+        if not request.context.get(CONTEXT_CHANNEL):
+            return
         ref = self._messages.pop(request.id, None)
         if ref is not None:
             self._outbox.update(ref, text=text, blocks=blocks)

@@ -77,10 +77,10 @@ class CommandJudge:
         for inv in expansion.invocations:
             yield frozenset(cwds)
             if inv.program in ("cd", "pushd", "chdir"):
-                operands = [a for a in inv.argv[1:] if not a.startswith("-")]
+                operands = [a for a in inv.argv[1:] if not a.startswith("-") or a == "-"]
                 if not operands:
                     cwds.add(self.boundary.home)
-                elif UNKNOWN in operands[0]:
+                elif UNKNOWN in operands[0] or operands[0] == "-":  # `cd -`: the previous directory
                     cwds.add(UNKNOWN)
                 else:
                     cwds |= {

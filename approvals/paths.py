@@ -29,19 +29,23 @@ _HOME_SECRETS = (
     ".cargo/credentials.toml", ".gem/credentials", ".config/op", ".bashrc", ".bash_profile",
     ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zprofile", ".zshenv", ".zlogin",
     ".zlogout", ".config/fish", ".bash_history", ".zsh_history", ".python_history",
-    ".local/share/keyrings", ".config/Slack", ".gitconfig", ".config/git",
+    ".local/share/keyrings", ".config/Slack", ".gitconfig", ".config/git", ".m2/settings.xml",
+    ".gradle/gradle.properties", ".config/hub", ".terraformrc", ".config/rclone", ".config/doctl",
+    ".oci", ".config/heroku", ".netlify", ".fly", ".wrangler", ".config/gh-copilot", ".ansible/vault",
 )  # fmt: skip
 _ABSOLUTE_SECRETS = (
     "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh",
-    "/root", "/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/environment", "/etc/zsh",
+    "/root", "/etc/ssl/private", "/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/environment",
+    "/etc/zsh",
     "/etc/zshrc", "/var/run/secrets", "/run/secrets", "/etc/security/opasswd", "/etc/master.passwd",
 )  # fmt: skip
 # File names that are secrets wherever they are (matched case-insensitively on the basename).
 _SECRET_NAMES = (
-    ".env", ".env.*", "*.env", ".envrc", "*.pem", "*.key", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519",
+    ".env", ".env.*", "*.env", ".envrc", "*.pem", "*.key", "id_rsa", "id_dsa*", "id_ecdsa*", "id_ed25519",
     "id_rsa_*", "id_ed25519_*", "*.p12", "*.pfx", "*.jks", "*.keystore", ".netrc", "_netrc", ".pgpass",
     ".git-credentials", ".npmrc", ".pypirc", ".htpasswd", "*.kdbx", "credentials", "credentials.json",
-    "*.ppk", "secrets.yml", "secrets.yaml", "secrets.json", ".bashrc", ".zshrc", ".bash_profile",
+    "*.ppk", "secring.*", "*.tfvars", ".vault-token", "secrets.yml", "secrets.yaml", "secrets.json",
+    ".bashrc", ".zshrc", ".bash_profile",
     ".profile", ".zprofile", ".zshenv", "authorized_keys", "known_hosts", "*_history",
 )  # fmt: skip
 _TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist", ".defaults", ".tmpl", ".in")

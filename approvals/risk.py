@@ -199,8 +199,12 @@ def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
         return RiskInfo("low", "lists installed packages")
     if program in ("pip", "deno", "node"):
         return RiskInfo("medium", f"unrecognised {program} subcommand")
-    if program in ("tar", "unzip") and any(a.startswith(("-P", "--absolute-names")) for a in inv.argv[1:]):
-        return RiskInfo("medium", "archive with absolute paths")
+    if program in ("tar", "unzip", "bsdtar") and any(
+        a.startswith(("-P", "--absolute-names", "-:"))
+        or (a.startswith("-") and not a.startswith("--") and "P" in a)
+        for a in inv.argv[1:]
+    ):
+        return RiskInfo("high", "archive members may be written anywhere (absolute or .. paths)")
     if program in LOW or program in BUILDS:
         return RiskInfo("low", "reads or edits files")
     head = inv.words[0].text if inv.words else ""

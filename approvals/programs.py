@@ -90,7 +90,7 @@ EGRESS_SUB = {
     "pip": {"install", "download", "wheel", "search", "index"},
     "cargo": {"install", "add", "update", "fetch", "search", "generate-lockfile", "vendor"},
     "go": {"get", "install", "download"},
-    "bun": {"install", "add", "update", "x", "create"},
+    "bun": {"install", "i", "add", "update", "x", "create", "upgrade", "publish"},
     "deno": {"install", "upgrade", "add"},
 }  # fmt: skip
 NETWORK_CODE = re.compile(

@@ -86,10 +86,11 @@ def classify(inv: Invocation) -> RiskInfo:
         return RiskInfo("high", "eval runs text as shell code", broad=True)
     if program == "git":
         return _git_risk(inv)
-    family = interpreter_family(program)
-    if family is not None:
-        return _interpreter_risk(inv, family)
     sub = _subcommand(inv)
+    family = interpreter_family(program)
+    # Package verbs first: `bun install`, `deno add` are downloads, not scripts named "install".
+    if family is not None and not (program in EGRESS_SUB and sub in EGRESS_SUB[program]):
+        return _interpreter_risk(inv, family)
     if program in ("gh", "glab"):
         return _forge_risk(inv, program, sub)
     if program in PUBLISH and sub in PUBLISH[program]:
@@ -342,8 +343,10 @@ def _interpreter_risk(inv: Invocation, family: str) -> RiskInfo:
     if inv.command.stdin in ("pipe", "herestring") or any(w.process_substitution for w in inv.words):
         return RiskInfo("high", f"{family} runs code from its input (decode-and-execute)", broad=True)
     operands = [a for a in inv.argv[1:] if not a.startswith("-")]
-    if not operands and any(a in ("--version", "-V", "-v", "--help", "-h", "-VV") for a in inv.argv[1:]):
-        return RiskInfo("low", f"{family} version or help")
+    if not operands and any(
+        a in ("--version", "-V", "-v", "--help", "-h", "-VV", "--test") for a in inv.argv[1:]
+    ):
+        return RiskInfo("low", f"{family} version, help or test runner")
     if not operands:
         return RiskInfo("medium", f"interactive {family}", broad=True)
     return RiskInfo("low", f"runs a {family} script", broad=True)

@@ -85,7 +85,7 @@ EGRESS_SUB = {
             "svn", "daemon", "instaweb", "http-fetch", "p4"},
     "npm": {"install", "i", "ci", "add", "update", "upgrade", "audit", "outdated", "view", "info", "exec",
             "x", "init", "create", "search", "pack", "link", "dedupe", "prune", "rebuild"},
-    "yarn": {"install", "add", "upgrade", "up", "dlx", "create", "init", "why", "info", "outdated", "set"},
+    "yarn": {"", "install", "add", "upgrade", "up", "dlx", "create", "init", "why", "info", "outdated"},
     "pnpm": {"install", "i", "add", "update", "up", "dlx", "create", "exec", "fetch"},
     "pip": {"install", "download", "wheel", "search", "index"},
     "cargo": {"install", "add", "update", "fetch", "search", "generate-lockfile", "vendor"},

@@ -196,7 +196,7 @@ def _program_problems(word: Word) -> list[str]:
 
 def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
     """Strip pure wrappers and privilege runners, yielding every program that actually runs."""
-    words = command.words
+    words = _split_program_word(command.words)
     wrappers: list[str] = []
     extra_args = False
     while words:
@@ -218,6 +218,15 @@ def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
         wrappers.append(name)
         extra_args = extra_args or name == "xargs"
         words = rest
+
+
+def _split_program_word(words: tuple[Word, ...]) -> tuple[Word, ...]:
+    """`cmd="rm -rf /"; $cmd`: an unquoted expansion in command position splits into words."""
+    head = words[0] if words else None
+    if head is None or head.quoted or not head.variables or UNKNOWN in head.text or " " not in head.text:
+        return words
+    parts = tuple(Word(text=t, plain=False, variables=head.variables) for t in head.text.split())
+    return parts + words[1:]
 
 
 def _wrapped(name: str, words: tuple[Word, ...]) -> tuple[Word, ...] | None:

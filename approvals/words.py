@@ -83,6 +83,15 @@ def decode_ansi_c(body: str) -> str:
     return _ANSI_ESCAPE.sub(one, body)
 
 
+def _printf(fmt: str, args: list[str]) -> str | None:
+    """`printf` with only %s/%b/%% conversions (what obfuscation uses); None for anything else."""
+    if re.search(r"%(?![sb%])", fmt):
+        return None
+    values = iter(args)
+    out = re.sub(r"%([sb%])", lambda m: "%" if m.group(1) == "%" else next(values, ""), fmt)
+    return decode_ansi_c(out)
+
+
 def _unescape_unquoted(raw: str) -> tuple[str, bool]:
     out: list[str] = []
     escaped_letter = False
@@ -184,8 +193,8 @@ class WordReader:
             flags = [a for a in args if a in ("-n", "-e", "-E", "-ne", "-en")]
             text = " ".join(a for a in args if a not in flags)
             return decode_ansi_c(text) if any("e" in f for f in flags) else text
-        if program == "printf" and args and "%" not in args[0]:
-            return decode_ansi_c(args[0])
+        if program == "printf" and args:
+            return _printf(args[0], args[1:])
         if program in ("which", "command", "type") and args:
             return args[-1]
         return None

@@ -37,7 +37,8 @@ def engine(tmp_path: Path) -> PermissionEngine:
         "f(){ f | f & }; f", "mv /etc /tmp/etc", "echo 'rm -rf /' | bash", "eval rm -rf /",
         "rm -rf / (", "((rm -rf $HOME; x); y)", "f=/; rm -rf $f", "RM=rm; $RM -rf ~", "rm${IFS}-rf${IFS}/",
         "{rm,-rf,/}", "$(which rm) -rf /", "printf 'rm -rf /' | sh", "perl -e 'fork while fork'",
-        "python3 -c \"import os; os.system('rm -rf /')\"", "> /dev/sda",
+        "python3 -c \"import os; os.system('rm -rf /')\"", "> /dev/sda", "cmd='rm -rf /'; $cmd",
+        "$(printf '%s%s' r m) -rf /", "a=r; b=m; $a$b -rf ~", "x=$'\\x72\\x6d'; $x -rf /",
     ],
 )  # fmt: skip
 def test_floor_denies_under_allow_all_and_allow_everything_rules(engine: PermissionEngine, text: str) -> None:

@@ -20,7 +20,7 @@ from approvals.findings import Finding, worst
 from approvals.floor import SYSTEM_DIRS
 from approvals.invocation import expand
 from approvals.paths import Boundary
-from approvals.policy import PolicyName, resolve
+from approvals.policy import POLICY_NAMES, PolicyName, resolve
 from approvals.rules import BUCKETS, EMPTY_RULES, RuleSet
 
 __all__ = ["DEFAULT_PROTECTED", "PermissionConfig", "PermissionEngine", "PolicyName"]
@@ -58,6 +58,10 @@ class PermissionEngine:
 
     def __init__(self, config: PermissionConfig) -> None:
         self.config = config
+        if config.policy not in POLICY_NAMES:
+            raise PermissionConfigError(
+                f"unknown policy {config.policy!r} (known: {', '.join(POLICY_NAMES)})"
+            )
         home = config.home if config.home is not None else Path.home()
         self._boundary = Boundary.create(
             str(Path(config.workspace).absolute()),

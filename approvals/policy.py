@@ -23,7 +23,9 @@ def resolve(verdict: Verdict, risk: Risk, *, sensitive: bool, policy: PolicyName
         return "deny"
     if policy == "allow-all":
         return "allow"
-    return "allow" if risk in ("low", "medium") else "deny"
+    if policy == "risk-based":
+        return "allow" if risk in ("low", "medium") else "deny"
+    return "deny"  # an unknown policy name fails closed
 
 
 def check_policy(name: str) -> PolicyName:

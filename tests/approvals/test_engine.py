@@ -209,3 +209,9 @@ def test_allow_rules_never_apply_to_ambiguous_urls(tmp_path: Path, url: str) -> 
 )
 def test_pathological_input_fails_closed(tmp_path: Path, kind: str, target: str, verdict: Verdict) -> None:
     assert _engine(tmp_path).evaluate(Action(kind=kind, target=target)).verdict == verdict  # type: ignore[arg-type]
+
+
+def test_unknown_policy_fails_closed(tmp_path: Path) -> None:
+    with pytest.raises(PermissionConfigError, match="unknown policy"):
+        PermissionEngine(PermissionConfig(workspace=tmp_path, policy="yolo"))  # type: ignore[arg-type]
+    assert resolve("ask", "low", sensitive=False, policy="yolo") == "deny"  # type: ignore[arg-type]

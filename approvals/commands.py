@@ -13,6 +13,7 @@ from approvals.findings import Finding
 from approvals.floor import invocation_floor, lexical_floor
 from approvals.invocation import Expansion, Invocation, expand
 from approvals.paths import Boundary, within
+from approvals.programs import LIST_CONSUMERS
 from approvals.risk import RiskInfo, classify
 from approvals.rules import Bucket, Rule, RuleSet
 from approvals.words import UNKNOWN
@@ -155,7 +156,10 @@ class CommandJudge:
 
     def _paths(self, inv: Invocation, cwd: str) -> Iterator[Finding]:
         recursive = _reads_recursively(inv)
+        listed = _reads_listing(inv)
         for access in accesses(inv):
+            if listed and access.text == UNKNOWN and access.mode == "read":
+                continue  # names of workspace files printed by a listing (its own command is judged)
             finding = path_finding(self.boundary, self.rules, access.text, write=access.write, cwd=cwd)
             if access.mode == "exec" and finding.verdict == "ask" and finding.risk == "medium":
                 # Running code from outside the workspace is not a mere read.
@@ -191,6 +195,14 @@ class CommandJudge:
         return all(
             UNKNOWN not in p and within(self.boundary.absolute(p), self.boundary.workspace) for p in paths
         )
+
+
+def _reads_listing(inv: Invocation) -> bool:
+    """A read-only program whose only run-time arguments are whole-word workspace listings."""
+    if inv.program not in LIST_CONSUMERS or inv.extra_args:
+        return False
+    computed = [w for w in inv.words[1:] if UNKNOWN in w.text]
+    return bool(computed) and all(w.listing and w.text == UNKNOWN for w in computed)
 
 
 def _reads_recursively(inv: Invocation) -> bool:

@@ -141,6 +141,17 @@ SAFE_GIT = frozenset(
 )
 
 
+# Programs that may read a listing of workspace files from a substitution (`wc -l $(git ls-files)`):
+# they read or format their operands and run nothing; deleters, interpreters and network programs never.
+LIST_CONSUMERS = frozenset(
+    """
+    wc cat head tail grep egrep fgrep rg sort uniq cut nl file stat du ls md5sum sha1sum sha256sum
+    sha512sum cksum b2sum diff black ruff mypy flake8 pylint isort prettier eslint gcc g++ cc clang
+    clang++ javac rustc tsc pytest gofmt rustfmt clang-format shellcheck shfmt yamllint markdownlint
+    jq xxd strings
+    """.split()  # noqa: SIM905
+)
+
 # Build tools run the project's own build (dependency downloads are the sandbox's job); their
 # publish/deploy verbs are caught by PUBLISH first.
 BUILDS = frozenset({"mvn", "gradle", "gradlew", "ant", "sbt", "bazel", "dotnet", "swift", "zig", "command"})

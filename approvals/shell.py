@@ -16,11 +16,14 @@ from typing import Literal
 import tree_sitter as ts
 import tree_sitter_bash
 
-from approvals.words import Word, WordReader
+from approvals.listings import lists_workspace_paths
+from approvals.words import UNKNOWN, Word, WordReader
 
 Stdin = Literal["inherit", "pipe", "heredoc", "herestring", "file"]
 
 MAX_SHELL_CHARS = 10_000
+# A `for` loop over at most this many plain words has its body judged once per word.
+MAX_LOOP_WORDS = 8
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _STATEMENT_TYPES = frozenset(
     {
@@ -129,6 +132,13 @@ def parse_shell(text: str) -> Script:
     )
 
 
+def _loop_word(word: Word) -> bool:
+    """A loop word whose every value is known in shape: plain text or glob, or a workspace listing."""
+    if word.listing:
+        return True
+    return word.plain and UNKNOWN not in word.text and "{" not in word.text and word.text != ""
+
+
 @dataclass
 class _Walker:
     commands: list[SimpleCommand] = field(default_factory=list)
@@ -138,7 +148,9 @@ class _Walker:
     _functions: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.words = WordReader(on_substitution=self.statement, on_problem=self.problems.append)
+        self.words = WordReader(
+            on_substitution=self.statement, on_problem=self.problems.append, is_listing=lists_workspace_paths
+        )
 
     def statement(self, node: ts.Node) -> None:
         """Walk any node that may contain commands."""
@@ -153,7 +165,9 @@ class _Walker:
             self._pipeline(node)
         elif kind == "function_definition":
             self._function(node)
-        elif kind in ("variable_assignment", "for_statement"):
+        elif kind == "for_statement":
+            self._for(node)
+        elif kind == "variable_assignment":
             self._assignment(node)
         elif kind in ("declaration_command", "unset_command"):
             self._declaration(node)
@@ -329,6 +343,38 @@ class _Walker:
             bindings[name] = value.text  # a leading ~ stays ~: the path layer reads it as home
         else:
             bindings[name] = None
+
+    def _for(self, node: ts.Node) -> None:
+        """`for f in a *.py $(git ls-files); do …; done`: the body once per word, `$f` bound to it.
+
+        A glob word stands for every file it matches, a listing for every listed name; any other
+        word (a variable, an arbitrary substitution, braces) leaves `$f` unknown, as before.
+        """
+        name_node = node.child_by_field_name("variable")
+        body = node.child_by_field_name("body")
+        if name_node is None or body is None or node.children[0].type != "for":
+            self._assignment(node)
+            return
+        name = name_node.text.decode("utf-8", "replace") if name_node.text else ""
+        self.locals.add(name)
+        values = [
+            self.words.read(c) for i, c in enumerate(node.children) if node.field_name_for_child(i) == "value"
+        ]
+        known = (
+            0 < len(values) <= MAX_LOOP_WORDS
+            and name not in self.words.bindings
+            and name not in self.words.loop_values
+            and all(_loop_word(w) for w in values)
+        )
+        if not known:
+            self.words.bindings[name] = None
+            self.statement(body)
+            return
+        for value in values:
+            self.words.loop_values[name] = value
+            self.statement(body)
+        del self.words.loop_values[name]
+        self.words.bindings[name] = None  # after the loop: whatever the last pass left
 
     def _declaration(self, node: ts.Node) -> None:
         """`export A=1`, `declare -p`, `unset X`: judged as a command named by the keyword."""

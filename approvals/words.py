@@ -35,6 +35,8 @@ class Word:
     variables: tuple[str, ...] = ()
     # Values the word may take besides `text` (each UNKNOWN empty, or a `${X:-default}`).
     alternatives: tuple[str, ...] = ()
+    # The whole word is a substitution that only prints names of workspace files (listings.py).
+    listing: bool = False
 
     def candidates(self) -> tuple[str, ...]:
         """Texts the word may expand to, UNKNOWN parts read as empty (how `rm -rf "$D"/*` hits /)."""
@@ -121,11 +123,19 @@ def _node_text(node: ts.Node) -> str:
 class WordReader:
     """Turns word nodes into `Word`s; hands substitution bodies back to the statement walker."""
 
-    def __init__(self, on_substitution: Callable[[ts.Node], None], on_problem: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        on_substitution: Callable[[ts.Node], None],
+        on_problem: Callable[[str], None],
+        is_listing: Callable[[Sequence[str]], bool] = lambda argv: False,
+    ) -> None:
         self._on_substitution = on_substitution
         self._on_problem = on_problem
+        self._is_listing = is_listing
         # Variables the script itself set, in document order: a value, or None once it is unknowable.
         self.bindings: dict[str, str | None] = {}
+        # Loop variables while their loop body is walked: the value of the current pass.
+        self.loop_values: dict[str, Word] = {}
 
     def read_group(self, nodes: Sequence[ts.Node]) -> Word:
         """Adjacent nodes with no space between them form one word (`$"x"` arrives as two)."""
@@ -162,7 +172,9 @@ class WordReader:
             static = self._static_output(node)
             if static is not None:
                 return Word(text=static, plain=False, substitution=True, obfuscated=True)
-            return Word(text=UNKNOWN, plain=False, substitution=True)
+            argv = self._plain_argv(node)
+            listing = argv is not None and self._is_listing(argv)
+            return Word(text=UNKNOWN, plain=False, substitution=True, listing=listing)
         if kind == "arithmetic_expansion":
             self._scan(node)
             return Word(text=UNKNOWN, plain=False)
@@ -175,8 +187,8 @@ class WordReader:
         self._scan(node)
         return Word(text=UNKNOWN, plain=False)
 
-    def _static_output(self, node: ts.Node) -> str | None:
-        """What `$(echo rm)`, `$(printf '\\x72m')` or `$(which rm)` prints, when it is that simple."""
+    def _plain_argv(self, node: ts.Node) -> list[str] | None:
+        """The words of a substitution that is one simple command of plain words, else None."""
         named = [c for c in node.children if c.is_named]
         if len(named) != 1 or named[0].type != "command":
             return None
@@ -188,7 +200,14 @@ class WordReader:
         words = [self.read(p) for p in parts]
         if not words or not all(w.plain for w in words):
             return None
-        program, args = words[0].text, [w.text for w in words[1:]]
+        return [w.text for w in words]
+
+    def _static_output(self, node: ts.Node) -> str | None:
+        """What `$(echo rm)`, `$(printf '\\x72m')` or `$(which rm)` prints, when it is that simple."""
+        argv = self._plain_argv(node)
+        if argv is None:
+            return None
+        program, args = argv[0], argv[1:]
         if program == "echo":
             flags = [a for a in args if a in ("-n", "-e", "-E", "-ne", "-en")]
             text = " ".join(a for a in args if a not in flags)
@@ -226,6 +245,7 @@ class WordReader:
             substitution=joined.substitution,
             variables=joined.variables,
             alternatives=joined.alternatives,
+            listing=joined.listing,
         )
 
     def _expansion(self, node: ts.Node) -> Word:
@@ -236,6 +256,13 @@ class WordReader:
             "variable_name",
             "}",
         ]
+        loop_value = self.loop_values.get(name) if name not in self.bindings else None
+        if simple and loop_value is not None:
+            # `for f in *.py; do black $f; done`: one of the loop's words (judged once per word).
+            return Word(
+                text=loop_value.text, plain=False, glob=loop_value.glob, listing=loop_value.listing,
+                variables=(name,),
+            )  # fmt: skip
         if simple and name in _CONTEXT_VARIABLES:
             return Word(text=_CONTEXT_VARIABLES[name], plain=False, variables=(name,))
         bound = self.bindings.get(name)

@@ -25,7 +25,13 @@ def _argvs(text: str) -> list[tuple[str, ...]]:
         ("echo `a`", [("a",), ("echo", UNKNOWN)]),
         ("diff <(a) <(b)", [("a",), ("b",), ("diff", "/dev/fd/63", "/dev/fd/63")]),
         ("if a; then b; else c; fi", [("a",), ("b",), ("c",)]),
-        ("for i in 1 2; do a $i; done", [("a", UNKNOWN)]),
+        ("for i in 1 2; do a $i; done", [("a", "1"), ("a", "2")]),
+        ("for f in *.py; do a \"$f\"; done", [("a", "*.py")]),
+        ("for f in $(git ls-files); do a $f; done", [("git", "ls-files"), ("a", UNKNOWN)]),
+        ("for i in $X 2; do a $i; done", [("a", UNKNOWN)]),
+        ("for i in {a,b}; do a $i; done", [("a", UNKNOWN)]),
+        ("for i in 1 2; do i=/; a $i; done", [("a", "/"), ("a", UNKNOWN)]),
+        ("for i in 1; do a; done; b $i", [("a",), ("b", UNKNOWN)]),
         ("while a; do b; done", [("a",), ("b",)]),
         ("case x in y) a;; esac", [("a",)]),
         ("! a", [("a",)]),
@@ -119,7 +125,8 @@ def test_characters_beyond_the_bmp_never_crash_the_parser() -> None:
         ("f=/etc; cat $f/hosts", ("cat", "/etc/hosts")),
         ("f=src; false && f=/etc; cat $f/x", ("cat", UNKNOWN + "/x")),  # set twice: unknown
         ("cat $f; f=/etc", ("cat", UNKNOWN)),  # used before it is set
-        ("for f in a; do cat $f; done", ("cat", UNKNOWN)),
+        ("for f in a; do cat $f; done", ("cat", "a")),  # a loop word: judged per pass
+        ("for f in a; do :; done; cat $f", ("cat", UNKNOWN)),  # after the loop: unknown
         ("X=/ cat $X", ("cat", UNKNOWN)),  # a prefix assignment does not change this command's words
     ],
 )

@@ -18,10 +18,10 @@ _SECRET_EXAMPLES = (
     "secrets.yaml", "secrets.yml", "secrets.json", "prod.tfvars", ".git-credentials", "a.jks",
 )  # fmt: skip
 _FIND_VALUED = frozenset(
-    "-name -iname -path -ipath -wholename -iwholename -regex -iregex -type -maxdepth -mindepth -mtime "
-    "-mmin -newer -size".split()
+    """-name -iname -path -ipath -wholename -iwholename -regex -iregex -type -maxdepth -mindepth
+    -mtime -mmin -newer -size""".split()  # noqa: SIM905
 )
-_FIND_FLAGS = frozenset("-empty -prune -print -print0 -not ! ( ) -o -a -or -and".split())
+_FIND_FLAGS = frozenset("""-empty -prune -print -print0 -not ! ( ) -o -a -or -and""".split())  # noqa: SIM905
 _FIND_FILTERS = frozenset({"-name", "-iname"})
 _GIT_LS_OPTIONS = frozenset(
     {"--cached", "-c", "--others", "-o", "--exclude-standard", "--modified", "-m", "--"}

@@ -178,14 +178,14 @@ class CommandJudge:
                 )
 
     def _variables(self, inv: Invocation, local_names: frozenset[str]) -> Iterator[Finding]:
-        for word in inv.words[1:]:
-            for name in word.variables:
-                if name in _BENIGN_VARIABLES or name in local_names:
-                    continue
-                if _SECRET_VARIABLE.search(name) or inv.program in _PRINTERS:
-                    yield Finding(
-                        "ask", "high", "boundary", f"exposes environment variable ${name}", sensitive=True
-                    )
+        named = [name for word in inv.words[1:] for name in word.variables]
+        for name in [*named, *inv.command.heredoc_variables]:
+            if name in _BENIGN_VARIABLES or name in local_names:
+                continue
+            if _SECRET_VARIABLE.search(name) or inv.program in _PRINTERS:
+                yield Finding(
+                    "ask", "high", "boundary", f"exposes environment variable ${name}", sensitive=True
+                )
 
     def _upstream_inside(self, inv: Invocation) -> bool:
         upstream = inv.command.upstream

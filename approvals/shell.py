@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -76,6 +77,8 @@ class SimpleCommand:
     heredoc: str | None = None
     # argv texts of the previous pipeline stage, when this one reads from a pipe.
     upstream: tuple[str, ...] = ()
+    # Variables an unquoted here-document expands (`<<EOF … $TOKEN …`): their values reach stdin.
+    heredoc_variables: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,30 @@ def parse_shell(text: str) -> Script:
         local_names=frozenset(walker.locals),
         parse_error=tree.root_node.has_error,
     )
+
+
+def _literal_feed(command: SimpleCommand | None) -> str | None:
+    """The text a bare `cat <<EOF` (or `cat <<< text`) passes down a pipe, else None."""
+    if command is None or command.stdin not in ("heredoc", "herestring") or command.heredoc is None:
+        return None
+    plain = all(w.plain for w in command.words)
+    argv = [w.text for w in command.words]
+    if not plain or argv not in (["cat"], ["cat", "-"]) or any(r.op != "<<<" for r in command.redirects):
+        return None  # `cat <<EOF > f | …` sends nothing down the pipe; anything else is not literal
+    return command.heredoc
+
+
+def _expanded_names(node: ts.Node) -> Iterator[str]:
+    """Names of the variables expanded anywhere inside a node (an unquoted here-document body)."""
+    for child in node.children:
+        if child.type in ("simple_expansion", "expansion"):
+            name = next(
+                (c for c in child.children if c.type in ("variable_name", "special_variable_name")), None
+            )
+            if name is not None and name.text:
+                yield name.text.decode("utf-8", "replace")
+        elif child.child_count and child.type not in ("command_substitution", "process_substitution"):
+            yield from _expanded_names(child)
 
 
 def _loop_word(word: Word) -> bool:
@@ -199,7 +226,7 @@ class _Walker:
 
     def _command(
         self, node: ts.Node, extra: tuple[Redirect, ...], stdin: Stdin, heredoc: str | None,
-        upstream: tuple[str, ...],
+        upstream: tuple[str, ...], heredoc_variables: tuple[str, ...] = (),
     ) -> SimpleCommand:  # fmt: skip
         words: list[Word] = []
         redirects: list[Redirect] = list(extra)
@@ -222,7 +249,7 @@ class _Walker:
             stdin, heredoc = "herestring", herestrings[-1]
         elif stdin == "inherit" and any(r.reads for r in redirects):
             stdin = "file"
-        command = SimpleCommand(tuple(words), tuple(redirects), stdin, heredoc, upstream)
+        command = SimpleCommand(tuple(words), tuple(redirects), stdin, heredoc, upstream, heredoc_variables)
         self.commands.append(command)
         return command
 
@@ -246,6 +273,7 @@ class _Walker:
     def _redirected(self, node: ts.Node) -> None:
         redirects: list[Redirect] = []
         heredoc: str | None = None
+        variables: list[str] = []
         tail: list[ts.Node] = []
         body: ts.Node | None = None
         for child in node.children:
@@ -255,6 +283,7 @@ class _Walker:
                 for part in child.children:
                     if part.type == "heredoc_body":
                         heredoc = part.text.decode("utf-8", "replace") if part.text else ""
+                        variables.extend(_expanded_names(part))
                         self._inert(part)
                     elif part.type == "file_redirect":
                         redirects.append(self._redirect(part))
@@ -267,7 +296,7 @@ class _Walker:
         first: SimpleCommand | None = None
         if body is not None and body.type == "command":
             stdin: Stdin = "heredoc" if heredoc is not None else "inherit"
-            first = self._command(body, tuple(redirects), stdin, heredoc, ())
+            first = self._command(body, tuple(redirects), stdin, heredoc, (), tuple(variables))
         elif body is not None and body.type == "pipeline" and body.named_children[-1].type == "command":
             # `a | b > f`: the redirect belongs to the last stage.
             self._pipeline(body)
@@ -295,7 +324,11 @@ class _Walker:
                 continue
             upstream = tuple(w.text for w in previous.words) if previous is not None else ()
             stdin: Stdin = "pipe" if previous is not None else "inherit"
-            if child.type == "command":
+            feed = _literal_feed(previous)
+            if child.type == "command" and feed is not None:
+                # `cat <<EOF | python3`: the code is right there, exactly as in `python3 <<EOF`.
+                previous = self._command(child, (), "heredoc", feed, upstream)
+            elif child.type == "command":
                 previous = self._command(child, (), stdin, None, upstream)
             else:
                 before = len(self.commands)

@@ -31,7 +31,7 @@ from bot.teams import TeamChoice
 from orchestrator.config import TeamConfig
 from orchestrator.events import RunEvent
 from orchestrator.ports import RunContext, RunTools
-from orchestrator.run import RunHandle, start_run
+from orchestrator.run import ModelFactory, RunHandle, start_run
 from orchestrator.store import RunStore
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,7 @@ class RunSupervisor:
         broadcast_final: bool = False,
         observe: Callable[[str, RunEvent], None] | None = None,
         status_refresh: float = 30.0,
+        models: ModelFactory | None = None,
     ) -> None:
         self._outbox = outbox
         self._store = store
@@ -90,6 +91,7 @@ class RunSupervisor:
         self._tools = tools
         self._clock = clock
         self._broadcast = broadcast_final
+        self._models = models  # None: each run builds its own clients (the runner's default)
         self._observe = observe  # metrics hook (the bench measures event-to-Slack freshness with it)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._active: dict[str, ActiveRun] = {}
@@ -135,6 +137,7 @@ class RunSupervisor:
                 request.choice.team,
                 request.task,
                 run_id=run_id,
+                models=self._models,
                 tools=self._tools_factory(request.channel, renderer.thread),
                 store=self._run_store,
                 requester=request.requester,

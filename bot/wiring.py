@@ -26,6 +26,7 @@ from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
 from bot.approvals_ui import ApprovalsUI, ThreadApprovalPort
 from bot.groups import GroupResolver
+from bot.models import SharedModels
 from bot.outbox import Outbox
 from bot.runs import RunSupervisor, ToolsBuilder
 from bot.settings import BotSettings, secret
@@ -79,6 +80,7 @@ class Services:
     groups: GroupResolver
     scheduler: ExpiryScheduler
     runs: RunSupervisor
+    models: SharedModels
     teams: TeamCatalog
     bot_token: str
     signing_secret: str
@@ -104,6 +106,7 @@ class Services:
         # Runs first: cancelling them cancels their asks, whose messages the UI still rewrites.
         await self.runs.drain(grace=grace)
         self.approvals_ui.detach()
+        await self.models.aclose()
         await self.scheduler.stop()
         await self.outbox.close(drain=True, timeout=grace)
         await self.engine.dispose()
@@ -217,6 +220,7 @@ async def build_services(
     db = await _open_storage(settings.resolved_database_url())
     remind = timedelta(seconds=teams.default.team.approvals.remind_before_seconds)
     scheduler = ExpiryScheduler(db.approvals, remind_before=remind)
+    models = SharedModels()
     runs = RunSupervisor(
         outbox=box,
         store=db.store,
@@ -227,6 +231,7 @@ async def build_services(
         observe=observe,
         broadcast_final=settings.broadcast_final,
         status_refresh=settings.status_refresh,
+        models=models,
     )
     groups = GroupResolver(box.call, ttl=settings.group_cache_ttl)
     spawn = functools.partial(runs.spawn, name="approvals-ui")
@@ -248,6 +253,7 @@ async def build_services(
         groups=groups,
         scheduler=scheduler,
         runs=runs,
+        models=models,
         teams=teams,
         bot_token=secret(settings.slack_bot_token),
         signing_secret=secret(settings.slack_signing_secret),

@@ -64,6 +64,8 @@ async def test_mention_starts_a_run_and_a_mention_in_its_thread_follows_up_with_
         started = (await bot.services.run_store.events(follow_up.run_id))[0]
         assert isinstance(started, RunStarted)
         assert started.context == first.final_answer
+        # Both runs used the same three provider clients (one per backend), built once.
+        assert bot.services.models.size == 3
 
 
 async def test_duplicate_event_delivery_starts_one_run(tmp_path: Path) -> None:

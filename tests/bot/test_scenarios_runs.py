@@ -179,3 +179,24 @@ async def test_a_quiet_run_still_refreshes_its_status_message(tmp_path: Path, mo
         await bot.wait_for(lambda: updates() >= seen + 2)  # no run events meanwhile: the ticker did it
         release.set()
         await bot.settle()
+
+
+async def test_model_and_user_text_cannot_ping_the_channel_or_leak_secrets(tmp_path: Path) -> None:
+    hostile = "<!channel> @here <@U0VICTIM> <https://evil.test|click> sk-ant-api03-" + "a" * 40
+
+    def handler(request: ProviderRequest) -> Reply:
+        reply = protocol_agent(request)
+        if reply.tool_calls and reply.tool_calls[0][0] == "new_answer":
+            reply.tool_calls = [("new_answer", {"content": hostile})]
+        elif reply.tool_calls and reply.tool_calls[0][0] == "vote":
+            name, args = reply.tool_calls[0]
+            reply.tool_calls = [(name, {**args, "reason": hostile})]  # type: ignore[dict-item]
+        return reply
+
+    async with bot_harness(tmp_path, handler=handler, agents=2) as bot:
+        await bot.command("&lt;!everyone&gt; summarise " + hostile.replace("<", "&lt;").replace(">", "&gt;"))
+        await bot.settle()
+        assert (await bot.services.store.recent_runs())[0].state == "finished"
+        sent = str([c.params for c in bot.slack.calls])
+        assert "a" * 40 not in sent  # the key-shaped secret was redacted everywhere
+    # Leaving the harness asserts the emulator saw no live mention anywhere (text or blocks).

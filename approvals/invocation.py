@@ -28,6 +28,8 @@ CODE_RUNNING_VARIABLES = frozenset(
     LESSCLOSE PYTHONSTARTUP PYTHONHOME PYTHONINSPECT NODE_OPTIONS PERL5OPT PERL5LIB PERLLIB RUBYOPT
     RUBYLIB JAVA_TOOL_OPTIONS _JAVA_OPTIONS BROWSER""".split()  # noqa: SIM905
 )
+# Variables that send an otherwise local query to another machine (`DOCKER_HOST=tcp://… docker ps`).
+REMOTE_VARIABLES = frozenset({"DOCKER_HOST", "DOCKER_CONTEXT", "CONTAINER_HOST", "KUBECONFIG"})
 # Pure wrappers: they run their operand and change nothing else that matters to a permission check.
 # Each maps to (options that take a value, number of leading operands before the command).
 _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
@@ -54,6 +56,22 @@ _PRIVILEGE_RUNNERS: dict[str, frozenset[str]] = {
     "pkexec": frozenset({"--user"}),
     "run0": frozenset({"--user", "-u"}),
 }
+# Project runners that run a local program (`uv run pytest`, `poetry run pytest`, `npx tsc`). Only
+# the option spellings here keep them local; any other option (`--with`, `-p pkg`, `--yes`) may
+# download code, so the runner is judged as itself (egress).
+_RUNNER_OPTIONS: dict[str, frozenset[str]] = {
+    "uv": frozenset(
+        {"--frozen", "--locked", "--offline", "--no-sync", "-q", "--quiet", "--all-extras", "--no-dev",
+         "--dev", "--active", "--no-project"}
+    ),
+    "poetry": frozenset({"-q", "--quiet", "--no-interaction", "-n"}),
+    "npx": frozenset({"--no-install", "--no", "--offline", "--prefer-offline", "-q", "--quiet"}),
+}  # fmt: skip
+# What `npx NAME` runs without a download when the project has it (the names of real packages, so a
+# missing one fetches the well-known tool, never an arbitrary name the agent chose).
+NPX_LOCAL_TOOLS = frozenset(
+    """tsc prettier eslint jest vitest mocha ts-node tsx webpack rollup esbuild stylelint biome""".split()  # noqa: SIM905
+)
 _XARGS_VALUE_OPTIONS = frozenset(
     {"-I", "-n", "-P", "-d", "-L", "-s", "-a", "-E", "--max-args", "--max-procs", "--delimiter", "--arg-file"}
 )
@@ -110,6 +128,7 @@ def expand(text: str, depth: int = 0) -> Expansion:
         for inv in _unwrap(command, depth):
             invocations.append(inv)
             problems.extend(inv.problems)
+            local_names |= _read_names(inv)
             if inv.program == "eval":
                 problems.append("eval runs text as shell code")
             if inv.program == "alias" and any("=" in a for a in inv.argv[1:]):
@@ -134,6 +153,24 @@ def expand(text: str, depth: int = 0) -> Expansion:
     )
 
 
+def _read_names(inv: Invocation) -> set[str]:
+    """`read -r line`, `mapfile -t lines`: variables the script fills from input it chose."""
+    if inv.program not in ("read", "mapfile", "readarray"):
+        return set()
+    names: set[str] = set()
+    skip = False
+    for arg in inv.argv[1:]:
+        if skip:
+            skip = False
+        elif arg in ("-p", "-d", "-n", "-N", "-t", "-u", "-a", "-C", "-c", "-O", "-s"):
+            skip = arg != "-t" or inv.program == "read"
+            if arg == "-a":
+                skip = False  # `read -a NAME`: the next word is the array's name
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", arg):
+            names.add(arg)
+    return names
+
+
 def _environment_problems(script: Script) -> list[str]:
     """Variables that make the next program run other code (`LD_PRELOAD=…`, `GIT_SSH_COMMAND=…`)."""
     names = set(script.local_names)
@@ -145,7 +182,10 @@ def _environment_problems(script: Script) -> list[str]:
     risky = sorted(
         n for n in names if n in CODE_RUNNING_VARIABLES or n.startswith(("DYLD_", "LD_", "GIT_CONFIG"))
     )
-    return [f"sets {name}, which can make programs run other code" for name in risky]
+    remote = sorted(names & REMOTE_VARIABLES)
+    return [f"sets {name}, which can make programs run other code" for name in risky] + [
+        f"sets {name}, which points a tool at another machine" for name in remote
+    ]
 
 
 def expand_script(script: Script) -> Iterator[Invocation]:
@@ -243,7 +283,37 @@ def _wrapped(name: str, words: tuple[Word, ...]) -> tuple[Word, ...] | None:
         return words[skip_options(words, 1, _XARGS_VALUE_OPTIONS, 0) :] or (Word(text="echo"),)
     if name == "busybox" and len(words) > 1 and not words[1].text.startswith("-"):
         return words[1:]
+    if name in _RUNNER_OPTIONS:
+        return _runner_rest(name, words)
     return None
+
+
+def _runner_rest(name: str, words: tuple[Word, ...]) -> tuple[Word, ...] | None:
+    """What `uv run …`, `poetry run …` or `npx …` runs locally; None when it may download code."""
+    i = 1
+    if name in ("uv", "poetry"):
+        if len(words) < 2 or words[1].text != "run":
+            return None
+        i = 2
+    options = _RUNNER_OPTIONS[name]
+    while i < len(words) and words[i].text.startswith("-"):
+        if words[i].text == "--":
+            i += 1
+            break
+        if words[i].text not in options:
+            return None
+        i += 1
+    rest = words[i:]
+    if not rest or not all(w.plain for w in words[:i]) or not rest[0].plain:
+        return None
+    head = rest[0].text
+    if name == "npx":
+        local_only = any(w.text in ("--no-install", "--no") for w in words[1:i])
+        if "@" in head or "/" in head or not (head in NPX_LOCAL_TOOLS or local_only):
+            return None  # `npx pkg@1`, `npx some-unknown-pkg`: a download
+    if name == "uv" and head.endswith(".py"):
+        return (Word(text="python"), *rest)  # `uv run script.py` runs it with the project's python
+    return rest
 
 
 def _finish(base: Invocation) -> Invocation:

@@ -21,7 +21,8 @@ LOW = frozenset(
     hash umask getopts let printf wc diff3 sdiff iconv dos2unix unix2dos mktemp env-check tox nox
     coverage pre-commit go cargo npm yarn pnpm python pip node bun deno git gofmt rustfmt
     clang-format shellcheck shfmt hadolint yamllint markdownlint ctags cloc tokei fd fzf chmod
-    export declare typeset source . find htop top ps pgrep free uptime lsof
+    export declare typeset source . find htop top ps pgrep free uptime lsof bc webpack rollup esbuild
+    stylelint biome
     """.split()  # noqa: SIM905
 )
 NETWORK = frozenset(
@@ -140,6 +141,24 @@ SAFE_GIT = frozenset(
     """.split()  # noqa: SIM905
 )
 
+
+# Local, read-only verbs of otherwise networked tools (argv after the program, as a prefix).
+LOCAL_VERBS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "docker": (
+        ("ps",), ("images",), ("version",), ("info",), ("logs",), ("image", "ls"), ("image", "list"),
+        ("container", "ls"), ("container", "list"), ("compose", "ps"), ("compose", "logs"),
+        ("compose", "version"), ("--version",),
+    ),
+    "uv": (("--version",), ("-V",), ("version",), ("help",), ("pip", "list"), ("pip", "show"),
+           ("pip", "freeze"), ("pip", "check")),
+    "poetry": (("--version",), ("-V",), ("check",), ("show",), ("version",), ("env", "info"),
+               ("env", "list"), ("build",), ("help",)),
+    "npx": (("--version",),),
+}  # fmt: skip
+# Options that make a "local" verb above reach out after all (a remote daemon, the latest versions).
+LOCAL_VERB_EGRESS = frozenset(
+    {"-H", "--host", "--context", "-c", "--outdated", "-o", "--latest", "-l", "--tls", "--tlsverify"}
+)
 
 # Programs that may read a listing of workspace files from a substitution (`wc -l $(git ls-files)`):
 # they read or format their operands and run nothing; deleters, interpreters and network programs never.

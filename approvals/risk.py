@@ -20,6 +20,8 @@ from approvals.programs import (
     ENV_CODE,
     EXEC_CAPABLE,
     LITERAL_OPEN,
+    LOCAL_VERB_EGRESS,
+    LOCAL_VERBS,
     LOW,
     MAKE_SIDE_EFFECTS,
     NETWORK,
@@ -105,6 +107,8 @@ def classify(inv: Invocation) -> RiskInfo:
         return RiskInfo(
             "high", f"downloads packages or talks to a remote ({program} {sub})", egress=True, broad=True
         )
+    if _local_verb(inv, program):
+        return RiskInfo("low", f"local {program} query ({' '.join(inv.argv[1:3])})")
     if program in ("python", "uv") and sub == "pip":
         return RiskInfo("high", "installs packages", egress=True, broad=True)
     if program in NETWORK:
@@ -118,6 +122,17 @@ def classify(inv: Invocation) -> RiskInfo:
     ):
         return RiskInfo("high", "sets a setuid or setgid bit")
     return _local_risk(inv, program, sub)
+
+
+def _local_verb(inv: Invocation, program: str) -> bool:
+    """`docker ps`, `uv --version`, `poetry check`: a networked tool asked something local."""
+    verbs = LOCAL_VERBS.get(program)
+    if verbs is None or not all(w.plain for w in inv.words):
+        return False
+    args = inv.argv[1:]
+    if any(a in LOCAL_VERB_EGRESS or a.startswith(("--host=", "--context=")) for a in args):
+        return False
+    return any(args[: len(v)] == v for v in verbs)
 
 
 _FORGE_READS = frozenset(

@@ -71,24 +71,31 @@ class CommandJudge:
     def _cwds(self, expansion: Expansion) -> Iterator[frozenset[str]]:
         """The directories each invocation may run in, following `cd` (UNKNOWN after `cd $X`).
 
-        A flat list cannot tell which `cd` a subshell or a nested `bash -c` undoes, so every
-        directory seen so far stays a candidate and each path is judged against all of them.
+        A flat list cannot tell which `cd` a subshell or a nested `bash -c` undoes, or whether a
+        `cd` before `;` or `||` failed, so every directory seen so far stays a candidate and each
+        path is judged against all of them. Only in a plain `a && cd x && b` chain is the directory
+        exactly the last `cd` target (and then only while no symlink is involved).
         """
         cwds = {self.boundary.workspace}
+        exact = expansion.and_chain
         for inv in expansion.invocations:
             yield frozenset(cwds)
             if inv.program in ("cd", "pushd", "chdir"):
-                operands = [a for a in inv.argv[1:] if not a.startswith("-") or a == "-"]
-                if not operands:
-                    cwds.add(self.boundary.home)
-                elif UNKNOWN in operands[0] or operands[0] == "-":  # `cd -`: the previous directory
-                    cwds.add(UNKNOWN)
-                else:
-                    cwds |= {
-                        UNKNOWN if c == UNKNOWN else self.boundary.absolute(operands[0], c) for c in cwds
-                    }
+                moved = {self._cd_target(inv, c) for c in cwds}
+                exact = exact and all(c == UNKNOWN or self.boundary.is_real(c) for c in moved)
+                cwds = moved if exact else cwds | moved
             elif inv.program == "popd":
                 cwds.add(UNKNOWN)
+                exact = False
+
+    def _cd_target(self, inv: Invocation, cwd: str) -> str:
+        """Where `cd ARGS` run in `cwd` goes (UNKNOWN when computed, for `cd -` and from UNKNOWN)."""
+        operands = [a for a in inv.argv[1:] if not a.startswith("-") or a == "-"]
+        if not operands:
+            return self.boundary.home
+        if cwd == UNKNOWN or UNKNOWN in operands[0] or operands[0] == "-":  # `cd -`: the previous one
+            return UNKNOWN
+        return self.boundary.absolute(operands[0], cwd)
 
     def _floor(self, text: str, expansion: Expansion, cwds: list[frozenset[str]]) -> Finding | None:
         home = self.boundary.home

@@ -113,6 +113,8 @@ class Expansion:
     fork_bomb: bool
     local_names: frozenset[str]
     parse_error: bool
+    # An `a && cd x && b` chain with no nested shell text or substitutions: `cd` is followed exactly.
+    and_chain: bool = False
 
 
 @functools.lru_cache(maxsize=8192)
@@ -124,11 +126,13 @@ def expand(text: str, depth: int = 0) -> Expansion:
     fork_bomb = script.fork_bomb
     local_names = set(script.local_names)
     parse_error = script.parse_error
+    and_chain = script.and_chain
     for command in script.commands:
         for inv in _unwrap(command, depth):
             invocations.append(inv)
             problems.extend(inv.problems)
             local_names |= _read_names(inv)
+            and_chain = and_chain and not any(w.substitution for w in inv.words)
             if inv.program == "eval":
                 problems.append("eval runs text as shell code")
             if inv.program == "alias" and any("=" in a for a in inv.argv[1:]):
@@ -142,6 +146,7 @@ def expand(text: str, depth: int = 0) -> Expansion:
             if depth >= MAX_DEPTH:
                 problems.append("shell nesting too deep")
                 continue
+            and_chain = False
             sub = expand(nested, depth + 1)
             invocations.extend(sub.invocations)
             problems.extend(sub.problems)
@@ -149,7 +154,12 @@ def expand(text: str, depth: int = 0) -> Expansion:
             local_names |= sub.local_names
             parse_error = parse_error or sub.parse_error
     return Expansion(
-        tuple(invocations), tuple(dict.fromkeys(problems)), fork_bomb, frozenset(local_names), parse_error
+        tuple(invocations),
+        tuple(dict.fromkeys(problems)),
+        fork_bomb,
+        frozenset(local_names),
+        parse_error,
+        and_chain and not (fork_bomb or parse_error),
     )
 
 

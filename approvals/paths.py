@@ -125,6 +125,10 @@ class Boundary:
             path = self.workspace + path[len(alias) :]
         return path
 
+    def is_real(self, path: str) -> bool:
+        """True when no symlink is on the (absolute, normalised) path: `..` then means what it says."""
+        return os.path.realpath(path) == path
+
     def judge(self, text: str, *, write: bool, cwd: str | None = None) -> PathVerdict:
         """Judge one read or write of a path as written in a command or tool call."""
         if UNKNOWN in text or cwd == UNKNOWN:

@@ -92,6 +92,9 @@ class Script:
     local_names: frozenset[str] = frozenset()
     # The grammar reported an error: the engine also runs the lexical floor check.
     parse_error: bool = False
+    # One `a && b && c` chain of simple commands: each runs only after the previous succeeded, so a
+    # `cd` in it moves every later command (otherwise any earlier directory stays possible).
+    and_chain: bool = False
 
 
 @functools.cache
@@ -132,7 +135,28 @@ def parse_shell(text: str) -> Script:
         fork_bomb=walker.fork_bomb,
         local_names=frozenset(walker.locals),
         parse_error=tree.root_node.has_error,
+        and_chain=not tree.root_node.has_error and _and_chain(tree.root_node),
     )
+
+
+def _and_chain(root: ts.Node) -> bool:
+    """The whole text is one list of simple commands joined only by `&&` (no subshells, no `;`)."""
+    statements = [c for c in root.children if c.is_named]
+    if len(statements) != 1 or any(not c.is_named for c in root.children):
+        return False
+    stack = [statements[0]]
+    while stack:
+        node = stack.pop()
+        if node.type == "list":
+            if any(not c.is_named and c.type != "&&" for c in node.children):
+                return False
+            stack.extend(c for c in node.children if c.is_named)
+        elif node.type == "redirected_statement":
+            if node.children[0].type != "command" or any(c.type == "heredoc_redirect" for c in node.children):
+                return False
+        elif node.type != "command":
+            return False
+    return True
 
 
 def _literal_feed(command: SimpleCommand | None) -> str | None:

@@ -9,9 +9,10 @@ workspace, so only words that really point elsewhere (or at a secret) change a v
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
+from approvals.floor import brace_variants
 from approvals.interpreters import SHELLS, interpreter_family
 from approvals.invocation import Invocation
 from approvals.programs import KNOWN_PROGRAMS
@@ -61,6 +62,7 @@ class Access:
 
 def accesses(inv: Invocation) -> Iterator[Access]:
     """Every file read, written or executed by one invocation, redirects included."""
+    inv = _brace_expanded(inv)
     for redirect in inv.command.redirects:
         if redirect.target is not None:
             yield Access(redirect.target.text, "write" if redirect.writes else "read")
@@ -93,6 +95,19 @@ def accesses(inv: Invocation) -> Iterator[Access]:
             mode = "exec"
         yield Access(text, mode)
     yield from _option_paths(inv, unknown=program not in KNOWN_PROGRAMS)
+
+
+def _brace_expanded(inv: Invocation) -> Invocation:
+    """`cp {a,/etc/cron.d/x}` is `cp a /etc/cron.d/x`: operands after brace expansion (quoted too)."""
+    if not any("{" in a and "," in a for a in inv.argv[1:]):
+        return inv
+    argv = [inv.argv[0]]
+    for arg in inv.argv[1:]:
+        variants = [arg]
+        for _ in range(3):  # nested braces: one level per pass
+            variants = [v for t in variants for v in brace_variants(t)][:32]
+        argv.extend(variants)
+    return replace(inv, argv=tuple(argv))
 
 
 def _edits_in_place(inv: Invocation) -> bool:

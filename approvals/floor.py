@@ -61,7 +61,7 @@ def _critical_exact(path: str, home: str) -> bool:
     return home == path or home.startswith(path + "/") or bool(re.fullmatch(r"/(home|Users)/[^/]+", path))
 
 
-def _brace_variants(text: str) -> list[str]:
+def brace_variants(text: str) -> list[str]:
     """Expand one level of `{a,b}` (enough to see `/{etc,usr}`), capped."""
     match = re.search(r"\{([^{}]*,[^{}]*)\}", text)
     if not match:
@@ -75,7 +75,7 @@ def _operand_paths(words: Iterable[Word], resolve: Resolve) -> list[str]:
         if word.text.startswith("-") and word.text != "-":
             continue
         for candidate in word.candidates():
-            for variant in _brace_variants(candidate):
+            for variant in brace_variants(candidate):
                 if variant and UNKNOWN not in variant:
                     paths.append(resolve(variant))
     return paths

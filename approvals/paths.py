@@ -200,6 +200,10 @@ class Boundary:
 
     def _glob_hits_secret(self, pattern: str) -> bool:
         base = posixpath.basename(pattern)
+        if base.startswith(".") and any(
+            fnmatch.fnmatchcase(n.replace("*", "x"), base) for n in _SECRET_NAMES
+        ):
+            return True  # `cat .*` names `.env` and `.netrc` (but `cat *` skips hidden files)
         if re.search(r"[A-Za-z0-9]", base) and any(
             fnmatch.fnmatchcase(name.replace("*", "x"), base.lower()) for name in _SECRET_NAMES
         ):

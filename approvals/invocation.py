@@ -48,6 +48,8 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "setsid": (frozenset(), 0),
     "taskset": (frozenset(), 1),
     "caffeinate": (frozenset({"-t", "-w"}), 0),
+    # Runs its operand under instrumentation; its options are all `--name=value` or flags.
+    "valgrind": (frozenset(), 0),
 }
 # Runners that change privilege: judged as themselves (high risk) *and* for what they run.
 _PRIVILEGE_RUNNERS: dict[str, frozenset[str]] = {

@@ -32,6 +32,27 @@ _LS_OPTION = re.compile(r"^-[1adrtS]+$")
 _GREP_OPTION = re.compile(r"^-[lLiIwEFsvxH]+$")
 
 
+def lists_workspace_paths_piped(stages: Sequence[Sequence[str]]) -> bool:
+    """A listing, optionally narrowed by line filters that read only the pipe (`ls -t | head -1`)."""
+    return bool(stages) and lists_workspace_paths(stages[0]) and all(_filter(s) for s in stages[1:])
+
+
+def _filter(argv: Sequence[str]) -> bool:
+    """head/tail/sort/uniq/grep that only select or reorder stdin lines (no file operands)."""
+    if not argv:
+        return False
+    program, args = argv[0], list(argv[1:])
+    if program in ("head", "tail"):
+        return all(a.startswith("-") or a.isdigit() for a in args) and "-f" not in args
+    if program in ("sort", "uniq"):
+        return all(a.startswith("-") and not a.startswith(("-o", "--output", "--files0")) for a in args)
+    if program == "grep":
+        operands = [a for a in args if not a.startswith("-")]
+        options = [a for a in args if a.startswith("-")]
+        return len(operands) == 1 and all(_GREP_OPTION.match(a) for a in options)
+    return False
+
+
 def lists_workspace_paths(argv: Sequence[str]) -> bool:
     """True when `argv` only prints names of files under relative roots, none of them a secret."""
     if not argv:

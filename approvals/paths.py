@@ -147,8 +147,8 @@ class Boundary:
             prefix = self.absolute(known.rsplit("/", 1)[0] or "/", cwd)
             if self.secret_reason(prefix) or prefix.startswith("/proc"):
                 return PathVerdict("ask", "high", "secret", shown, "a computed path under a secret location")
-        risk: Risk = "high" if write else "medium"
-        return PathVerdict("ask", risk, "unknown", shown, "path computed at run time")
+        # High for reads too: a name computed at run time may be a secret, so automation never allows it.
+        return PathVerdict("ask", "high", "unknown", shown, "path computed at run time")
 
     def _judge_resolved(self, lexical: str, real: str, *, write: bool) -> PathVerdict:
         for path in (lexical, real):

@@ -22,7 +22,7 @@ LOW = frozenset(
     coverage pre-commit go cargo npm yarn pnpm python pip node bun deno git gofmt rustfmt
     clang-format shellcheck shfmt hadolint yamllint markdownlint ctags cloc tokei fd fzf chmod
     export declare typeset source . find htop top ps pgrep free uptime lsof bc webpack rollup esbuild
-    stylelint biome
+    stylelint biome rustup
     """.split()  # noqa: SIM905
 )
 NETWORK = frozenset(
@@ -93,6 +93,8 @@ EGRESS_SUB = {
     "go": {"get", "install", "download"},
     "bun": {"install", "i", "add", "update", "x", "create", "upgrade", "publish"},
     "deno": {"install", "upgrade", "add"},
+    "rustup": {"install", "update", "toolchain", "target", "component", "self", "default", "set",
+               "override", "run", "up", "doc"},
 }  # fmt: skip
 NETWORK_CODE = re.compile(
     r"\b(socket|urllib|requests|http|https|axios|undici|http\.client|httpx|aiohttp|ftplib|smtplib|telnetlib|paramiko|websocket|"
@@ -142,6 +144,11 @@ SAFE_GIT = frozenset(
 )
 
 
+# Environment variables that name places and tools, never credentials (`printenv PATH` is fine).
+PLAIN_VARIABLES = frozenset(
+    """PATH HOME USER LOGNAME SHELL LANG LC_ALL TERM PWD OLDPWD TMPDIR PYTHONPATH VIRTUAL_ENV GOPATH
+    GOROOT NODE_ENV CI JAVA_HOME CARGO_HOME RUSTUP_HOME EDITOR PAGER HOSTNAME""".split()  # noqa: SIM905
+)
 # Local, read-only verbs of otherwise networked tools (argv after the program, as a prefix).
 LOCAL_VERBS: dict[str, tuple[tuple[str, ...], ...]] = {
     "docker": (
@@ -173,7 +180,9 @@ LIST_CONSUMERS = frozenset(
 
 # Build tools run the project's own build (dependency downloads are the sandbox's job); their
 # publish/deploy verbs are caught by PUBLISH first.
-BUILDS = frozenset({"mvn", "gradle", "gradlew", "ant", "sbt", "bazel", "dotnet", "swift", "zig", "command"})
+BUILDS = frozenset(
+    {"mvn", "mvnw", "gradle", "gradlew", "ant", "sbt", "bazel", "dotnet", "swift", "zig", "command", "ctest"}
+)
 
 # Every program some table above describes; anything else is "unknown" (medium risk, and its path
 # arguments are judged as writes).

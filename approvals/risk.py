@@ -27,6 +27,7 @@ from approvals.programs import (
     NETWORK,
     NETWORK_CODE,
     NETWORK_MODULES,
+    PLAIN_VARIABLES,
     PRIVILEGE,
     PUBLISH,
     RISKY_CODE,
@@ -199,6 +200,8 @@ def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
         )
     if program == "env" and any(a in ("-S", "--split-string", "-C", "--chdir") for a in inv.argv[1:]):
         return RiskInfo("high", "env runs a split string or changes directory", broad=True, runs_code=True)
+    if program == "printenv" and inv.argv[1:] and all(a in PLAIN_VARIABLES for a in inv.argv[1:]):
+        return RiskInfo("low", "prints ordinary variables (PATH, HOME, …)")
     if program in ("printenv",) or (
         program in ("env", "export", "set", "declare", "typeset") and _dumps_env(inv)
     ):

@@ -17,7 +17,7 @@ from typing import Literal
 import tree_sitter as ts
 import tree_sitter_bash
 
-from approvals.listings import lists_workspace_paths
+from approvals.listings import lists_workspace_paths_piped
 from approvals.words import UNKNOWN, Word, WordReader
 
 Stdin = Literal["inherit", "pipe", "heredoc", "herestring", "file"]
@@ -200,7 +200,9 @@ class _Walker:
 
     def __post_init__(self) -> None:
         self.words = WordReader(
-            on_substitution=self.statement, on_problem=self.problems.append, is_listing=lists_workspace_paths
+            on_substitution=self.statement,
+            on_problem=self.problems.append,
+            is_listing=lists_workspace_paths_piped,
         )
 
     def statement(self, node: ts.Node) -> None:

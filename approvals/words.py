@@ -127,7 +127,7 @@ class WordReader:
         self,
         on_substitution: Callable[[ts.Node], None],
         on_problem: Callable[[str], None],
-        is_listing: Callable[[Sequence[str]], bool] = lambda argv: False,
+        is_listing: Callable[[Sequence[Sequence[str]]], bool] = lambda stages: False,
     ) -> None:
         self._on_substitution = on_substitution
         self._on_problem = on_problem
@@ -172,8 +172,8 @@ class WordReader:
             static = self._static_output(node)
             if static is not None:
                 return Word(text=static, plain=False, substitution=True, obfuscated=True)
-            argv = self._plain_argv(node)
-            listing = argv is not None and self._is_listing(argv)
+            stages = self._plain_stages(node)
+            listing = stages is not None and self._is_listing(stages)
             return Word(text=UNKNOWN, plain=False, substitution=True, listing=listing)
         if kind == "arithmetic_expansion":
             self._scan(node)
@@ -187,14 +187,31 @@ class WordReader:
         self._scan(node)
         return Word(text=UNKNOWN, plain=False)
 
+    def _plain_stages(self, node: ts.Node) -> list[list[str]] | None:
+        """The argv of each stage of a substitution that is a pipeline of plain words, else None."""
+        named = [c for c in node.children if c.is_named]
+        if len(named) != 1:
+            return None
+        if named[0].type == "command":
+            argv = self._plain_argv(node)
+            return None if argv is None else [argv]
+        if named[0].type != "pipeline" or any(not c.is_named and c.type != "|" for c in named[0].children):
+            return None
+        stages = [self._command_argv(c) for c in named[0].children if c.is_named]
+        return None if any(a is None for a in stages) else [a for a in stages if a is not None]
+
     def _plain_argv(self, node: ts.Node) -> list[str] | None:
         """The words of a substitution that is one simple command of plain words, else None."""
         named = [c for c in node.children if c.is_named]
-        if len(named) != 1 or named[0].type != "command":
+        if len(named) != 1:
             return None
-        parts = [
-            c.children[0] if c.type == "command_name" and c.child_count else c for c in named[0].children
-        ]
+        return self._command_argv(named[0])
+
+    def _command_argv(self, command: ts.Node) -> list[str] | None:
+        """The words of one simple command when all are plain (no redirects, no expansions)."""
+        if command.type != "command":
+            return None
+        parts = [c.children[0] if c.type == "command_name" and c.child_count else c for c in command.children]
         if not all(p.type in ("word", "raw_string", "string", "number") for p in parts):
             return None
         words = [self.read(p) for p in parts]

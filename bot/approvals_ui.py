@@ -137,6 +137,8 @@ class ApprovalsUI:
         self._clock = clock
         self._messages: dict[str, MessageRef] = {}
         self._unsubscribe: Callable[[], None] | None = None
+        # Called with each request that appeared or left the pending set (App Home refreshes).
+        self.on_change: Callable[[ApprovalRequest], None] | None = None
 
     def attach(self) -> None:
         """Start rendering the service's events."""
@@ -157,6 +159,8 @@ class ApprovalsUI:
         if event.kind == "decision_rejected":
             return
         request = event.request
+        if self.on_change is not None and event.kind != "approval_reminder":
+            self.on_change(request)
         if event.kind == "approval_requested":
             self._post(request)
         elif event.kind == "approval_reminder":

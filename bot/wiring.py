@@ -20,12 +20,13 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncServerErrorRetryHan
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from approvals.models import Principal
+from approvals.models import ApprovalRequest, Principal
 from approvals.scheduler import ExpiryScheduler
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
 from bot.approvals_ui import ApprovalsUI, ThreadApprovalPort
 from bot.groups import GroupResolver
+from bot.listeners.home import publish_home
 from bot.models import SharedModels
 from bot.outbox import Outbox
 from bot.runs import RunSupervisor, ToolsBuilder
@@ -85,6 +86,8 @@ class Services:
     bot_token: str
     signing_secret: str
     identity: dict[str, str] = field(default_factory=dict)
+    # Users who opened the Home tab: their Home is republished when an ask they may decide changes.
+    home_viewers: set[str] = field(default_factory=set)
     clock: Callable[[], float] = time.time
 
     async def principal_for_run(self, user: str, team: TeamConfig) -> Principal:
@@ -93,6 +96,11 @@ class Services:
         if team.approvals.approver_groups and user not in team.approvals.approvers:
             groups = await self.groups.groups_of(user, team.approvals.approver_groups)
         return Principal(id=user, groups=groups)
+
+    def refresh_homes(self, request: ApprovalRequest) -> None:
+        """Republish the Home tab of listed approvers who use it (a views.publish each, Tier 4)."""
+        for user in sorted(self.home_viewers & request.approvers.users):
+            self.runs.spawn(publish_home(self, user), name=f"home:{user}")
 
     async def answer_text(self, run_id: str, label: str) -> str | None:
         """The full text of answer `label` of a run, from the run store."""
@@ -240,7 +248,7 @@ async def build_services(
     await box.start()
     await recover(db.store, db.approvals, box)
     await scheduler.start()
-    return Services(
+    services = Services(
         settings=settings,
         client=client,
         outbox=box,
@@ -260,6 +268,8 @@ async def build_services(
         identity=await identify(client),
         clock=clock,
     )
+    ui.on_change = services.refresh_homes
+    return services
 
 
 __all__ = ["OutboxOptions", "Services", "build_services", "identify", "make_client"]

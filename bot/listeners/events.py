@@ -49,6 +49,7 @@ def register(app: AsyncApp, services: Services) -> None:
     async def home(event: dict[str, Any]) -> None:
         user = event.get("user")
         if event.get("tab", "home") == "home" and isinstance(user, str):
+            services.home_viewers.add(user)
             services.runs.spawn(publish_home(services, user), name="event:home")
 
 

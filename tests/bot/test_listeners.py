@@ -63,8 +63,8 @@ async def test_app_home_shows_my_pending_approvals_with_buttons_and_a_home_click
         assert request_id in str(view)
         # The requester sees no buttons for it (they cannot approve their own run's request).
         await bot.post(encode_json(_home_opened(REQUESTER) | {"event_id": "EvHome2"}))
-        await bot.wait_for(lambda: len(bot.slack.calls_to("views.publish", ok=True)) == 2)
-        assert request_id not in str(bot.slack.calls_to("views.publish", ok=True)[-1].params["view"])
+        await bot.wait_for(lambda: _published(bot, REQUESTER) == 1)
+        assert request_id not in str(_home_of(bot, REQUESTER))
 
         click = block_actions(
             ids.APPROVE_ONCE, request_id, user=APPROVER, view={"id": "V0HOME", "type": "home"}
@@ -72,8 +72,18 @@ async def test_app_home_shows_my_pending_approvals_with_buttons_and_a_home_click
         assert (await bot.post(encode_interactive(click)))[0] == 200
         decided = await asyncio.wait_for(bot.services.approvals.wait(request_id), 5)
         assert decided.status == "approved"
-        await bot.wait_for(lambda: len(bot.slack.calls_to("views.publish", ok=True)) == 3)
-        assert request_id not in str(bot.slack.calls_to("views.publish", ok=True)[-1].params["view"])
+        # The click came from Home: the approver's Home is republished without the request.
+        await bot.wait_for(lambda: request_id not in str(_home_of(bot, APPROVER)))
+
+
+def _published(bot: BotHarness, user: str) -> int:
+    return sum(1 for c in bot.slack.calls_to("views.publish", ok=True) if c.params["user_id"] == user)
+
+
+def _home_of(bot: BotHarness, user: str) -> Any:
+    return [
+        c.params["view"] for c in bot.slack.calls_to("views.publish", ok=True) if c.params["user_id"] == user
+    ][-1]
 
 
 async def test_show_full_answer_opens_a_modal_with_the_whole_text(tmp_path: Path) -> None:
@@ -137,3 +147,17 @@ async def test_forged_button_values_from_other_channels_reveal_nothing(tmp_path:
         await bot.settle()
         assert any("secret roadmap" in t for t in bot.ephemerals(REQUESTER))
         assert "kubectl" in str(bot.slack.calls_to("views.open", ok=True)[-1].params["view"])
+
+
+async def test_home_tab_of_an_approver_follows_new_and_decided_asks(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path) as bot:
+        await bot.post(encode_json(_home_opened(APPROVER)))
+        await bot.wait_for(lambda: len(bot.slack.calls_to("views.publish", ok=True)) == 1)
+        request_id = await _ask(bot)  # no click on Home needed: the tab is republished
+        await bot.wait_for(lambda: request_id in str(bot.slack.calls_to("views.publish", ok=True)[-1].params))
+        await bot.click(ids.APPROVE_ONCE, request_id, user=APPROVER)
+        await bot.wait_for(
+            lambda: request_id not in str(bot.slack.calls_to("views.publish", ok=True)[-1].params)
+        )
+        await bot.settle()
+        assert {c.params["user_id"] for c in bot.slack.calls_to("views.publish")} == {APPROVER}

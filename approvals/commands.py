@@ -168,10 +168,15 @@ class CommandJudge:
             if listed and access.text == UNKNOWN and access.mode == "read":
                 continue  # names of workspace files printed by a listing (its own command is judged)
             finding = path_finding(self.boundary, self.rules, access.text, write=access.write, cwd=cwd)
-            if access.mode == "exec" and finding.verdict == "ask" and finding.risk == "medium":
+            if finding.verdict == "ask" and finding.risk == "medium" and access.mode == "exec":
                 # Running code from outside the workspace is not a mere read.
                 finding = replace(
                     finding, risk="high", reason=f"runs code from outside the workspace ({access.text})"
+                )
+            elif finding.verdict == "ask" and finding.risk == "medium" and inv.program == "ln":
+                # A link to an outside place lets every later workspace path reach it.
+                finding = replace(
+                    finding, risk="high", reason=f"links to outside the workspace ({access.text})"
                 )
             yield finding
             if UNKNOWN in access.text or cwd == UNKNOWN:

@@ -163,6 +163,10 @@ def _find_floor(inv: Invocation, resolve: Resolve, home: str) -> str | None:
 
 
 def _upstream_critical(command: SimpleCommand, resolve: Resolve, home: str) -> bool:
+    if command.stdin in ("heredoc", "herestring") and command.heredoc is not None:
+        # `xargs rm -rf <<< /`: the listed paths are right there.
+        texts = command.heredoc.split()
+        return any(is_critical(p, home) for p in _operand_paths([Word(text=t) for t in texts], resolve))
     upstream = command.upstream
     if not upstream or posixpath.basename(upstream[0]) not in ("find", "ls", "echo", "printf"):
         return False

@@ -17,8 +17,12 @@ from approvals.rules import load_rules
 _DIR = Path(__file__).parent / "catalogue"
 CATALOGUE: dict[str, Any] = yaml.safe_load((_DIR / "actions.yaml").read_text())
 # variants.yaml: more cases found while hunting for gaps; its `adversarial` list is unsafe work.
-for _category, _items_list in yaml.safe_load((_DIR / "variants.yaml").read_text()).items():
-    CATALOGUE.setdefault(_category, []).extend(_items_list)
+# ordinary_more.yaml / adversarial_more.yaml: everyday work the engine used to ask about (loops,
+# listings, here-docs into interpreters, project runners) and the attacks aimed at those relaxations.
+_MORE = ("variants.yaml", "ordinary_more.yaml", "adversarial_more.yaml")
+for _name in _MORE:
+    for _category, _items_list in yaml.safe_load((_DIR / _name).read_text()).items():
+        CATALOGUE.setdefault(_category, []).extend(_items_list)
 HOME = Path("/home/tester")
 UNSAFE = (
     "egress",
@@ -61,6 +65,24 @@ def test_catalogue_is_large_enough() -> None:
     total = sum(len(v) for k, v in CATALOGUE.items() if k != "chaining_rules")
     assert total >= 300
     assert len(CATALOGUE["ordinary"]) >= 120
+
+
+def test_newer_catalogues_are_large_and_new() -> None:
+    """The second round adds at least 150 ordinary and 100 adversarial cases, none repeated."""
+    older: set[str] = set()
+    for name in ("actions.yaml", "variants.yaml"):
+        for category, items in yaml.safe_load((_DIR / name).read_text()).items():
+            if category != "chaining_rules":
+                older.update(items)
+    ordinary = yaml.safe_load((_DIR / "ordinary_more.yaml").read_text())["ordinary"]
+    adversarial = yaml.safe_load((_DIR / "adversarial_more.yaml").read_text())
+    unsafe = adversarial["floor"] + adversarial["adversarial"]
+    assert len(ordinary) >= 150
+    assert len(unsafe) >= 100
+    assert all(isinstance(i, str) for i in ordinary + unsafe)  # a stray `: ` would make a mapping
+    assert not (set(ordinary) | set(unsafe)) & older
+    assert len(set(ordinary)) == len(ordinary)
+    assert len(set(unsafe)) == len(unsafe)
 
 
 @pytest.mark.parametrize("item", _items("floor"))

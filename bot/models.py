@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from orchestrator.config import AgentConfig, BackendConfig
 from orchestrator.llm.base import ModelClient
@@ -40,6 +40,17 @@ class SharedModels:
         if client is None:
             client = self._clients[key] = self._make(agent)
         return client
+
+    def prebuild(self, agents: Iterable[AgentConfig]) -> None:
+        """Build the default team's clients at start-up, before any ack can wait on that work.
+
+        A config the factory refuses (a missing key, say) is skipped: the run reports it.
+        """
+        for agent in agents:
+            try:
+                self(agent)
+            except Exception as exc:
+                log.warning("model client for %s not prebuilt: %s", agent.id, exc)
 
     @property
     def size(self) -> int:

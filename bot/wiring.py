@@ -229,6 +229,7 @@ async def build_services(
     remind = timedelta(seconds=teams.default.team.approvals.remind_before_seconds)
     scheduler = ExpiryScheduler(db.approvals, remind_before=remind)
     models = SharedModels()
+    models.prebuild(teams.default.team.agents)
     runs = RunSupervisor(
         outbox=box,
         store=db.store,

@@ -105,7 +105,8 @@ class CommandJudge:
                 if reason is None:
                     reason = invocation_floor(inv, lambda t, b=cwd: self.boundary.absolute(t, b), home)  # type: ignore[misc]
         if reason is None and (expansion.parse_error or expansion.problems):
-            reason = lexical_floor(text, lambda t: self.boundary.absolute(t), home)
+            resolve = self.boundary.absolute
+            reason = lexical_floor(text, lambda t: resolve(t), home, unquoted=expansion.parse_error)
         if reason is None:
             return None
         return Finding("deny", "critical", "floor", reason, broad=True)

@@ -187,11 +187,19 @@ def script_floor(
     return None
 
 
-def lexical_floor(text: str, resolve: Resolve, home: str) -> str | None:
-    """Second opinion for text the grammar could not parse cleanly: split on operators, no grammar."""
+def lexical_floor(text: str, resolve: Resolve, home: str, *, unquoted: bool = False) -> str | None:
+    """Second opinion for text the grammar could not parse cleanly: split on operators, no grammar.
+
+    With `unquoted`, quotes are also ignored: when the grammar failed, a quote may end somewhere else
+    than the parser thinks (a here-document inside `bash -c '…'` inside a here-document).
+    """
     if _FORK_BOMB.search(text):
         return "fork bomb"
-    for segment in _segments(text):
+    segments = _segments(text)
+    if unquoted:
+        for line in text.replace('"', " ").replace("'", " ").splitlines():
+            segments += _segments(line)
+    for segment in segments:
         if segment and segment[0] == ">":
             if is_raw_device(resolve(_lexical_expand(segment[1] if len(segment) > 1 else ""))):
                 return "raw write to a block device"

@@ -165,7 +165,8 @@ def _literal_feed(command: SimpleCommand | None) -> str | None:
         return None
     plain = all(w.plain for w in command.words)
     argv = [w.text for w in command.words]
-    if not plain or argv not in (["cat"], ["cat", "-"]) or any(r.op != "<<<" for r in command.redirects):
+    files = [r for r in command.redirects if r.op != "<<<" and r.target is not None]
+    if not plain or argv not in (["cat"], ["cat", "-"]) or files:
         return None  # `cat <<EOF > f | …` sends nothing down the pipe; anything else is not literal
     return command.heredoc
 
@@ -319,27 +320,50 @@ class _Walker:
                 body = child
             elif child.is_named:
                 self.statement(child)
-        first: SimpleCommand | None = None
-        if body is not None and body.type == "command":
-            stdin: Stdin = "heredoc" if heredoc is not None else "inherit"
-            first = self._command(body, tuple(redirects), stdin, heredoc, (), tuple(variables))
-        elif body is not None and body.type == "pipeline" and body.named_children[-1].type == "command":
-            # `a | b > f`: the redirect belongs to the last stage.
-            self._pipeline(body)
-            last = self.commands[-1]
-            last_stdin: Stdin = "file" if any(r.reads for r in redirects) else last.stdin
-            self.commands[-1] = replace(last, redirects=last.redirects + tuple(redirects), stdin=last_stdin)
-        else:
-            # A compound statement with a redirect (or a bare `> file`): its own commands, plus the
-            # redirect as an access of a no-op command.
-            if body is not None:
-                self.statement(body)
-            self.commands.append(SimpleCommand((Word(text=":"),), tuple(redirects)))
+        first = self._redirect_target(body, tuple(redirects), heredoc, tuple(variables))
+        if first is None and heredoc is not None and tail:
+            # Where the here-document goes is unclear, so what the next stage reads is too.
+            self.problems.append("a here-document the parser could not attach to one command")
         for part in tail:
             if part.type == "pipeline":
                 self._pipeline(part, first)
             else:
                 self.statement(part)
+
+    def _redirect_target(
+        self, body: ts.Node | None, redirects: tuple[Redirect, ...], heredoc: str | None,
+        variables: tuple[str, ...],
+    ) -> SimpleCommand | None:  # fmt: skip
+        """Walk the redirected statement; the command that receives the redirects (None: a no-op)."""
+        if body is not None and body.type == "command":
+            stdin: Stdin = "heredoc" if heredoc is not None else "inherit"
+            return self._command(body, redirects, stdin, heredoc, (), variables)
+        if body is not None and body.type == "list" and heredoc is not None and body.named_children:
+            # `a && cat <<EOF | bash`: the grammar hangs the here-document on the whole list, but
+            # bash gives it to the last command, the one written before `<<`.
+            *init, last = body.named_children
+            for child in init:
+                self.statement(child)
+            return self._redirect_target(last, redirects, heredoc, variables)
+        if body is not None and body.type == "pipeline" and body.named_children[-1].type == "command":
+            # `a | b > f`, `a | cat <<EOF`: the redirects belong to the last stage.
+            self._pipeline(body)
+            last = self.commands[-1]
+            last_stdin: Stdin = "file" if any(r.reads for r in redirects) else last.stdin
+            if heredoc is not None:
+                last_stdin = "heredoc"
+            self.commands[-1] = replace(
+                last, redirects=last.redirects + redirects, stdin=last_stdin,
+                heredoc=heredoc if heredoc is not None else last.heredoc,
+                heredoc_variables=last.heredoc_variables + variables,
+            )  # fmt: skip
+            return self.commands[-1]
+        # A compound statement with a redirect (or a bare `> file`): its own commands, plus the
+        # redirect as an access of a no-op command.
+        if body is not None:
+            self.statement(body)
+        self.commands.append(SimpleCommand((Word(text=":"),), redirects))
+        return None
 
     def _pipeline(self, node: ts.Node, upstream_command: SimpleCommand | None = None) -> None:
         previous = upstream_command
@@ -421,7 +445,6 @@ class _Walker:
         ]
         known = (
             0 < len(values) <= MAX_LOOP_WORDS
-            and name not in self.words.bindings
             and name not in self.words.loop_values
             and all(_loop_word(w) for w in values)
         )
@@ -430,6 +453,8 @@ class _Walker:
             self.statement(body)
             return
         for value in values:
+            # Each pass assigns the variable afresh (whatever earlier text or passes set).
+            self.words.bindings.pop(name, None)
             self.words.loop_values[name] = value
             self.statement(body)
         del self.words.loop_values[name]

@@ -39,7 +39,10 @@ DANGEROUS = [
     "tee /etc/hosts", "python3 -c 'import socket'", "base64 -d f | sh", "eval \"$X\"", "$CMD",
     "ssh host", "kill -9 1", "crontab -r", "cp x /usr/local/bin/x",
 ]  # fmt: skip
-SAFE = ["echo hi", "ls -la", "git status", "cat README.md", "true", "ls", "echo done > out.txt"]
+SAFE = [
+    "echo hi", "ls -la", "git status", "cat README.md", "true", "ls", "echo done > out.txt",
+    "wc -l $(git ls-files)", "for f in *.py; do black $f; done", "uv run pytest -q", "npx tsc --noEmit",
+]  # fmt: skip
 
 Construct = Callable[[str, str], str]
 
@@ -73,6 +76,13 @@ CONSTRUCTS: list[Construct] = [
     lambda a, b: f"for i in 1 2; do {a}; {b}; done",
     lambda a, b: f"{b} 2>&1 | {a}",
     lambda a, b: f"{a}; command {_simple(b)}",
+    # The ordinary-work relaxations: loop variables, listings, here-docs into shells, runners, cd.
+    lambda a, b: f"for f in *.py; do {a}; {b}; done",
+    lambda a, b: f"for f in $(git ls-files); do {a} $f; {b}; done",
+    lambda a, b: f"cat <<'EOF' | bash\n{a}\n{b}\nEOF",
+    lambda a, b: f"{a}; uv run {_simple(b)}",
+    lambda a, b: f"{a} && poetry run {_simple(b)}",
+    lambda a, b: f"mkdir -p d && cd d && {a} && {b}",
 ]
 
 

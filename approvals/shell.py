@@ -152,8 +152,12 @@ def _and_chain(root: ts.Node) -> bool:
                 return False
             stack.extend(c for c in node.children if c.is_named)
         elif node.type == "redirected_statement":
-            if node.children[0].type != "command" or any(c.type == "heredoc_redirect" for c in node.children):
+            # `cd src && ls > out.txt`: the grammar may hang the redirect on the whole list.
+            if node.children[0].type not in ("command", "list") or any(
+                c.type == "heredoc_redirect" for c in node.children
+            ):
                 return False
+            stack.append(node.children[0])
         elif node.type != "command":
             return False
     return True
@@ -338,9 +342,9 @@ class _Walker:
         if body is not None and body.type == "command":
             stdin: Stdin = "heredoc" if heredoc is not None else "inherit"
             return self._command(body, redirects, stdin, heredoc, (), variables)
-        if body is not None and body.type == "list" and heredoc is not None and body.named_children:
-            # `a && cat <<EOF | bash`: the grammar hangs the here-document on the whole list, but
-            # bash gives it to the last command, the one written before `<<`.
+        if body is not None and body.type == "list" and body.named_children:
+            # `a && cat <<EOF | bash`, `a && b > f`: the grammar hangs the redirect on the whole
+            # list, but bash gives it to the last command, the one written before it.
             *init, last = body.named_children
             for child in init:
                 self.statement(child)

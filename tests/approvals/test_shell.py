@@ -26,7 +26,7 @@ def _argvs(text: str) -> list[tuple[str, ...]]:
         ("diff <(a) <(b)", [("a",), ("b",), ("diff", "/dev/fd/63", "/dev/fd/63")]),
         ("if a; then b; else c; fi", [("a",), ("b",), ("c",)]),
         ("for i in 1 2; do a $i; done", [("a", "1"), ("a", "2")]),
-        ("for f in *.py; do a \"$f\"; done", [("a", "*.py")]),
+        ('for f in *.py; do a "$f"; done', [("a", "*.py")]),
         ("for f in $(git ls-files); do a $f; done", [("git", "ls-files"), ("a", UNKNOWN)]),
         ("for i in $X 2; do a $i; done", [("a", UNKNOWN)]),
         ("for i in {a,b}; do a $i; done", [("a", UNKNOWN)]),
@@ -133,3 +133,77 @@ def test_characters_beyond_the_bmp_never_crash_the_parser() -> None:
 )
 def test_script_variables_are_trusted_only_when_set_once(text: str, argv: tuple[str, ...]) -> None:
     assert _argvs(text)[-1] == argv
+
+
+@pytest.mark.parametrize(
+    ("text", "listing"),
+    [
+        ("wc -l $(git ls-files)", True),
+        ("wc -l $(git ls-files '*.py' src)", True),
+        ("wc -l `git diff --name-only HEAD~1`", True),
+        ("wc -l $(find . -name '*.py')", True),
+        ("wc -l $(find src tests -type f -name '*.c' -maxdepth 2)", True),
+        ("wc -l $(ls -t logs | head -1)", True),
+        ("wc -l $(git ls-files | grep test | sort)", True),
+        ("wc -l $(grep -l TODO a.py b.py)", True),
+        ("wc -l $(cat list.txt)", False),  # a file's content may name any path
+        ("wc -l $(git ls-files :/)", False),  # pathspec magic: the whole repository
+        ("wc -l $(git -C .. ls-files)", False),
+        ("wc -l $(find . -type f)", False),  # no name filter: `.env` too
+        ("wc -l $(find . -name '.env*')", False),
+        ("wc -l $(find . -name '*.pem')", False),
+        ("wc -l $(find . -name '*.py' -o -name x)", False),
+        ("wc -l $(find -L . -name '*.py')", False),
+        ("wc -l $(find . -name '*.py' -exec cat {} +)", False),
+        ("wc -l $(find ~ -name '*.py')", False),
+        ("wc -l $(find ../x -name '*.py')", False),
+        ("wc -l $(ls -l)", False),  # long format shows link targets
+        ("wc -l $(ls ~)", False),
+        ("wc -l $(grep -rl KEY .)", False),  # recursive grep names hidden files
+        ("wc -l $(git ls-files | head -n 1 /etc/passwd)", False),
+        ("wc -l $(git ls-files | xargs cat)", False),
+        ("wc -l $(git ls-files $X)", False),
+        ('wc -l "$(git ls-files)"x', False),
+    ],
+)
+def test_substitutions_that_list_workspace_files(text: str, listing: bool) -> None:
+    wc = next(inv for inv in expand(text).invocations if inv.program == "wc")
+    assert wc.words[-1].listing is listing
+
+
+@pytest.mark.parametrize(
+    ("text", "chain"),
+    [
+        ("mkdir -p build && cd build && cmake ..", True),
+        ("cd src && ls > out.txt", True),
+        ("ls", True),
+        ("cd src; ls", False),  # the cd may fail and ls still runs
+        ("cd src || ls", False),
+        ("cd src && (cd ..; ls)", False),
+        ("cd src && bash -c 'cd ..' && ls", False),
+        ("cd src && ls $(cd ..; pwd)", False),
+        ("cd src && cat <<EOF\nx\nEOF", False),
+    ],
+)
+def test_only_plain_and_chains_follow_cd_exactly(text: str, chain: bool) -> None:
+    assert expand(text).and_chain is chain
+
+
+@pytest.mark.parametrize(
+    ("text", "program", "stdin", "code"),
+    [
+        ("cat <<EOF | python3\nprint(1)\nEOF", "python3", "heredoc", "print(1)\n"),
+        ("cat - <<'EOF' | sh\nls\nEOF", "sh", "heredoc", "ls\n"),
+        ("ls && cat <<EOF | bash\nls\nEOF", "bash", "heredoc", "ls\n"),
+        ("a | cat <<EOF | bash\nls\nEOF", "bash", "heredoc", "ls\n"),
+        ("cat <<< 'print(1)' | python3", "python3", "heredoc", "print(1)"),
+        ("cat x.py | python3", "python3", "pipe", None),
+        ("cat -n <<EOF | python3\nprint(1)\nEOF", "python3", "pipe", None),
+    ],
+)
+def test_a_literal_here_document_piped_through_cat_reaches_the_next_stage(
+    text: str, program: str, stdin: str, code: str | None
+) -> None:
+    command = next(c for c in parse_shell(text).commands if c.words[0].text == program)
+    assert command.stdin == stdin
+    assert command.heredoc == code

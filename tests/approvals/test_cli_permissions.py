@@ -16,8 +16,9 @@ from bot.cli import main
 
 _DIR = Path(__file__).parent / "catalogue"
 CATALOGUE: dict[str, Any] = yaml.safe_load((_DIR / "actions.yaml").read_text())
-for _category, _items in yaml.safe_load((_DIR / "variants.yaml").read_text()).items():
-    CATALOGUE.setdefault(_category, []).extend(_items)
+for _name in ("variants.yaml", "ordinary_more.yaml", "adversarial_more.yaml"):
+    for _category, _items in yaml.safe_load((_DIR / _name).read_text()).items():
+        CATALOGUE.setdefault(_category, []).extend(_items)
 DECISION_KEYS = {"decision", "resolved", "risk", "layer", "reason"}
 
 

@@ -166,8 +166,11 @@ class CommandJudge:
         recursive = _reads_recursively(inv)
         listed = _reads_listing(inv)
         for access in accesses(inv):
-            if listed and access.text == UNKNOWN and access.mode == "read":
-                continue  # names of workspace files printed by a listing (its own command is judged)
+            if listed and (
+                (access.text == UNKNOWN and access.mode == "read")
+                or (inv.program == "git" and UNKNOWN in access.text)
+            ):
+                continue  # workspace names or a revision, printed by a command judged on its own
             finding = path_finding(self.boundary, self.rules, access.text, write=access.write, cwd=cwd)
             if finding.verdict == "ask" and finding.risk == "medium" and access.mode == "exec":
                 # Running code from outside the workspace is not a mere read.
@@ -211,11 +214,21 @@ class CommandJudge:
 
 
 def _reads_listing(inv: Invocation) -> bool:
-    """A read-only program whose only run-time arguments are whole-word workspace listings."""
-    if inv.program not in LIST_CONSUMERS or inv.extra_args:
+    """Run-time arguments that are known not to name other files.
+
+    A read-only program whose only computed arguments are whole-word workspace listings, or git
+    handed a revision (`git diff $(git merge-base main HEAD)`).
+    """
+    if inv.extra_args:
         return False
     computed = [w for w in inv.words[1:] if UNKNOWN in w.text]
-    return bool(computed) and all(w.listing and w.text == UNKNOWN for w in computed)
+    if not computed:
+        return False
+    if inv.program == "git":
+        # A revision as `-C`/`--git-dir` value would be a directory: not what this relaxation is for.
+        places = ("-C", "--git-dir", "--work-tree")
+        return all(w.revision for w in computed) and not any(a.startswith(places) for a in inv.argv)
+    return inv.program in LIST_CONSUMERS and all(w.listing and w.text == UNKNOWN for w in computed)
 
 
 def _reads_recursively(inv: Invocation) -> bool:

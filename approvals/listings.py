@@ -23,6 +23,8 @@ _FIND_VALUED = frozenset(
 )
 _FIND_FLAGS = frozenset("""-empty -prune -print -print0 -not ! ( ) -o -a -or -and""".split())  # noqa: SIM905
 _FIND_FILTERS = frozenset({"-name", "-iname"})
+# Tests that may be negated: excluding a path or a type never widens the name filter.
+_FIND_NARROWING = frozenset({"-path", "-ipath", "-wholename", "-iwholename", "-type"})
 _GIT_LS_OPTIONS = frozenset(
     {"--cached", "-c", "--others", "-o", "--exclude-standard", "--modified", "-m", "--"}
 )
@@ -30,6 +32,26 @@ _GIT_DIFF_OPTIONS = frozenset({"--name-only", "--cached", "--staged", "--relativ
 _LS_OPTION = re.compile(r"^-[1adrtS]+$")
 # No -r: a recursive search can name hidden files such as `.env`.
 _GREP_OPTION = re.compile(r"^-[lLiIwEFsvxH]+$")
+
+
+_REVISION_COMMANDS: dict[str, frozenset[str]] = {
+    "rev-parse": frozenset({"--short", "--verify", "-q", "--quiet", "--abbrev-ref", "--symbolic-full-name"}),
+    "merge-base": frozenset({"--fork-point"}),
+    "describe": frozenset({"--tags", "--always", "--abbrev=0", "--exact-match"}),
+    "rev-list": frozenset({"-1", "-n1", "--max-count=1"}),
+}
+
+
+def prints_revision(stages: Sequence[Sequence[str]]) -> bool:
+    """`git rev-parse HEAD~1`, `git merge-base main HEAD`: a commit name, never a file path."""
+    if len(stages) != 1 or len(stages[0]) < 3 or stages[0][0] != "git":
+        return False
+    sub, args = stages[0][1], stages[0][2:]
+    options = _REVISION_COMMANDS.get(sub)
+    if options is None:
+        return False
+    # Only revision operands (`HEAD~1`, `main`, `origin/main`); `--show-toplevel` and friends print paths.
+    return all(a in options or (not a.startswith("-") and _revision(a)) for a in args)
 
 
 def lists_workspace_paths_piped(stages: Sequence[Sequence[str]]) -> bool:
@@ -97,25 +119,35 @@ def _no_secret_globs(patterns: Sequence[str]) -> bool:
 
 
 def _find(args: list[str]) -> bool:
-    """`find ROOTS [tests]`: relative roots, only name/type/time tests, a name filter that is not a secret."""
+    """`find ROOTS [tests]`: relative roots, only name/type/time tests, a name filter that is not a secret.
+
+    `-not -path '*/node_modules/*'` only narrows further; negating a name test or `-o` would
+    defeat the filter, so those are not a listing.
+    """
     i = 0
     while i < len(args) and not args[i].startswith(("-", "(", "!")):
         if not _relative(args[i]) and args[i] != ".":
             return False
         i += 1
     names: list[str] = []
+    negated = False
     while i < len(args):
         arg = args[i]
+        if arg in ("!", "-not"):
+            negated = True
+            i += 1
+            continue
+        if negated and arg not in _FIND_NARROWING:
+            return False  # `! -name '*.py'`, `! ( … )`: everything else, `.env` included
         if arg in _FIND_VALUED and i + 1 < len(args):
             if arg in _FIND_FILTERS:
                 names.append(args[i + 1])
             i += 2
-        elif arg in _FIND_FLAGS:
+        elif arg in _FIND_FLAGS and arg not in ("-o", "-or"):
             i += 1
         else:
-            return False  # -exec, -delete, -printf, -L, -fprint…: not a plain listing
-    if "-o" in args or "-or" in args or "!" in args or "-not" in args:
-        return False  # alternatives and negations defeat the name filter
+            return False  # -exec, -delete, -printf, -L, -o…: not a plain filtered listing
+        negated = False
     return bool(names) and _no_secret_globs(names)
 
 

@@ -22,7 +22,7 @@ LOW = frozenset(
     coverage pre-commit go cargo npm yarn pnpm python pip node bun deno git gofmt rustfmt
     clang-format shellcheck shfmt hadolint yamllint markdownlint ctags cloc tokei fd fzf chmod
     export declare typeset source . find htop top ps pgrep free uptime lsof bc webpack rollup esbuild
-    stylelint biome rustup
+    stylelint biome rustup deactivate unlink
     """.split()  # noqa: SIM905
 )
 NETWORK = frozenset(
@@ -139,7 +139,7 @@ SAFE_GIT = frozenset(
     worktree notes bisect apply am archive format-patch diff-tree diff-files diff-index cat-file rev-list
     show-ref for-each-ref whatchanged revert mergetool difftool range-diff count-objects fsck gc
     prune help version var check-ignore check-attr verify-commit show-branch name-rev cherry restore
-    sparse-checkout
+    sparse-checkout merge-base
     """.split()  # noqa: SIM905
 )
 
@@ -161,6 +161,8 @@ LOCAL_VERBS: dict[str, tuple[tuple[str, ...], ...]] = {
     "poetry": (("--version",), ("-V",), ("check",), ("show",), ("version",), ("env", "info"),
                ("env", "list"), ("build",), ("help",)),
     "npx": (("--version",),),
+    "openssl": (("dgst",), ("sha1",), ("sha256",), ("sha512",), ("md5",), ("rand",), ("base64",),
+                ("x509",), ("version",), ("asn1parse",), ("verify",), ("help",)),
 }  # fmt: skip
 # Options that make a "local" verb above reach out after all (a remote daemon, the latest versions).
 LOCAL_VERB_EGRESS = frozenset(

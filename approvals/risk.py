@@ -108,6 +108,8 @@ def classify(inv: Invocation) -> RiskInfo:
         return RiskInfo(
             "high", f"downloads packages or talks to a remote ({program} {sub})", egress=True, broad=True
         )
+    if program == "rsync" and _local_rsync(inv):
+        return RiskInfo("low", "copies files locally (rsync between local paths)")
     if _local_verb(inv, program):
         return RiskInfo("low", f"local {program} query ({' '.join(inv.argv[1:3])})")
     if program in ("python", "uv") and sub == "pip":
@@ -123,6 +125,22 @@ def classify(inv: Invocation) -> RiskInfo:
     ):
         return RiskInfo("high", "sets a setuid or setgid bit")
     return _local_risk(inv, program, sub)
+
+
+def _local_rsync(inv: Invocation) -> bool:
+    """`rsync -a src/ backup/`: no `host:` operand, no remote shell or daemon options."""
+    remote = ("--rsh", "--rsync-path", "--daemon", "--server", "--address", "--port", "--sockopts",
+              "--password-file", "--connect-program", "--remote-option", "-M", "--files-from")  # fmt: skip
+    for arg in inv.argv[1:]:
+        if arg.startswith("--"):
+            if arg.startswith(remote):
+                return False
+        elif arg.startswith("-"):
+            if "e" in arg or arg.startswith("-M"):
+                return False  # `-e ssh`, `-avze ssh`: a remote shell
+        elif ":" in arg or UNKNOWN in arg:
+            return False  # `host:path`, `rsync://`, `host::module`, or not known
+    return all(w.plain or not w.substitution for w in inv.words)
 
 
 def _local_verb(inv: Invocation, program: str) -> bool:

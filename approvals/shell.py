@@ -17,7 +17,7 @@ from typing import Literal
 import tree_sitter as ts
 import tree_sitter_bash
 
-from approvals.listings import lists_workspace_paths_piped
+from approvals.listings import lists_workspace_paths_piped, prints_revision
 from approvals.words import UNKNOWN, Word, WordReader
 
 Stdin = Literal["inherit", "pipe", "heredoc", "herestring", "file"]
@@ -208,6 +208,7 @@ class _Walker:
             on_substitution=self.statement,
             on_problem=self.problems.append,
             is_listing=lists_workspace_paths_piped,
+            is_revision=prints_revision,
         )
 
     def statement(self, node: ts.Node) -> None:
@@ -345,10 +346,10 @@ class _Walker:
         if body is not None and body.type == "list" and body.named_children:
             # `a && cat <<EOF | bash`, `a && b > f`: the grammar hangs the redirect on the whole
             # list, but bash gives it to the last command, the one written before it.
-            *init, last = body.named_children
+            *init, final = body.named_children
             for child in init:
                 self.statement(child)
-            return self._redirect_target(last, redirects, heredoc, variables)
+            return self._redirect_target(final, redirects, heredoc, variables)
         if body is not None and body.type == "pipeline" and body.named_children[-1].type == "command":
             # `a | b > f`, `a | cat <<EOF`: the redirects belong to the last stage.
             self._pipeline(body)

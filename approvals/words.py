@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ UNKNOWN = "\x00"
 _CONTEXT_VARIABLES = {"HOME": "~", "PWD": "."}
 _DEFAULT_OPERATORS = frozenset({":-", "-", ":=", "=", ":?", "?"})
 _GLOB = re.compile(r"[*?\[]")
+_REVISION_TEXT = re.compile(r"[.^~0-9A-Za-z_\-]*")
 _ANSI_SIMPLE = {
     "n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f",
     "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?",
@@ -37,6 +39,8 @@ class Word:
     alternatives: tuple[str, ...] = ()
     # The whole word is a substitution that only prints names of workspace files (listings.py).
     listing: bool = False
+    # The whole word is a substitution that only prints a git revision (`$(git rev-parse HEAD~1)`).
+    revision: bool = False
 
     def candidates(self) -> tuple[str, ...]:
         """Texts the word may expand to, UNKNOWN parts read as empty (how `rm -rf "$D"/*` hits /)."""
@@ -65,6 +69,9 @@ def _join(parts: Sequence[Word]) -> Word:
         process_substitution=any(p.process_substitution for p in parts),
         variables=tuple(v for p in parts for v in p.variables),
         alternatives=tuple(alternatives[:8]),
+        # `$(git describe --abbrev=0)..HEAD`: a revision range is still a revision.
+        revision=any(p.revision for p in parts)
+        and all(p.revision or (p.plain and _REVISION_TEXT.fullmatch(p.text)) for p in parts),
     )
 
 
@@ -128,10 +135,12 @@ class WordReader:
         on_substitution: Callable[[ts.Node], None],
         on_problem: Callable[[str], None],
         is_listing: Callable[[Sequence[Sequence[str]]], bool] = lambda stages: False,
+        is_revision: Callable[[Sequence[Sequence[str]]], bool] = lambda stages: False,
     ) -> None:
         self._on_substitution = on_substitution
         self._on_problem = on_problem
         self._is_listing = is_listing
+        self._is_revision = is_revision
         # Variables the script itself set, in document order: a value, or None once it is unknowable.
         self.bindings: dict[str, str | None] = {}
         # Loop variables while their loop body is walked: the value of the current pass.
@@ -174,7 +183,8 @@ class WordReader:
                 return Word(text=static, plain=False, substitution=True, obfuscated=True)
             stages = self._plain_stages(node)
             listing = stages is not None and self._is_listing(stages)
-            return Word(text=UNKNOWN, plain=False, substitution=True, listing=listing)
+            revision = stages is not None and self._is_revision(stages)
+            return Word(text=UNKNOWN, plain=False, substitution=True, listing=listing, revision=revision)
         if kind == "arithmetic_expansion":
             self._scan(node)
             return Word(text=UNKNOWN, plain=False)
@@ -263,6 +273,7 @@ class WordReader:
             variables=joined.variables,
             alternatives=joined.alternatives,
             listing=joined.listing,
+            revision=joined.revision,
         )
 
     def _expansion(self, node: ts.Node) -> Word:
@@ -280,6 +291,11 @@ class WordReader:
                 text=loop_value.text, plain=False, glob=loop_value.glob, listing=loop_value.listing,
                 variables=(name,),
             )  # fmt: skip
+        if loop_value is not None and not loop_value.listing and _suffix_removal(node):
+            # `${f%.txt}.md`: a suffix of a loop word removed stays in the word's directory.
+            directory = posixpath.dirname(loop_value.text)
+            text = posixpath.join(directory, "*") if directory else "*"
+            return Word(text=text, plain=False, glob=True, variables=(name,))
         if simple and name in _CONTEXT_VARIABLES:
             return Word(text=_CONTEXT_VARIABLES[name], plain=False, variables=(name,))
         bound = self.bindings.get(name)
@@ -296,6 +312,18 @@ class WordReader:
         return Word(
             text=UNKNOWN, plain=False, variables=(name,) if name else (), alternatives=tuple(alternatives)
         )
+
+
+def _suffix_removal(node: ts.Node) -> bool:
+    """`${name%pattern}` or `${name%%pattern}` with a literal pattern."""
+    kinds = [c.type for c in node.children]
+    return (
+        len(kinds) == 5
+        and kinds[:2] == ["${", "variable_name"]
+        and kinds[2] in ("%", "%%")
+        and kinds[3] in ("regex", "word")
+        and kinds[4] == "}"
+    )
 
 
 def skip_options(words: tuple[Word, ...], start: int, valued: frozenset[str], operands: int) -> int:

@@ -153,6 +153,10 @@ def test_script_variables_are_trusted_only_when_set_once(text: str, argv: tuple[
         ("wc -l $(find . -name '.env*')", False),
         ("wc -l $(find . -name '*.pem')", False),
         ("wc -l $(find . -name '*.py' -o -name x)", False),
+        ("wc -l $(find src -name '*.ts' -not -path '*/node_modules/*')", True),
+        ("wc -l $(find . -name '*.py' ! -name 'x.py')", False),
+        ("wc -l $(find . -name '*.py' ! \\( -name x \\))", False),
+        ("wc -l $(find . \\( -name '*.py' \\))", True),
         ("wc -l $(find -L . -name '*.py')", False),
         ("wc -l $(find . -name '*.py' -exec cat {} +)", False),
         ("wc -l $(find ~ -name '*.py')", False),
@@ -207,3 +211,20 @@ def test_a_literal_here_document_piped_through_cat_reaches_the_next_stage(
     command = next(c for c in parse_shell(text).commands if c.words[0].text == program)
     assert command.stdin == stdin
     assert command.heredoc == code
+
+
+@pytest.mark.parametrize(
+    ("text", "revision"),
+    [
+        ("git diff $(git merge-base main HEAD)", True),
+        ("git diff $(git rev-parse --short HEAD~1)", True),
+        ("git log $(git describe --tags --abbrev=0)..HEAD", True),
+        ("git diff $(git rev-parse --show-toplevel)", False),  # a path
+        ("git diff $(git rev-parse HEAD)/../x", False),
+        ("git diff $(cat rev.txt)", False),
+        ("git diff $(git rev-parse $X)", False),
+    ],
+)
+def test_substitutions_that_print_a_revision(text: str, revision: bool) -> None:
+    diff = next(inv for inv in expand(text).invocations if inv.argv[1] in ("diff", "log"))
+    assert diff.words[-1].revision is revision

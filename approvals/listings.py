@@ -25,9 +25,8 @@ _FIND_FLAGS = frozenset("""-empty -prune -print -print0 -not ! ( ) -o -a -or -an
 _FIND_FILTERS = frozenset({"-name", "-iname"})
 # Tests that may be negated: excluding a path or a type never widens the name filter.
 _FIND_NARROWING = frozenset({"-path", "-ipath", "-wholename", "-iwholename", "-type"})
-_GIT_LS_OPTIONS = frozenset(
-    {"--cached", "-c", "--others", "-o", "--exclude-standard", "--modified", "-m", "--"}
-)
+# Tracked files only: `--others` also lists untracked (even ignored) files such as `.env`.
+_GIT_LS_OPTIONS = frozenset({"--cached", "-c", "--"})
 _GIT_DIFF_OPTIONS = frozenset({"--name-only", "--cached", "--staged", "--relative", "--"})
 _LS_OPTION = re.compile(r"^-[1adrtS]+$")
 # No -r: a recursive search can name hidden files such as `.env`.

@@ -33,18 +33,25 @@ _NO_FILES = frozenset(
 _WRITE_ALL = frozenset(
     """
     rm rmdir touch mkdir truncate shred unlink mv gzip gunzip bzip2 bunzip2 xz unxz zstd unzstd
-    dos2unix unix2dos tee chmod chown chgrp chattr setfacl patch ed ex vi vim nvim nano emacs
+    dos2unix unix2dos tee chmod chown chgrp chattr setfacl patch ed ex vi vim nvim nano emacs strip
+    ar mkdocs
     """.split()  # noqa: SIM905
 )
 # Programs whose last operand is the destination (the others are read).
-_WRITE_LAST = frozenset({"cp", "install", "ln", "rsync", "scp"})
+_WRITE_LAST = frozenset({"cp", "install", "ln", "rsync", "scp", "sphinx-build", "split"})
+# Programs whose first operand is the file they write (`zip out.zip src`).
+_WRITE_FIRST = frozenset({"zip", "7z", "ar"})
 # Programs whose first operand is a mode, owner, pattern, script or filter, not a path.
 _FIRST_NOT_PATH = frozenset(
-    "chmod chown chgrp grep egrep fgrep rg ag ack jq yq awk gawk mawk".split()  # noqa: SIM905
+    "chmod chown chgrp grep egrep fgrep rg ag ack jq yq awk gawk mawk 7z".split()  # noqa: SIM905
 )
 # Option values that are text, never paths (commit messages, formats).
 _TEXT_OPTIONS = frozenset({"-m", "--message", "--format", "--pretty"})
-_WRITE_OPTIONS = frozenset({"-o", "--output", "-O", "--output-document", "-C", "--directory", "-t"})
+_WRITE_OPTIONS = frozenset(
+    {"-o", "--output", "-O", "--output-document", "-C", "--directory", "-t", "-out", "--outfile",
+     "--outdir", "--outDir", "--out-dir", "--output-path", "--out-file", "--log-file", "--site-dir",
+     "--dest", "--target-dir"}
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +96,7 @@ def accesses(inv: Invocation) -> Iterator[Access]:
     for i, text in enumerate(operands):
         last = i == len(operands) - 1 and len(operands) > 1
         mode: Mode = "read"
-        if writes_all or (program in _WRITE_LAST and last):
+        if writes_all or (program in _WRITE_LAST and last) or (program in _WRITE_FIRST and i == 0):
             mode = "write"
         elif runs_script and i == 0 and inv.inline_code is None:
             mode = "exec"
@@ -153,7 +160,9 @@ def _option_paths(inv: Invocation, *, unknown: bool) -> Iterator[Access]:
                 yield Access(value, "write" if unknown or name in _WRITE_OPTIONS else "read")
         elif arg.startswith("-") and len(arg) > 2 and arg[2:].startswith(("/", "~", "..")):
             yield Access(arg[2:], "write" if unknown or arg[:2] in _WRITE_OPTIONS else "read")
-        elif i + 1 < len(args) and (arg in _WRITE_OPTIONS or (arg == "-d" and inv.program == "unzip")):
+        elif i + 1 < len(args) and (
+            arg in _WRITE_OPTIONS or (arg == "-d" and inv.program in ("unzip", "javac"))
+        ):
             yield Access(args[i + 1], "write")
 
 

@@ -112,6 +112,12 @@ def nested_shell_text(inv: Invocation) -> str | None:
         return "\n".join(found) if found else None
     if program == "eval":
         return " ".join(w.text for w in words[1:])
+    if program == "git" and "foreach" in inv.argv and "submodule" in inv.argv:
+        # `git submodule foreach 'cmd'` runs cmd through the shell in every submodule.
+        index = inv.argv.index("foreach") + 1
+        while index < len(words) and words[index].text.startswith("-"):
+            index += 1
+        return " ".join(w.text for w in words[index:])
     if program == "trap" and len(words) > 2 and not words[1].text.startswith("-"):
         return words[1].text
     if program in ("su", "runuser", "flock"):

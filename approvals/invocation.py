@@ -15,7 +15,7 @@ from approvals.interpreters import (
     reads_code_from_pipe,
     with_inline_code,
 )
-from approvals.shell import Script, SimpleCommand, parse_shell
+from approvals.shell import Redirect, Script, SimpleCommand, parse_shell
 from approvals.words import UNKNOWN, Word, skip_options
 
 MAX_DEPTH = 6
@@ -48,8 +48,6 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "setsid": (frozenset(), 0),
     "taskset": (frozenset(), 1),
     "caffeinate": (frozenset({"-t", "-w"}), 0),
-    # Runs its operand under instrumentation; its options are all `--name=value` or flags.
-    "valgrind": (frozenset(), 0),
 }
 # Runners that change privilege: judged as themselves (high risk) *and* for what they run.
 _PRIVILEGE_RUNNERS: dict[str, frozenset[str]] = {
@@ -269,7 +267,26 @@ def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
                 return
         wrappers.append(name)
         extra_args = extra_args or name == "xargs"
+        outputs = _wrapper_outputs(name, words[1 : len(words) - len(rest)])
+        if outputs:
+            # `time -o FILE cmd` writes FILE: judged like a redirect of what it runs.
+            command = replace(command, redirects=command.redirects + outputs)
         words = rest
+
+
+def _wrapper_outputs(name: str, options: tuple[Word, ...]) -> tuple[Redirect, ...]:
+    """Files a wrapper's own options write (`time -o f`, `time --output=f`), as redirects."""
+    if name != "time":
+        return ()
+    found: list[Redirect] = []
+    for i, word in enumerate(options):
+        if word.text in ("-o", "--output") and i + 1 < len(options):
+            found.append(Redirect(">", options[i + 1]))
+        elif word.text.startswith("--output="):
+            found.append(Redirect(">", replace(word, text=word.text[len("--output=") :])))
+        elif word.text.startswith("-o") and len(word.text) > 2:
+            found.append(Redirect(">", replace(word, text=word.text[2:])))
+    return tuple(found)
 
 
 def _split_program_word(words: tuple[Word, ...]) -> tuple[Word, ...]:

@@ -22,7 +22,8 @@ LOW = frozenset(
     coverage pre-commit go cargo npm yarn pnpm python pip node bun deno git gofmt rustfmt
     clang-format shellcheck shfmt hadolint yamllint markdownlint ctags cloc tokei fd fzf chmod
     export declare typeset source . find htop top ps pgrep free uptime lsof bc webpack rollup esbuild
-    stylelint biome rustup deactivate unlink
+    stylelint biome rustup deactivate unlink groups ulimit lscpu yes shuf expr nm objdump readelf
+    size strip ar pkg-config sphinx-build mkdocs
     """.split()  # noqa: SIM905
 )
 NETWORK = frozenset(
@@ -78,6 +79,7 @@ PUBLISH = {
     "wrangler": {"deploy", "publish"},
     "serverless": {"deploy"},
     "mvn": {"deploy"},
+    "mkdocs": {"gh-deploy"},
     "gradle": {"publish"},
 }
 # Subcommands of otherwise-local tools that reach the network.
@@ -93,6 +95,7 @@ EGRESS_SUB = {
     "go": {"get", "install", "download"},
     "bun": {"install", "i", "add", "update", "x", "create", "upgrade", "publish"},
     "deno": {"install", "upgrade", "add"},
+    "mkdocs": {"serve"},
     "rustup": {"install", "update", "toolchain", "target", "component", "self", "default", "set",
                "override", "run", "up", "doc"},
 }  # fmt: skip
@@ -110,7 +113,7 @@ RISKY_CODE = re.compile(
 SED_EXEC = re.compile(r"(?:^|[;{}\s\d$/!])[eEwWrR](?:\s|$|;)|/[gpIiMm0-9]*[ewW]\b")
 EXEC_CAPABLE = frozenset(
     """vim vi nvim ex ed emacs man strace ltrace gdb lldb script expect parallel screen tmux sudoedit
-    xdg-open open osascript""".split()  # noqa: SIM905
+    xdg-open open osascript valgrind""".split()  # noqa: SIM905
 )
 TAR_EXEC = (
     "--to-command", "--checkpoint-action", "--use-compress-program", "-I", "--rsh-command",
@@ -161,6 +164,7 @@ LOCAL_VERBS: dict[str, tuple[tuple[str, ...], ...]] = {
     "poetry": (("--version",), ("-V",), ("check",), ("show",), ("version",), ("env", "info"),
                ("env", "list"), ("build",), ("help",)),
     "npx": (("--version",),),
+    "twine": (("check",), ("--version",)),
     "openssl": (("dgst",), ("sha1",), ("sha256",), ("sha512",), ("md5",), ("rand",), ("base64",),
                 ("x509",), ("version",), ("asn1parse",), ("verify",), ("help",)),
 }  # fmt: skip

@@ -310,8 +310,10 @@ def _git_risk(inv: Invocation) -> RiskInfo:
         )
         reason = "rewrites history on a remote (force push)" if forced else "pushes to a remote"
         return RiskInfo("high", reason, egress=True, side_effect=True, broad=True)
-    if sub == "submodule" and rest[:1] in (["status"], ["foreach"], []):
-        return RiskInfo("low" if rest[:1] != ["foreach"] else "medium", "git submodule")
+    if sub == "submodule" and list(rest[:1]) == ["foreach"]:
+        return RiskInfo("high", "git submodule foreach runs a command", broad=True, runs_code=True)
+    if sub == "submodule" and list(rest[:1]) in (["status"], []):
+        return RiskInfo("low", "git submodule status")
     if sub in EGRESS_SUB["git"]:
         side = sub in ("send-email", "request-pull")
         return RiskInfo("high", f"talks to a remote (git {sub})", egress=True, side_effect=side, broad=True)
@@ -332,8 +334,8 @@ def _git_risk(inv: Invocation) -> RiskInfo:
             if reading or len(rest) == 1
             else RiskInfo("medium", "changes git configuration")
         )
-    if sub in SAFE_GIT:
-        return RiskInfo("low", f"local git ({sub})")
+    if sub in SAFE_GIT or (not sub and args in (("--version",), ("--help",), ("-h",))):
+        return RiskInfo("low", f"local git ({sub or args[0]})")
     return RiskInfo("medium", f"unrecognised git subcommand ({sub or 'none'})")
 
 

@@ -194,11 +194,13 @@ class CommandJudge:
                 )
 
     def _variables(self, inv: Invocation, local_names: frozenset[str]) -> Iterator[Finding]:
-        named = [name for word in inv.words[1:] for name in word.variables]
-        for name in [*named, *inv.command.heredoc_variables]:
+        # A here-document that expands `$f` is usually a script written unquoted by mistake: only
+        # names that look like credentials count there; in arguments, any name a printer shows does.
+        named = [(name, True) for word in inv.words[1:] for name in word.variables]
+        for name, shown in [*named, *((n, False) for n in inv.command.heredoc_variables)]:
             if name in _BENIGN_VARIABLES or name in local_names:
                 continue
-            if _SECRET_VARIABLE.search(name) or inv.program in _PRINTERS:
+            if _SECRET_VARIABLE.search(name) or (shown and inv.program in _PRINTERS):
                 yield Finding(
                     "ask", "high", "boundary", f"exposes environment variable ${name}", sensitive=True
                 )

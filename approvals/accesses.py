@@ -45,6 +45,17 @@ _WRITE_FIRST = frozenset({"zip", "7z", "ar"})
 _FIRST_NOT_PATH = frozenset(
     "chmod chown chgrp grep egrep fgrep rg ag ack jq yq awk gawk mawk 7z".split()  # noqa: SIM905
 )
+# Options whose value is code the program runs (a makefile, a shell, a JS config): from outside the
+# workspace that is running outside code, not a mere read.
+_MAKE_CODE = frozenset({"-f", "--file", "--makefile"})
+_JS_CONFIG = frozenset({"-c", "--config", "--rulesdir", "--resolve-plugins-relative-to"})
+_CODE_OPTIONS: dict[str, frozenset[str]] = {
+    "make": _MAKE_CODE, "gmake": _MAKE_CODE,
+    "npm": frozenset({"--script-shell"}), "yarn": frozenset({"--script-shell"}),
+    "pnpm": frozenset({"--script-shell"}),
+    "eslint": _JS_CONFIG, "jest": _JS_CONFIG, "vitest": _JS_CONFIG, "prettier": _JS_CONFIG,
+    "webpack": _JS_CONFIG, "rollup": _JS_CONFIG,
+}  # fmt: skip
 # Option values that are text, never paths (commit messages, formats).
 _TEXT_OPTIONS = frozenset({"-m", "--message", "--format", "--pretty"})
 _WRITE_OPTIONS = frozenset(
@@ -153,13 +164,19 @@ def _operands(inv: Invocation) -> list[str]:
 def _option_paths(inv: Invocation, *, unknown: bool) -> Iterator[Access]:
     """`--opt=/path` and `-o/path` values, and the directories and outputs of `-C dir`, `-o file`."""
     args = inv.argv[1:]
+    code = _CODE_OPTIONS.get(inv.program, frozenset())
     for i, arg in enumerate(args):
         if arg.startswith("--") and "=" in arg:
             name, value = arg.split("=", 1)
-            if _pathlike(value):
+            if name in code:
+                yield Access(value, "exec")
+            elif _pathlike(value):
                 yield Access(value, "write" if unknown or name in _WRITE_OPTIONS else "read")
         elif arg.startswith("-") and len(arg) > 2 and arg[2:].startswith(("/", "~", "..")):
-            yield Access(arg[2:], "write" if unknown or arg[:2] in _WRITE_OPTIONS else "read")
+            mode: Mode = "exec" if arg[:2] in code else "read"
+            yield Access(arg[2:], "write" if unknown or arg[:2] in _WRITE_OPTIONS else mode)
+        elif i + 1 < len(args) and arg in code:
+            yield Access(args[i + 1], "exec")
         elif i + 1 < len(args) and (
             arg in _WRITE_OPTIONS or (arg == "-d" and inv.program in ("unzip", "javac"))
         ):

@@ -25,6 +25,8 @@ Stdin = Literal["inherit", "pipe", "heredoc", "herestring", "file"]
 MAX_SHELL_CHARS = 10_000
 # A `for` loop over at most this many plain words has its body judged once per word.
 MAX_LOOP_WORDS = 8
+# Nested loops multiply passes: past this many body walks per text, loop variables are unknown.
+MAX_LOOP_PASSES = 32
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _STATEMENT_TYPES = frozenset(
     {
@@ -202,6 +204,7 @@ class _Walker:
     locals: set[str] = field(default_factory=set)
     fork_bomb: bool = False
     _functions: list[str] = field(default_factory=list)
+    _loop_passes: int = 0
 
     def __post_init__(self) -> None:
         self.words = WordReader(
@@ -450,6 +453,7 @@ class _Walker:
         ]
         known = (
             0 < len(values) <= MAX_LOOP_WORDS
+            and self._loop_passes + len(values) <= MAX_LOOP_PASSES
             and name not in self.words.loop_values
             and all(_loop_word(w) for w in values)
         )
@@ -457,6 +461,7 @@ class _Walker:
             self.words.bindings[name] = None
             self.statement(body)
             return
+        self._loop_passes += len(values)
         for value in values:
             # Each pass assigns the variable afresh (whatever earlier text or passes set).
             self.words.bindings.pop(name, None)

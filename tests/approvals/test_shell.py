@@ -228,3 +228,11 @@ def test_a_literal_here_document_piped_through_cat_reaches_the_next_stage(
 def test_substitutions_that_print_a_revision(text: str, revision: bool) -> None:
     diff = next(inv for inv in expand(text).invocations if inv.argv[1] in ("diff", "log"))
     assert diff.words[-1].revision is revision
+
+
+def test_nested_loops_cannot_multiply_the_work() -> None:
+    """Eight nested eight-word loops would be 8**8 passes; past the budget a loop variable is unknown."""
+    text = "".join(f"for {v} in 1 2 3 4 5 6 7 8; do " for v in "abcdefgh") + "cat $h" + "; done" * 8
+    commands = parse_shell.__wrapped__(text).commands
+    assert len(commands) <= 64
+    assert any(UNKNOWN in c.words[-1].text for c in commands)

@@ -70,7 +70,8 @@ _RUNNER_OPTIONS: dict[str, frozenset[str]] = {
 # What `npx NAME` runs without a download when the project has it (the names of real packages, so a
 # missing one fetches the well-known tool, never an arbitrary name the agent chose).
 NPX_LOCAL_TOOLS = frozenset(
-    """tsc prettier eslint jest vitest mocha ts-node tsx webpack rollup esbuild stylelint biome""".split()  # noqa: SIM905
+    """tsc prettier eslint jest vitest mocha ts-node tsx webpack rollup esbuild stylelint biome playwright
+    cypress""".split()  # noqa: SIM905
 )
 _XARGS_VALUE_OPTIONS = frozenset(
     {"-I", "-n", "-P", "-d", "-L", "-s", "-a", "-E", "--max-args", "--max-procs", "--delimiter", "--arg-file"}

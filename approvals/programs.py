@@ -23,7 +23,7 @@ LOW = frozenset(
     clang-format shellcheck shfmt hadolint yamllint markdownlint ctags cloc tokei fd fzf chmod
     export declare typeset source . find htop top ps pgrep free uptime lsof bc webpack rollup esbuild
     stylelint biome rustup deactivate unlink groups ulimit lscpu yes shuf expr nm objdump readelf
-    size strip ar pkg-config sphinx-build mkdocs
+    size strip ar pkg-config sphinx-build mkdocs playwright cypress
     """.split()  # noqa: SIM905
 )
 NETWORK = frozenset(
@@ -96,6 +96,8 @@ EGRESS_SUB = {
     "bun": {"install", "i", "add", "update", "x", "create", "upgrade", "publish"},
     "deno": {"install", "upgrade", "add"},
     "mkdocs": {"serve"},
+    "playwright": {"install", "install-deps", "open", "codegen", "show-trace", ""},
+    "cypress": {"install", "open", "cache", ""},
     "rustup": {"install", "update", "toolchain", "target", "component", "self", "default", "set",
                "override", "run", "up", "doc"},
 }  # fmt: skip

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 
 from approvals.invocation import Invocation, expand_script
 from approvals.paths import is_raw_device
-from approvals.shell import Script, SimpleCommand
+from approvals.script import Script, SimpleCommand
 from approvals.words import UNKNOWN, Word
 
 # Top-level directories whose recursive deletion or chmod breaks the machine (Linux and macOS).

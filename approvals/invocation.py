@@ -15,7 +15,8 @@ from approvals.interpreters import (
     reads_code_from_pipe,
     with_inline_code,
 )
-from approvals.shell import Redirect, Script, SimpleCommand, parse_shell
+from approvals.script import Redirect, Script, SimpleCommand
+from approvals.shell import parse_shell
 from approvals.words import UNKNOWN, Word, skip_options
 
 MAX_DEPTH = 6

@@ -10,17 +10,25 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
 import tree_sitter as ts
 import tree_sitter_bash
 
 from approvals.listings import lists_workspace_paths_piped, prints_revision
-from approvals.words import UNKNOWN, Word, WordReader
+from approvals.script import (
+    Redirect,
+    Script,
+    SimpleCommand,
+    Stdin,
+    and_chain,
+    expanded_names,
+    literal_feed,
+    loop_word,
+)
+from approvals.words import Word, WordReader
 
-Stdin = Literal["inherit", "pipe", "heredoc", "herestring", "file"]
+__all__ = ["MAX_SHELL_CHARS", "Redirect", "Script", "SimpleCommand", "Stdin", "parse_shell"]
 
 MAX_SHELL_CHARS = 10_000
 # A `for` loop over at most this many plain words has its body judged once per word.
@@ -47,56 +55,6 @@ _INERT_TYPES = frozenset(
         "string_content", "file_descriptor",
     }
 )  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class Redirect:
-    """One redirection: `op` as written, the target word (None for a descriptor duplication)."""
-
-    op: str
-    target: Word | None
-    # What a here-string (`<<< text`) feeds to stdin.
-    text: str | None = None
-
-    @property
-    def writes(self) -> bool:
-        """True when the redirect writes its target (`>`, `>>`, `&>`, `<>`)."""
-        return self.target is not None and ">" in self.op
-
-    @property
-    def reads(self) -> bool:
-        """True when the redirect reads its target (`<`, `<>`)."""
-        return self.target is not None and "<" in self.op
-
-
-@dataclass(frozen=True, slots=True)
-class SimpleCommand:
-    """One program invocation as the shell would run it, before wrappers are stripped."""
-
-    words: tuple[Word, ...]
-    redirects: tuple[Redirect, ...] = ()
-    stdin: Stdin = "inherit"
-    heredoc: str | None = None
-    # argv texts of the previous pipeline stage, when this one reads from a pipe.
-    upstream: tuple[str, ...] = ()
-    # Variables an unquoted here-document expands (`<<EOF … $TOKEN …`): their values reach stdin.
-    heredoc_variables: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Script:
-    """Every simple command in a piece of shell text, plus reasons it is not plain words."""
-
-    commands: tuple[SimpleCommand, ...]
-    problems: tuple[str, ...]
-    fork_bomb: bool = False
-    # Variables the script itself assigns (loop variables, `x=…`): their values are unknown but local.
-    local_names: frozenset[str] = frozenset()
-    # The grammar reported an error: the engine also runs the lexical floor check.
-    parse_error: bool = False
-    # One `a && b && c` chain of simple commands: each runs only after the previous succeeded, so a
-    # `cd` in it moves every later command (otherwise any earlier directory stays possible).
-    and_chain: bool = False
 
 
 @functools.cache
@@ -137,64 +95,8 @@ def parse_shell(text: str) -> Script:
         fork_bomb=walker.fork_bomb,
         local_names=frozenset(walker.locals),
         parse_error=tree.root_node.has_error,
-        and_chain=not tree.root_node.has_error and _and_chain(tree.root_node),
+        and_chain=not tree.root_node.has_error and and_chain(tree.root_node),
     )
-
-
-def _and_chain(root: ts.Node) -> bool:
-    """The whole text is one list of simple commands joined only by `&&` (no subshells, no `;`)."""
-    statements = [c for c in root.children if c.is_named]
-    if len(statements) != 1 or any(not c.is_named for c in root.children):
-        return False
-    stack = [statements[0]]
-    while stack:
-        node = stack.pop()
-        if node.type == "list":
-            if any(not c.is_named and c.type != "&&" for c in node.children):
-                return False
-            stack.extend(c for c in node.children if c.is_named)
-        elif node.type == "redirected_statement":
-            # `cd src && ls > out.txt`: the grammar may hang the redirect on the whole list.
-            if node.children[0].type not in ("command", "list") or any(
-                c.type == "heredoc_redirect" for c in node.children
-            ):
-                return False
-            stack.append(node.children[0])
-        elif node.type != "command":
-            return False
-    return True
-
-
-def _literal_feed(command: SimpleCommand | None) -> str | None:
-    """The text a bare `cat <<EOF` (or `cat <<< text`) passes down a pipe, else None."""
-    if command is None or command.stdin not in ("heredoc", "herestring") or command.heredoc is None:
-        return None
-    plain = all(w.plain for w in command.words)
-    argv = [w.text for w in command.words]
-    files = [r for r in command.redirects if r.op != "<<<" and r.target is not None]
-    if not plain or argv not in (["cat"], ["cat", "-"]) or files:
-        return None  # `cat <<EOF > f | …` sends nothing down the pipe; anything else is not literal
-    return command.heredoc
-
-
-def _expanded_names(node: ts.Node) -> Iterator[str]:
-    """Names of the variables expanded anywhere inside a node (an unquoted here-document body)."""
-    for child in node.children:
-        if child.type in ("simple_expansion", "expansion"):
-            name = next(
-                (c for c in child.children if c.type in ("variable_name", "special_variable_name")), None
-            )
-            if name is not None and name.text:
-                yield name.text.decode("utf-8", "replace")
-        elif child.child_count and child.type not in ("command_substitution", "process_substitution"):
-            yield from _expanded_names(child)
-
-
-def _loop_word(word: Word) -> bool:
-    """A loop word whose every value is known in shape: plain text or glob, or a workspace listing."""
-    if word.listing:
-        return True
-    return word.plain and UNKNOWN not in word.text and "{" not in word.text and word.text != ""
 
 
 @dataclass
@@ -318,7 +220,7 @@ class _Walker:
                 for part in child.children:
                     if part.type == "heredoc_body":
                         heredoc = part.text.decode("utf-8", "replace") if part.text else ""
-                        variables.extend(_expanded_names(part))
+                        variables.extend(expanded_names(part))
                         self._inert(part)
                     elif part.type == "file_redirect":
                         redirects.append(self._redirect(part))
@@ -382,7 +284,7 @@ class _Walker:
                 continue
             upstream = tuple(w.text for w in previous.words) if previous is not None else ()
             stdin: Stdin = "pipe" if previous is not None else "inherit"
-            feed = _literal_feed(previous)
+            feed = literal_feed(previous)
             if child.type == "command" and feed is not None:
                 # `cat <<EOF | python3`: the code is right there, exactly as in `python3 <<EOF`.
                 previous = self._command(child, (), "heredoc", feed, upstream)
@@ -455,7 +357,7 @@ class _Walker:
             0 < len(values) <= MAX_LOOP_WORDS
             and self._loop_passes + len(values) <= MAX_LOOP_PASSES
             and name not in self.words.loop_values
-            and all(_loop_word(w) for w in values)
+            and all(loop_word(w) for w in values)
         )
         if not known:
             self.words.bindings[name] = None

@@ -15,7 +15,8 @@ from approvals.interpreters import (
     reads_code_from_pipe,
     with_inline_code,
 )
-from approvals.script import Redirect, Script, SimpleCommand
+from approvals.runners import RUNNERS, runner_rest, wrapper_outputs
+from approvals.script import Script, SimpleCommand
 from approvals.shell import parse_shell
 from approvals.words import UNKNOWN, Word, skip_options
 
@@ -57,23 +58,6 @@ _PRIVILEGE_RUNNERS: dict[str, frozenset[str]] = {
     "pkexec": frozenset({"--user"}),
     "run0": frozenset({"--user", "-u"}),
 }
-# Project runners that run a local program (`uv run pytest`, `poetry run pytest`, `npx tsc`). Only
-# the option spellings here keep them local; any other option (`--with`, `-p pkg`, `--yes`) may
-# download code, so the runner is judged as itself (egress).
-_RUNNER_OPTIONS: dict[str, frozenset[str]] = {
-    "uv": frozenset(
-        {"--frozen", "--locked", "--offline", "--no-sync", "-q", "--quiet", "--all-extras", "--no-dev",
-         "--dev", "--active", "--no-project"}
-    ),
-    "poetry": frozenset({"-q", "--quiet", "--no-interaction", "-n"}),
-    "npx": frozenset({"--no-install", "--no", "--offline", "--prefer-offline", "-q", "--quiet"}),
-}  # fmt: skip
-# What `npx NAME` runs without a download when the project has it (the names of real packages, so a
-# missing one fetches the well-known tool, never an arbitrary name the agent chose).
-NPX_LOCAL_TOOLS = frozenset(
-    """tsc prettier eslint jest vitest mocha ts-node tsx webpack rollup esbuild stylelint biome playwright
-    cypress""".split()  # noqa: SIM905
-)
 _XARGS_VALUE_OPTIONS = frozenset(
     {"-I", "-n", "-P", "-d", "-L", "-s", "-a", "-E", "--max-args", "--max-procs", "--delimiter", "--arg-file"}
 )
@@ -269,26 +253,11 @@ def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
                 return
         wrappers.append(name)
         extra_args = extra_args or name == "xargs"
-        outputs = _wrapper_outputs(name, words[1 : len(words) - len(rest)])
+        outputs = wrapper_outputs(name, words[1 : len(words) - len(rest)])
         if outputs:
             # `time -o FILE cmd` writes FILE: judged like a redirect of what it runs.
             command = replace(command, redirects=command.redirects + outputs)
         words = rest
-
-
-def _wrapper_outputs(name: str, options: tuple[Word, ...]) -> tuple[Redirect, ...]:
-    """Files a wrapper's own options write (`time -o f`, `time --output=f`), as redirects."""
-    if name != "time":
-        return ()
-    found: list[Redirect] = []
-    for i, word in enumerate(options):
-        if word.text in ("-o", "--output") and i + 1 < len(options):
-            found.append(Redirect(">", options[i + 1]))
-        elif word.text.startswith("--output="):
-            found.append(Redirect(">", replace(word, text=word.text[len("--output=") :])))
-        elif word.text.startswith("-o") and len(word.text) > 2:
-            found.append(Redirect(">", replace(word, text=word.text[2:])))
-    return tuple(found)
 
 
 def _split_program_word(words: tuple[Word, ...]) -> tuple[Word, ...]:
@@ -314,37 +283,9 @@ def _wrapped(name: str, words: tuple[Word, ...]) -> tuple[Word, ...] | None:
         return words[skip_options(words, 1, _XARGS_VALUE_OPTIONS, 0) :] or (Word(text="echo"),)
     if name == "busybox" and len(words) > 1 and not words[1].text.startswith("-"):
         return words[1:]
-    if name in _RUNNER_OPTIONS:
-        return _runner_rest(name, words)
+    if name in RUNNERS:
+        return runner_rest(name, words)
     return None
-
-
-def _runner_rest(name: str, words: tuple[Word, ...]) -> tuple[Word, ...] | None:
-    """What `uv run …`, `poetry run …` or `npx …` runs locally; None when it may download code."""
-    i = 1
-    if name in ("uv", "poetry"):
-        if len(words) < 2 or words[1].text != "run":
-            return None
-        i = 2
-    options = _RUNNER_OPTIONS[name]
-    while i < len(words) and words[i].text.startswith("-"):
-        if words[i].text == "--":
-            i += 1
-            break
-        if words[i].text not in options:
-            return None
-        i += 1
-    rest = words[i:]
-    if not rest or not all(w.plain for w in words[:i]) or not rest[0].plain:
-        return None
-    head = rest[0].text
-    if name == "npx":
-        local_only = any(w.text in ("--no-install", "--no") for w in words[1:i])
-        if "@" in head or "/" in head or not (head in NPX_LOCAL_TOOLS or local_only):
-            return None  # `npx pkg@1`, `npx some-unknown-pkg`: a download
-    if name == "uv" and head.endswith(".py"):
-        return (Word(text="python"), *rest)  # `uv run script.py` runs it with the project's python
-    return rest
 
 
 def _finish(base: Invocation) -> Invocation:

@@ -66,11 +66,22 @@ class Script:
 
 
 def and_chain(root: ts.Node) -> bool:
-    """The whole text is one list of simple commands joined only by `&&` (no subshells, no `;`)."""
+    """The whole text is one list of simple commands joined only by `&&` (no `;`, no nesting).
+
+    The text may also be one subshell around such a list: `(cd build && cmake ..)`.
+    """
     statements = [c for c in root.children if c.is_named]
     if len(statements) != 1 or any(not c.is_named for c in root.children):
         return False
-    stack = [statements[0]]
+    if statements[0].type == "subshell" and root.type == "program":
+        inner = [c for c in statements[0].children if c.type not in ("(", ")")]
+        return len(inner) == 1 and inner[0].is_named and and_chain_inner(inner[0])
+    return and_chain_inner(statements[0])
+
+
+def and_chain_inner(statement: ts.Node) -> bool:
+    """One statement that is a `&&` chain of simple commands (or one simple command)."""
+    stack = [statement]
     while stack:
         node = stack.pop()
         if node.type == "list":

@@ -184,6 +184,9 @@ def test_substitutions_that_list_workspace_files(text: str, listing: bool) -> No
         ("cd src; ls", False),  # the cd may fail and ls still runs
         ("cd src || ls", False),
         ("cd src && (cd ..; ls)", False),
+        ("(cd build && cmake ..)", True),
+        ("(cd build && cmake ..); ls ..", False),
+        ("(cd build; cmake ..)", False),
         ("cd src && bash -c 'cd ..' && ls", False),
         ("cd src && ls $(cd ..; pwd)", False),
         ("cd src && cat <<EOF\nx\nEOF", False),

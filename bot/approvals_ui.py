@@ -81,6 +81,10 @@ class ThreadApprovalPort:
     channel: str
     thread: MessageRef | str
 
+    async def always_rules(self) -> list[str]:
+        """Allow rules persisted by earlier "always" approvals (the run's engine adds them)."""
+        return await self.service.always_rules()
+
     async def request(
         self,
         *,

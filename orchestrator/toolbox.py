@@ -71,8 +71,14 @@ async def build_run_tools(
     root and the current directory (where a deployment's `.env` usually sits).
     """
     team = ctx.team
+    buckets: dict[str, list[Any]] = {
+        str(bucket): list(items) for bucket, items in team.permissions.rules.items()
+    }
+    if isinstance(approvals, StandingRulesPort):
+        # "Always" approvals persisted earlier are allow rules; deny rules, the floor and secrets still win.
+        buckets.setdefault("allow", []).extend(await approvals.always_rules())
     # Raises on a bad rule: fail before any agent starts (the team loader normally caught it already).
-    rules = load_rules({str(bucket): list(items) for bucket, items in team.permissions.rules.items()})
+    rules = load_rules(buckets)
     owned_root = root is None
     base = Path(tempfile.mkdtemp(prefix="massgen-ws-")) if root is None else root
     try:
@@ -126,6 +132,13 @@ def approvers_of(settings: ApprovalsConfig) -> Approvers:
         allow_self_approval=settings.allow_self_approval,
         quorum=settings.quorum,
     )
+
+
+@runtime_checkable
+class StandingRulesPort(Protocol):
+    """Approval services that persist "always" approvals as allow rules (ApprovalService does)."""
+
+    async def always_rules(self) -> list[str]: ...
 
 
 @runtime_checkable

@@ -408,3 +408,41 @@ async def test_a_write_through_a_symlink_out_of_the_workspace_is_refused_without
     assert victim.read_text() == "original\n"
     assert harness.requested.empty()
     await tools.close()
+
+
+async def test_an_always_approval_allows_the_same_command_in_later_runs(
+    harness: Harness, source: Path, tmp_path: Path
+) -> None:
+    command = call("run_command", {"command": "frobnicate --check"})
+    first = await build(harness, team(source, sandbox="none"), tmp_path / "ws1")
+    pending = asyncio.create_task(first.for_agent("alpha").call(command, phase="coordination"))
+    request = await harness.next_request()
+    assert "always" in request.scopes, "a plain, medium-risk command offers the always scope"
+    await harness.service.decide(request.id, APPROVER, approve=True, scope="always")
+    await pending
+    await first.close()
+    assert await harness.service.always_rules() == ["command(frobnicate --check)"]
+
+    harness.events.clear()
+    later_ctx = RunContext(
+        run_id="run2",
+        team=team(source, sandbox="none"),
+        agent_ids=AGENTS,
+        requester="U_REQUESTER",
+        emit=harness.emit,
+    )
+    later = await build_run_tools(later_ctx, approvals=harness.service, root=tmp_path / "ws2")
+    await later.for_agent("beta").call(command, phase="coordination")
+    decided = [e for e in harness.events if isinstance(e, ToolDecided)]
+    assert [(d.decision, d.layer) for d in decided] == [("allow", "rule")]
+    assert harness.requested.empty(), "no second approval request"
+    # A different command is not covered by the persisted rule.
+    other = asyncio.create_task(
+        later.for_agent("beta").call(
+            call("run_command", {"command": "frobnicate --fix"}, "c2"), phase="coordination"
+        )
+    )
+    again = await harness.next_request()
+    await harness.service.decide(again.id, APPROVER, approve=False)
+    assert (await other).content
+    await later.close()

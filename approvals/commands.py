@@ -144,7 +144,10 @@ class CommandJudge:
         verdict: Verdict = "allow" if info.risk == "low" else "ask"
         layer: Layer = "risk"
         reason = info.reason
-        rule = self._first("deny", texts) or self._first("ask", texts)
+        # Deny and ask rules also see the words as written, wrappers and runners included, so
+        # `deny: command(npx *)` still holds for `ls; npx tsc` (the runner is stripped for risk).
+        written = texts | {" ".join(w.text for w in inv.command.words).replace(UNKNOWN, "$?")}
+        rule = self._first("deny", written) or self._first("ask", written)
         if rule is None and not inv.problems:
             # A wildcard rule never approves code handed over inline (`python -c`, `git -c`, awk system).
             hands_code = inv.inline_code is not None or info.runs_code

@@ -214,3 +214,21 @@ def test_pathological_input_fails_closed(tmp_path: Path, kind: str, target: str,
 def test_unknown_policy_fails_closed(tmp_path: Path) -> None:
     with pytest.raises(PermissionConfigError, match="unknown policy"):
         PermissionEngine(PermissionConfig(workspace=tmp_path, policy="yolo"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "verdict"),
+    [
+        ("ls; npx tsc", "deny"),  # the runner is stripped for risk, not for deny rules
+        ("ls && uv run pytest", "deny"),
+        ("timeout 5 ls", "deny"),
+        ("poetry run pytest", "allow"),
+        ("poetry run curl x.example", "ask"),  # an allow rule for the runner never approves what it runs
+        ("ls", "allow"),
+    ],
+)
+def test_deny_rules_see_runners_and_wrappers_as_written(tmp_path: Path, text: str, verdict: str) -> None:
+    deny = ["command(npx *)", "command(uv *)", "command(timeout *)"]
+    rules = load_rules({"deny": deny, "allow": ["command(poetry run *)"]})
+    decision = _engine(tmp_path, rules=rules).evaluate(Action(kind="command", target=text))
+    assert decision.verdict == verdict, decision

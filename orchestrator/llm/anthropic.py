@@ -15,8 +15,7 @@ import anthropic
 from orchestrator.errors import ProviderError
 from orchestrator.llm import convert
 from orchestrator.llm.base import Message, StreamItem, TextDelta, ToolCallReady, ToolSpec, TurnEnd, Usage
-from orchestrator.llm.retry import RetryPolicy, is_retryable_status, parse_retry_after, stream_with_retries
-from orchestrator.llm.retry import unexpected_error as _unexpected
+from orchestrator.llm.retry import RetryPolicy, SdkErrors, classify_sdk_error, stream_with_retries
 
 DEFAULT_MAX_TOKENS = 4096
 _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
@@ -28,19 +27,16 @@ def build_sdk_client(base_url: str | None, api_key: str, timeout_s: float) -> an
     return anthropic.AsyncAnthropic(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s)
 
 
+_ERRORS = SdkErrors(
+    status=anthropic.APIStatusError,
+    timeout=anthropic.APITimeoutError,
+    connection=anthropic.APIConnectionError,
+)
+
+
 def classify(exc: Exception, provider: str, model: str) -> ProviderError:
-    """Turn an SDK exception into a `ProviderError` with status, retryability and Retry-After."""
-    if isinstance(exc, anthropic.APIStatusError):
-        status = exc.status_code
-        retry_after = parse_retry_after(exc.response.headers)
-        return ProviderError(
-            provider, model, status, is_retryable_status(status), exc.message, retry_after=retry_after
-        )
-    if isinstance(exc, anthropic.APITimeoutError):
-        return ProviderError(provider, model, None, True, "request timed out")
-    if isinstance(exc, anthropic.APIConnectionError):
-        return ProviderError(provider, model, None, True, f"connection failed: {exc.message}")
-    return _unexpected(exc, provider, model)
+    """Turn a anthropic SDK exception into a `ProviderError` (see `retry.classify_sdk_error`)."""
+    return classify_sdk_error(exc, _ERRORS, provider, model)
 
 
 class _Usage:

@@ -26,8 +26,7 @@ from orchestrator.llm.base import (
     TurnEnd,
     Usage,
 )
-from orchestrator.llm.retry import RetryPolicy, is_retryable_status, parse_retry_after, stream_with_retries
-from orchestrator.llm.retry import unexpected_error as _unexpected
+from orchestrator.llm.retry import RetryPolicy, SdkErrors, classify_sdk_error, stream_with_retries
 
 _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 
@@ -37,19 +36,14 @@ def build_sdk_client(base_url: str | None, api_key: str, timeout_s: float) -> op
     return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s)
 
 
+_ERRORS = SdkErrors(
+    status=openai.APIStatusError, timeout=openai.APITimeoutError, connection=openai.APIConnectionError
+)
+
+
 def classify(exc: Exception, provider: str, model: str) -> ProviderError:
-    """Turn an SDK exception into a `ProviderError` with status, retryability and Retry-After."""
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        retry_after = parse_retry_after(exc.response.headers)
-        return ProviderError(
-            provider, model, status, is_retryable_status(status), exc.message, retry_after=retry_after
-        )
-    if isinstance(exc, openai.APITimeoutError):
-        return ProviderError(provider, model, None, True, "request timed out")
-    if isinstance(exc, openai.APIConnectionError):
-        return ProviderError(provider, model, None, True, f"connection failed: {exc.message}")
-    return _unexpected(exc, provider, model)
+    """Turn a openai SDK exception into a `ProviderError` (see `retry.classify_sdk_error`)."""
+    return classify_sdk_error(exc, _ERRORS, provider, model)
 
 
 class _OpenAIClient:

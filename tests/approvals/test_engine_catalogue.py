@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -50,15 +51,15 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("ws")
 
 
-def _engine(workspace: Path, policy: PolicyName, rules: dict[str, Any] | None = None) -> PermissionEngine:
-    return PermissionEngine(
-        PermissionConfig(workspace=workspace, home=HOME, policy=policy, rules=load_rules(rules))
-    )
+@functools.cache
+def _engine(workspace: Path, policy: PolicyName, chaining: bool) -> PermissionEngine:
+    """One engine per policy and rule set (engines are immutable; building ~2,000 of them is waste)."""
+    rules = load_rules(CATALOGUE["chaining_rules"] if chaining else None)
+    return PermissionEngine(PermissionConfig(workspace=workspace, home=HOME, policy=policy, rules=rules))
 
 
 def _decide(workspace: Path, category: str, item: str, policy: PolicyName) -> Decision:
-    rules = CATALOGUE["chaining_rules"] if category == "chaining" else None
-    return _engine(workspace, policy, rules).evaluate(_action(item))
+    return _engine(workspace, policy, category == "chaining").evaluate(_action(item))
 
 
 def test_catalogue_is_large_enough() -> None:

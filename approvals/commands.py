@@ -105,8 +105,7 @@ class CommandJudge:
                 if reason is None:
                     reason = invocation_floor(inv, lambda t, b=cwd: self.boundary.absolute(t, b), home)  # type: ignore[misc]
         if reason is None and (expansion.parse_error or expansion.problems):
-            resolve = self.boundary.absolute
-            reason = lexical_floor(text, lambda t: resolve(t), home, unquoted=expansion.parse_error)
+            reason = lexical_floor(text, self.boundary.absolute, home, unquoted=expansion.parse_error)
         if reason is None:
             return None
         return Finding("deny", "critical", "floor", reason, broad=True)

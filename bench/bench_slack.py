@@ -10,6 +10,7 @@ emulator's windows and the outbox's budgets), so the figures reflect real pacing
 from __future__ import annotations
 
 import asyncio
+import gc
 import statistics
 import tempfile
 import time
@@ -145,6 +146,8 @@ async def _bench(root: Path) -> None:
         )
         http: TestClient[Any, Any] = TestClient(TestServer(build_web_app(build_app(services), services)))
         await http.start_server()
+        gc.collect()  # as `massgen-bot serve` does once it is wired (bot/cli_serve.py)
+        gc.freeze()
         try:
             started = time.perf_counter()
             start_acks = [

@@ -35,7 +35,7 @@ from bot.store import BotStore
 from bot.teams import TeamCatalog
 from orchestrator.config import TeamConfig
 from orchestrator.events import AnswerSubmitted, RunEvent
-from orchestrator.llm.factory import import_adapters
+from orchestrator.llm.warmup import warm_up
 from orchestrator.ports import RunContext, RunTools
 from orchestrator.sql import SqlRunStore, create_run_schema
 from orchestrator.store import RunStore
@@ -218,9 +218,9 @@ async def build_services(
 ) -> Services:
     """Wire every layer for one process. `tools="none"` runs agents with the workflow tools only."""
     teams = TeamCatalog.load(team_file or settings.team_file, settings.teams_dir)
-    # Import the model SDKs now, off the event loop: imported lazily by the first run, they would
-    # stall every ack and every open database transaction for a second or more.
-    await asyncio.to_thread(import_adapters, [a.backend.type for a in teams.default.team.agents])
+    # Import the model SDKs and stream one canned turn through each, off the event loop: done lazily
+    # by the first run, the imports and the SDKs' schema builds would stall acks and transactions.
+    await asyncio.to_thread(warm_up, [a.backend.type for a in teams.default.team.agents])
     if settings.state_dir is not None:
         settings.state_dir.mkdir(parents=True, exist_ok=True)
     client = client or make_client(settings)

@@ -136,6 +136,8 @@ def final_panel(terminal: Terminal, state: CoordinationState | None) -> Panel:
     from rich.panel import Panel
     from rich.text import Text
 
+    from bot.render.run_blocks import apply_line  # only when the panel is drawn (`--json` skips it)
+
     if isinstance(terminal, RunCancelled):
         return Panel(
             f"Cancelled{' by ' + terminal.by if terminal.by else ''}.", title="run cancelled", style="yellow"
@@ -148,6 +150,8 @@ def final_panel(terminal: Terminal, state: CoordinationState | None) -> Panel:
     header = f"winner: {terminal.winner} · votes: {tally} · ${terminal.cost_usd:.4f}"
     if terminal.salvage:
         header += f"\nNO CONSENSUS — salvaged ({terminal.salvage})"
+    if terminal.applied is not None:
+        header += f"\n{apply_line(terminal)}"
     return Panel(Group(Text(header, style="bold"), Markdown(terminal.answer)), title="final answer")
 
 

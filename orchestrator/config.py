@@ -99,6 +99,9 @@ class ApprovalsConfig(_Model):
 
 class WorkspaceConfig(_Model):
     source: Path | None = None  # resolved against the team file's folder
+    # `ask`: at the end of the run the winner's patch is written back to `source` if the permission
+    # gate allows it (a write outside the run, so usually an approval request); `never`: only shown.
+    apply: Literal["never", "ask"] = "never"
 
 
 class ToolsConfig(_Model):
@@ -316,13 +319,17 @@ def _resolve_workspace(
     team: TeamConfig, base_dir: Path, lines: dict[KeyPath, int], source: str
 ) -> TeamConfig:
     if team.workspace.source is None:
+        if team.workspace.apply == "ask":  # nothing to apply the patch to: say so now, not at the end
+            raise _error(
+                "`workspace.apply: ask` needs a `workspace.source`", ("workspace", "apply"), lines, source
+            )
         return team
     folder = (base_dir / team.workspace.source).resolve()
     if not folder.is_dir():
         raise _error(
             f"workspace source {str(folder)!r} is not a directory", ("workspace", "source"), lines, source
         )
-    return team.model_copy(update={"workspace": WorkspaceConfig(source=folder)})
+    return team.model_copy(update={"workspace": team.workspace.model_copy(update={"source": folder})})
 
 
 def _check_rules(team: TeamConfig, lines: dict[KeyPath, int], source: str) -> None:

@@ -198,6 +198,10 @@ class RunFinished(_Event):
     cost_usd: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    # `workspace.apply: ask`: None = not attempted; True = the patch was written to the source;
+    # False = refused or failed, `apply_reason` says why (the run's outcome stays the same).
+    applied: bool | None = None
+    apply_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,11 +8,15 @@ Strategies (`orchestrator.final_answer_strategy`):
 - `synthesize`: the winner sees every current answer and merges them.
 Salvage (timeout, budget, finish-now, max_rounds) never calls a model: it takes the most-voted answer,
 else the latest one, and labels the result `"<why>:<most_voted|latest_answer>"` in `RunFinished.salvage`.
+Apply-back (`workspace.apply: ask`): once the answer stands, the winner's patch is written to the source
+through the permission gate; the outcome lands in `RunFinished.applied`/`apply_reason`, never in the
+run's outcome.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Protocol
 
 from orchestrator import prompts
@@ -21,7 +25,7 @@ from orchestrator.config import FinalAnswerStrategy, TeamConfig
 from orchestrator.coordination import Choice, CoordinationState
 from orchestrator.events import AgentStatus, ConsensusReached, RunEvent, RunFailed, RunFinished
 from orchestrator.llm.base import AssistantMessage, Message, ToolResultMessage, UserMessage
-from orchestrator.ports import RunTools
+from orchestrator.ports import PatchApplier, RunTools, ToolOutcome
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +87,36 @@ async def finished(run: Finisher, choice: Choice, answer: str, salvaged: str | N
         input_tokens=state.input_tokens,
         output_tokens=state.output_tokens,
     )
+
+
+def wants_apply(team: TeamConfig, finished: RunFinished) -> bool:
+    """Whether the run should try to write the winner's patch back to the source."""
+    workspace = team.workspace
+    return (
+        workspace.apply == "ask"
+        and workspace.source is not None
+        and finished.winner is not None
+        and bool(finished.patch)
+    )
+
+
+async def apply_back(run: Finisher, finished: RunFinished) -> RunFinished:
+    """Write the winner's patch to the source through the gate; the result says whether it landed.
+
+    Never raises (cancellation aside): a refusal or a failure is reported, the answer stands.
+    """
+    if finished.winner is None or not finished.patch:  # nothing to apply (see `wants_apply`)
+        return finished
+    applier: object = run.tools  # `RunTools` does not promise `apply_patch`; the optional port does
+    if not isinstance(applier, PatchApplier):  # fail closed: nothing else may write the source
+        return replace(finished, applied=False, apply_reason="the run's tools cannot apply a patch")
+    try:
+        outcome = await applier.apply_patch(finished.winner, finished.patch)
+    except Exception as exc:
+        log.exception("run %s: applying the winner's patch failed", run.run_id)
+        outcome = ToolOutcome(content=f"apply failed: {type(exc).__name__}: {exc}", is_error=True)
+    run.emit(AgentStatus(agent_id=finished.winner, status="done"))
+    return replace(finished, applied=not outcome.is_error, apply_reason=outcome.content)
 
 
 async def _final_answer(run: Finisher, choice: Choice) -> tuple[str, str | None]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from orchestrator.config import TeamConfig
 from orchestrator.events import RunEvent
@@ -68,6 +68,15 @@ class RunTools(Protocol):
 
     async def close(self) -> None:
         """Release workspaces and cancel pending approvals."""
+        ...
+
+
+@runtime_checkable
+class PatchApplier(Protocol):
+    """Run tools that can write a patch back to the team's source (optional: `RunTools` need not)."""
+
+    async def apply_patch(self, agent_id: str, patch: str) -> ToolOutcome:
+        """Apply `patch` for `agent_id` through the permission gate; all or nothing, never raises."""
         ...
 
 

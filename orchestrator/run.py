@@ -3,8 +3,10 @@
 `start_run` emits `RunStarted`, builds the tools and returns a `RunHandle` at once. The supervisor
 waits on the coordination state (a fold over the events, see `coordination.py`) until the agents
 converge, all fail, get stuck at `max_rounds`, or the spend cap is reached; then it stops every
-agent task and finishes: a presentation by the winner, or a salvage without any model call. Run
-timeout, `cancel()` and `finish_now()` interrupt it at any point; nothing keeps running afterwards.
+agent task and finishes: a presentation by the winner, or a salvage without any model call. With
+`workspace.apply: ask` the winner's patch is then applied to the source through the permission gate
+(usually a wait for an approver). Run timeout, `cancel()` and `finish_now()` interrupt it at any point
+(the apply wait included, which cancels its approval); nothing keeps running afterwards.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 from typing import Literal
 
 from orchestrator.agent import AgentDropped, AgentSession, BudgetReached
@@ -34,7 +37,7 @@ from orchestrator.events import (
     RunStarted,
     UsageUpdated,
 )
-from orchestrator.final import conclude, salvage
+from orchestrator.final import apply_back, conclude, salvage, wants_apply
 from orchestrator.llm.base import ModelClient, Usage
 from orchestrator.ports import RunContext, RunTools, RunToolsFactory
 from orchestrator.store import RunStore
@@ -190,6 +193,7 @@ class _Run:
         self._stop: tuple[Literal["cancel", "finish_now"], str | None] | None = None
         self._started = asyncio.Event()  # a task cancelled before its first step never enters `try`
         self._finishing = False
+        self._applying: asyncio.Task[RunFinished] | None = None  # the apply-back step, while it runs
         self.requester: str | None = None
         self.owns_clients = False  # clients built here (not passed in) are closed here
 
@@ -228,7 +232,9 @@ class _Run:
             return
         self._stop = (how, by)
         await self._started.wait()
-        if not self._finishing:
+        if self._applying is not None:
+            self._applying.cancel()
+        elif not self._finishing:
             self.main_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(self.done)
@@ -238,26 +244,65 @@ class _Run:
         interrupted = False
         self._started.set()
         try:
+            terminal, interrupted = await self._outcome(models, tools, context)
+            if isinstance(terminal, RunFinished) and not interrupted:
+                terminal = await self._apply_back(terminal)
+        finally:
+            await self._finish(terminal or RunFailed(reasons={"run": "ended without a result"}))
+        if interrupted:
+            raise asyncio.CancelledError
+
+    async def _outcome(
+        self, models: ModelFactory, tools: RunToolsFactory | None, context: str | None
+    ) -> tuple[Terminal, bool]:
+        """How the run ends, and whether it was cancelled by someone else than `stop()`."""
+        try:
             async with asyncio.timeout(self.team.orchestrator.timeout_seconds):
                 terminal = await self._run(models, tools, context)
+            self._finishing = True  # from here on `stop()` interrupts the apply step, not this task
+            return terminal, False
         except TimeoutError:
             self._finishing = True
-            terminal = await self._salvage("timeout")
+            return await self._salvage("timeout"), False
         except asyncio.CancelledError:
             self._finishing = True
             current = asyncio.current_task()
             if current is not None:
                 current.uncancel()
-            interrupted = self._stop is None  # cancelled by someone else (e.g. loop shutdown)
             how, by = self._stop or ("cancel", None)
             terminal = RunCancelled(by=by) if how == "cancel" else await self._salvage("finish_now")
+            return terminal, self._stop is None  # None: cancelled by someone else (e.g. loop shutdown)
         except Exception as exc:  # a bug must still end the run visibly, never hang it
             log.exception("run %s crashed", self.run_id)
-            terminal = RunFailed(reasons={"run": f"internal error: {exc!r}"})
+            return RunFailed(reasons={"run": f"internal error: {exc!r}"}), False
+
+    async def _apply_back(self, finished: RunFinished) -> Terminal:
+        """Apply the winner's patch in a task of its own, so `cancel()`/`finish_now()` can stop the wait."""
+        if not wants_apply(self.team, finished):
+            return finished
+        if self._stopping():  # stopped while the answer was written: nobody is asked any more
+            return self._stopped_apply(finished)
+        self._applying = asyncio.create_task(apply_back(self, finished), name=f"{self.run_id}/apply")
+        try:
+            return await self._applying
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not self._stopping() or (current is not None and current.cancelling()):
+                raise  # cancelled from outside (loop shutdown), not by `stop()`
+            return self._stopped_apply(finished)
         finally:
-            await self._finish(terminal or RunFailed(reasons={"run": "ended without a result"}))
-        if interrupted:
-            raise asyncio.CancelledError
+            self._applying = None
+
+    def _stopping(self) -> bool:
+        """Whether `cancel()`/`finish_now()` was called (a method: it changes across awaits)."""
+        return self._stop is not None
+
+    def _stopped_apply(self, finished: RunFinished) -> Terminal:
+        how, by = self._stop or ("cancel", None)
+        if how == "cancel":
+            return RunCancelled(by=by)
+        who = f" by {by}" if by else ""
+        return replace(finished, applied=False, apply_reason=f"not applied: the run was finished early{who}")
 
     async def _finish(self, terminal: Terminal) -> None:
         self._finishing = True

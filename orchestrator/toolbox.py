@@ -218,23 +218,45 @@ class WorkspaceRunTools:
         except OrchestratorError as exc:
             return ToolOutcome(content=str(exc), is_error=True)
         actions = tuple(Action(kind="write", target=str(source / rel)) for rel in paths)
+        digest = action_digest("apply_patch", {"source": str(source), "patch": patch})
         call = GateCall(
             agent_id=agent_id,
             tool="apply_patch",
             actions=actions,
-            digest=action_digest("apply_patch", {"source": str(source), "patch": patch}),
+            digest=digest,
             phase="final",
             request_action=Action(kind="write", target=str(source)),
             context={"files": ", ".join(paths)[:2000]},
         )
+        # Reported like a model's tool call, so logs, the terminal and Slack show it the same way.
+        call_id = f"apply-{digest[:12]}"
+        arguments = {"source": str(source), "files": ", ".join(paths)[:_EVENT_ARG_CHARS]}
+        await self.ctx.emit(
+            ToolCalled(agent_id=agent_id, call_id=call_id, tool="apply_patch", arguments=arguments)
+        )
         result = await self.gate.check(self._engines[agent_id], call)
-        if not result.allowed:
-            return ToolOutcome(content=result.reason, is_error=True)
+        outcome = await self._apply_allowed(patch, source, len(paths)) if result.allowed else None
+        decided = ToolDecided(
+            agent_id=agent_id,
+            call_id=call_id,
+            tool="apply_patch",
+            action=" + ".join(map(str, actions))[:_PREVIEW],
+            decision="allow" if result.allowed else "deny",
+            risk=result.decision.risk,
+            layer="policy" if result.deferred else result.decision.layer,
+            reason=result.reason,
+            executed=result.allowed,
+            result_preview=outcome.content[:_PREVIEW] if outcome is not None else "",
+        )
+        await self.ctx.emit(decided)
+        return outcome or ToolOutcome(content=result.reason, is_error=True)
+
+    async def _apply_allowed(self, patch: str, source: Path, files: int) -> ToolOutcome:
         try:
             await asyncio.to_thread(apply_patch_to_source, patch, source)
-        except OrchestratorError as exc:
+        except (OSError, OrchestratorError) as exc:
             return ToolOutcome(content=str(exc), is_error=True)
-        return ToolOutcome(content=f"applied {len(paths)} file(s) to {source}")
+        return ToolOutcome(content=f"applied {files} file(s) to {source}")
 
     async def close(self) -> None:
         """Cancel the run's pending approvals, remove its workspaces (and a temporary root)."""

@@ -225,6 +225,13 @@ def _group(chunks: list[str], first_budget: int) -> list[list[str]]:
     return groups
 
 
+def apply_line(event: RunFinished) -> str:
+    """Whether the winner's patch reached the source (`workspace.apply: ask`; shown when attempted)."""
+    if event.applied:
+        return "Patch applied to the source"
+    return f"Patch not applied: {event.apply_reason or 'no reason given'}"
+
+
 def final_answer_messages(event: RunFinished, view: RunView) -> list[Rendered]:
     """The winning answer as one or more thread posts (Markdown → mrkdwn, split when long)."""
     body = markdown_to_mrkdwn(redact(event.answer)) or "_(the run produced an empty answer)_"
@@ -243,6 +250,8 @@ def final_answer_messages(event: RunFinished, view: RunView) -> list[Rendered]:
                 if line[:1] in "+-" and not line.startswith(("+++", "---"))
             )
             blocks.append(context(f"The winner's workspace has a patch ({changed} changed lines)."))
+        if i == len(groups) - 1 and event.applied is not None:
+            blocks.append(context(safe(apply_line(event), 500)))
         part = f" (part {i + 1}/{len(groups)})" if len(groups) > 1 else ""
         first = " ".join(redact(event.answer).split())
         text = f"Final answer{part}: {safe(first, 200)}" if i == 0 else f"Final answer{part}"

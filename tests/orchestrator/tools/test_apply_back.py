@@ -1,0 +1,172 @@
+"""`workspace.apply: ask`: the runner applies the winner's patch to the source through the real gate."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from approvals.models import Principal
+from orchestrator.config import TeamConfig, parse_team
+from orchestrator.errors import TeamConfigError
+from orchestrator.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    RunCancelled,
+    RunFinished,
+    ToolCalled,
+    ToolDecided,
+)
+from orchestrator.ports import RunContext, RunTools
+from orchestrator.run import RunHandle, start_run
+from orchestrator.testing import ScriptedModels, Turn, call, scripted_team
+from orchestrator.toolbox import build_run_tools
+from tests.orchestrator.tools.fakes import Harness
+
+APPROVER = Principal(id="U_APPROVER")
+ORIGINAL = "BUG = True\n"
+
+
+def _team(source: Path, apply: Literal["never", "ask"]) -> TeamConfig:
+    team = scripted_team(2).model_copy(update={"sandbox": "none"})
+    return team.model_copy(
+        update={
+            "workspace": team.workspace.model_copy(update={"source": source, "apply": apply}),
+            "approvals": team.approvals.model_copy(update={"approvers": [APPROVER.id]}),
+        }
+    )
+
+
+async def _start(tmp_path: Path, harness: Harness, apply: Literal["never", "ask"]) -> tuple[RunHandle, Path]:
+    """Two agents fix `fix.py` in their workspaces (each its own way); the run converges on one."""
+    source = tmp_path / "repo"
+    source.mkdir()
+    (source / "fix.py").write_text(ORIGINAL)
+    models = ScriptedModels(
+        {
+            agent: [Turn(calls=(call("write_file", path="fix.py", content=f"BUG = False  # {agent}\n"),))]
+            for agent in ("a0", "a1")
+        }
+    )
+
+    async def tools(ctx: RunContext) -> RunTools:
+        return await build_run_tools(ctx, approvals=harness.service, root=tmp_path / "ws")
+
+    team = _team(source, apply)
+    handle = await start_run(team, "fix the bug", models=models, tools=tools, subscribers=[harness.emit])
+    return handle, source
+
+
+def _apply_events(harness: Harness) -> list[object]:
+    return [
+        e
+        for e in harness.events
+        if (isinstance(e, ToolCalled | ToolDecided) and e.tool == "apply_patch")
+        or isinstance(e, ApprovalRequested | ApprovalResolved)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("apply", "approve", "applied", "reason_starts"),
+    [
+        ("ask", True, True, "applied 1 file(s)"),
+        ("ask", False, False, "denied by U_APPROVER: not now"),
+        ("never", None, None, None),
+    ],
+)
+async def test_the_winner_patch_reaches_the_source_only_when_approved(
+    tmp_path: Path,
+    apply: Literal["never", "ask"],
+    approve: bool | None,
+    applied: bool | None,
+    reason_starts: str | None,
+) -> None:
+    harness = Harness()
+    handle, source = await _start(tmp_path, harness, apply)
+    if approve is not None:
+        request = await asyncio.wait_for(harness.requested.get(), timeout=20)
+        assert request.action.kind == "write"
+        assert request.context["tool"] == "apply_patch"
+        assert request.context["files"] == "fix.py"
+        reason = None if approve else "not now"
+        await harness.service.decide(request.id, APPROVER, approve=approve, reason=reason)
+    finished = await asyncio.wait_for(handle.wait(), timeout=20)
+    assert isinstance(finished, RunFinished)
+    assert finished.salvage is None  # the apply outcome never changes the run's outcome
+    assert finished.patch is not None
+    assert (finished.applied, finished.apply_reason is None) == (applied, reason_starts is None)
+    if reason_starts is not None:
+        assert finished.apply_reason is not None
+        assert finished.apply_reason.startswith(reason_starts), finished.apply_reason
+    expected = f"BUG = False  # {finished.winner}\n" if applied else ORIGINAL
+    assert (source / "fix.py").read_text() == expected
+    events = _apply_events(harness)
+    if approve is None:
+        assert events == []
+        assert harness.requested.empty()
+        return
+    assert [e.kind for e in events] == [
+        "tool_call",
+        "approval_requested",
+        "approval_resolved",
+        "tool_decision",
+    ]
+    assert {getattr(e, "agent_id", None) for e in events} == {finished.winner}
+    decided = events[-1]
+    assert isinstance(decided, ToolDecided)
+    assert (decided.decision, decided.executed) == ("allow" if approve else "deny", approve)
+    # The apply step ends the final phase: after the answer, before the terminal event.
+    kinds = [e.kind for e in harness.events]
+    assert kinds.index("tool_decision", kinds.index("consensus")) < kinds.index("finished")
+
+
+@pytest.mark.parametrize("how", ["finish_now", "cancel"])
+async def test_stopping_the_run_during_the_apply_wait_cancels_the_approval(
+    tmp_path: Path, how: Literal["finish_now", "cancel"]
+) -> None:
+    harness = Harness()
+    handle, source = await _start(tmp_path, harness, "ask")
+    request = await asyncio.wait_for(harness.requested.get(), timeout=20)
+    stop = handle.finish_now if how == "finish_now" else handle.cancel
+    await asyncio.wait_for(stop(by="U_BOSS"), timeout=10)
+    terminal = await handle.wait()
+    if how == "cancel":
+        assert isinstance(terminal, RunCancelled)
+        assert terminal.by == "U_BOSS"
+    else:
+        assert isinstance(terminal, RunFinished)
+        assert terminal.salvage is None  # the answer stands as presented
+        assert terminal.applied is False
+        assert terminal.apply_reason == "not applied: the run was finished early by U_BOSS"
+    stored = await harness.service.get(request.id)
+    assert stored is not None
+    assert stored.status == "cancelled"
+    assert (source / "fix.py").read_text() == ORIGINAL
+    # A late answer to the cancelled request changes nothing.
+    await harness.service.decide(request.id, APPROVER, approve=True)
+    assert (source / "fix.py").read_text() == ORIGINAL
+
+
+@pytest.mark.parametrize(
+    ("workspace", "expected"),
+    [
+        ("workspace: {source: ./repo, apply: ask}", "ask"),
+        ("workspace: {source: ./repo}", "never"),
+        ("workspace: {apply: ask}", "needs a `workspace.source`"),
+        ("workspace: {source: ./repo, apply: always}", "apply"),
+    ],
+)
+def test_team_file_apply_option(tmp_path: Path, workspace: str, expected: str) -> None:
+    (tmp_path / "repo").mkdir()
+    text = f"agents:\n  - id: a\n    backend: {{type: openai, model: gpt-4o-mini}}\n{workspace}\n"
+    if expected in ("ask", "never"):
+        team = parse_team(text, base_dir=tmp_path)
+        assert team.workspace.apply == expected
+        assert team.workspace.source == (tmp_path / "repo").resolve()
+        return
+    with pytest.raises(TeamConfigError) as caught:
+        parse_team(text, base_dir=tmp_path)
+    assert expected in str(caught.value)
+    assert caught.value.line == 4

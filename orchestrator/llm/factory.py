@@ -6,9 +6,8 @@ importing `openai`, which keeps CLI start-up short.
 
 from __future__ import annotations
 
-import importlib
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -49,21 +48,6 @@ def resolve_api_key(
     if keyless_ok:
         return PLACEHOLDER_API_KEY
     raise ProviderConfigError(f"no API key: pass api_key or set {env_var or 'the API key variable'}")
-
-
-def import_adapters(
-    types: Iterable[str], importer: Callable[[str], object] = importlib.import_module
-) -> None:
-    """Import the SDK adapters these backend types need (about 0.7 s for openai, 1.5 s for anthropic).
-
-    For start-up: run it in a thread (`await asyncio.to_thread(import_adapters, types)`) while the
-    process waits on the network (Slack connect), so the first model request does not pay for it.
-    """
-    kinds = set(types)
-    if kinds & {"claude", "anthropic"}:
-        importer("orchestrator.llm.anthropic")
-    if kinds - {"claude", "anthropic"}:
-        importer("orchestrator.llm.openai")
 
 
 async def close_model_client(client: ModelClient) -> None:

@@ -14,7 +14,6 @@ from orchestrator.llm.factory import (
     PLACEHOLDER_API_KEY,
     PRESETS,
     close_model_client,
-    import_adapters,
     make_model_client,
 )
 from orchestrator.llm.openai import ChatCompletionsClient, OpenAIResponsesClient
@@ -112,18 +111,3 @@ def test_importing_the_factory_does_not_import_the_sdks() -> None:
     code = "import sys, orchestrator.llm.factory; print(sorted({'openai', 'anthropic'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-
-
-@pytest.mark.parametrize(
-    ("types", "modules"),
-    [
-        ([], []),
-        (["claude"], ["orchestrator.llm.anthropic"]),
-        (["groq", "vllm"], ["orchestrator.llm.openai"]),
-        (["openai", "anthropic"], ["orchestrator.llm.anthropic", "orchestrator.llm.openai"]),
-    ],
-)
-def test_import_adapters_loads_what_the_types_need(types: list[str], modules: list[str]) -> None:
-    loaded: list[str] = []
-    import_adapters(types, importer=loaded.append)
-    assert loaded == modules

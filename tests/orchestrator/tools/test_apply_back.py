@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import getpass
 from pathlib import Path
 from typing import Literal
 
@@ -15,14 +16,19 @@ from orchestrator.events import (
     ApprovalRequested,
     ApprovalResolved,
     RunCancelled,
+    RunEvent,
     RunFinished,
     ToolCalled,
     ToolDecided,
+    from_json,
 )
 from orchestrator.ports import RunContext, RunTools
 from orchestrator.run import RunHandle, start_run
 from orchestrator.testing import ScriptedModels, Turn, call, scripted_team
 from orchestrator.toolbox import build_run_tools
+from tests.fakes.provider_agent import protocol_agent
+from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
+from tests.orchestrator.test_cli_run import massgen_bot, team_file
 from tests.orchestrator.tools.fakes import Harness
 
 APPROVER = Principal(id="U_APPROVER")
@@ -170,3 +176,30 @@ def test_team_file_apply_option(tmp_path: Path, workspace: str, expected: str) -
         parse_team(text, base_dir=tmp_path)
     assert expected in str(caught.value)
     assert caught.value.line == 4
+
+
+def _write_first(request: ProviderRequest) -> Reply:
+    """Fix `fix.py` in the own workspace once, then follow the protocol."""
+    wrote = any(m.role == "assistant" and m.tool_calls for m in request.messages)
+    if "new_answer" in request.tools and not wrote:
+        return Reply(tool_calls=[("write_file", {"path": "fix.py", "content": "BUG = False\n"})])
+    return protocol_agent(request)
+
+
+async def test_cli_without_a_terminal_denies_the_apply_and_still_succeeds(tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "fix.py").write_text(ORIGINAL)
+    extra = "workspace: {source: ./repo, apply: ask}\nsandbox: none\n"
+    async with ProviderServer(_write_first) as server:
+        team = team_file(tmp_path, server, extra, both_sdks=False)
+        code, out, err = await massgen_bot("--json", "--team", str(team), "fix it")
+    assert code == 0, err  # a refused apply does not change the run's outcome
+    events: list[RunEvent] = [from_json(line) for line in out.splitlines()]
+    finished = events[-1]
+    assert isinstance(finished, RunFinished)
+    assert finished.patch is not None
+    denied = f"denied by cli:{getpass.getuser()}: no terminal to ask"
+    assert (finished.applied, finished.apply_reason) == (False, denied)
+    assert (tmp_path / "repo" / "fix.py").read_text() == ORIGINAL
+    resolved = [e for e in events if isinstance(e, ApprovalResolved) and e.agent_id == finished.winner]
+    assert [e.status for e in resolved][-1:] == ["denied"]

@@ -24,7 +24,7 @@ from orchestrator.events import (
 )
 from orchestrator.ports import RunContext, RunTools
 from orchestrator.run import RunHandle, start_run
-from orchestrator.testing import ScriptedModels, Turn, call, scripted_team
+from orchestrator.testing import Request, Script, ScriptedModels, Turn, call, hang, protocol, scripted_team
 from orchestrator.toolbox import build_run_tools
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
@@ -45,7 +45,9 @@ def _team(source: Path, apply: Literal["never", "ask"]) -> TeamConfig:
     )
 
 
-async def _start(tmp_path: Path, harness: Harness, apply: Literal["never", "ask"]) -> tuple[RunHandle, Path]:
+async def _start(
+    tmp_path: Path, harness: Harness, apply: Literal["never", "ask"], *, then: Script = protocol
+) -> tuple[RunHandle, Path]:
     """Two agents fix `fix.py` in their workspaces (each its own way); the run converges on one."""
     source = tmp_path / "repo"
     source.mkdir()
@@ -54,7 +56,8 @@ async def _start(tmp_path: Path, harness: Harness, apply: Literal["never", "ask"
         {
             agent: [Turn(calls=(call("write_file", path="fix.py", content=f"BUG = False  # {agent}\n"),))]
             for agent in ("a0", "a1")
-        }
+        },
+        then=then,
     )
 
     async def tools(ctx: RunContext) -> RunTools:
@@ -152,6 +155,32 @@ async def test_stopping_the_run_during_the_apply_wait_cancels_the_approval(
     assert (source / "fix.py").read_text() == ORIGINAL
     # A late answer to the cancelled request changes nothing.
     await harness.service.decide(request.id, APPROVER, approve=True)
+    assert (source / "fix.py").read_text() == ORIGINAL
+
+
+async def test_finish_now_while_the_winner_presents_skips_the_apply(tmp_path: Path) -> None:
+    presenting = asyncio.Event()
+
+    def present_forever(request: Request) -> Turn:
+        if request.tool_names & {"new_answer", "vote"}:
+            return protocol(request)
+        presenting.set()
+        return hang()
+
+    harness = Harness()
+    handle, source = await _start(tmp_path, harness, "ask", then=present_forever)
+    await asyncio.wait_for(presenting.wait(), timeout=20)
+    await asyncio.wait_for(handle.finish_now(by="U_BOSS"), timeout=10)
+    finished = await handle.wait()
+    assert isinstance(finished, RunFinished)
+    assert finished.salvage is not None
+    assert finished.salvage.startswith("finish_now:")
+    assert (finished.applied, finished.apply_reason) == (
+        False,
+        "not applied: the run was finished early by U_BOSS",
+    )
+    assert harness.requested.empty()  # nobody was asked after the run was told to finish
+    assert _apply_events(harness) == []
     assert (source / "fix.py").read_text() == ORIGINAL
 
 

@@ -6,37 +6,24 @@ anthropic 2.x has no `temperature`/`top_p`/`top_k` arguments: sampling params tr
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from types import MappingProxyType
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 import anthropic
 
 from orchestrator.errors import ProviderError
 from orchestrator.llm import convert
+from orchestrator.llm.adapter import SdkAdapter
 from orchestrator.llm.base import Message, StreamItem, TextDelta, ToolCallReady, ToolSpec, TurnEnd, Usage
-from orchestrator.llm.retry import RetryPolicy, SdkErrors, classify_sdk_error, stream_with_retries
+from orchestrator.llm.retry import SdkErrors
 
 DEFAULT_MAX_TOKENS = 4096
-_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 # Anthropic's `overloaded_error` arrives as HTTP 529, already covered by "5xx is retryable".
 
 
 def build_sdk_client(base_url: str | None, api_key: str, timeout_s: float) -> anthropic.AsyncAnthropic:
     """The SDK client with its own retries off: `retry.py` owns retries, so none are doubled."""
     return anthropic.AsyncAnthropic(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s)
-
-
-_ERRORS = SdkErrors(
-    status=anthropic.APIStatusError,
-    timeout=anthropic.APITimeoutError,
-    connection=anthropic.APIConnectionError,
-)
-
-
-def classify(exc: Exception, provider: str, model: str) -> ProviderError:
-    """Turn a anthropic SDK exception into a `ProviderError` (see `retry.classify_sdk_error`)."""
-    return classify_sdk_error(exc, _ERRORS, provider, model)
 
 
 class _Usage:
@@ -62,45 +49,16 @@ class _Usage:
         return Usage(input_tokens=total, output_tokens=self.output, cached_input_tokens=self.cache_read)
 
 
-class AnthropicClient:
+class AnthropicClient(SdkAdapter[anthropic.AsyncAnthropic]):
     """The Messages API (`POST /v1/messages`), backend types `claude` / `anthropic`."""
 
     provider = "anthropic"
-
-    def __init__(
-        self,
-        client: anthropic.AsyncAnthropic,
-        model: str,
-        *,
-        max_tokens: int | None = None,
-        timeout_s: float = 120.0,
-        retry: RetryPolicy | None = None,
-        extra: Mapping[str, Any] = _NO_EXTRA,
-    ) -> None:
-        self._client = client
-        self._model = model
-        self._max_tokens = max_tokens or DEFAULT_MAX_TOKENS
-        self._timeout_s = timeout_s
-        self._retry = retry or RetryPolicy()
-        self._extra = dict(extra)
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    async def aclose(self) -> None:
-        """Close the SDK client's connection pool."""
-        await self._client.close()
-
-    def stream_turn(
-        self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
-    ) -> AsyncIterator[StreamItem]:
-        """Stream one assistant turn; raises `ProviderError` once retries are exhausted."""
-        return stream_with_retries(
-            lambda: self._attempt(system, messages, tools),
-            lambda exc: classify(exc, self.provider, self._model),
-            self._retry,
-        )
+    errors = SdkErrors(
+        status=anthropic.APIStatusError,
+        timeout=anthropic.APITimeoutError,
+        connection=anthropic.APIConnectionError,
+    )
+    default_max_tokens = DEFAULT_MAX_TOKENS
 
     async def _attempt(
         self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]

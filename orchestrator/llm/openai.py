@@ -8,14 +8,13 @@ stream helpers are avoided because they re-parse tool arguments and fail on inva
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from types import MappingProxyType
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 import openai
 
-from orchestrator.errors import ProviderError
 from orchestrator.llm import convert
+from orchestrator.llm.adapter import SdkAdapter
 from orchestrator.llm.base import (
     Message,
     StreamItem,
@@ -26,9 +25,7 @@ from orchestrator.llm.base import (
     TurnEnd,
     Usage,
 )
-from orchestrator.llm.retry import RetryPolicy, SdkErrors, classify_sdk_error, stream_with_retries
-
-_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+from orchestrator.llm.retry import SdkErrors
 
 
 def build_sdk_client(base_url: str | None, api_key: str, timeout_s: float) -> openai.AsyncOpenAI:
@@ -36,63 +33,13 @@ def build_sdk_client(base_url: str | None, api_key: str, timeout_s: float) -> op
     return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s)
 
 
-_ERRORS = SdkErrors(
-    status=openai.APIStatusError, timeout=openai.APITimeoutError, connection=openai.APIConnectionError
-)
-
-
-def classify(exc: Exception, provider: str, model: str) -> ProviderError:
-    """Turn a openai SDK exception into a `ProviderError` (see `retry.classify_sdk_error`)."""
-    return classify_sdk_error(exc, _ERRORS, provider, model)
-
-
-class _OpenAIClient:
-    """Shared plumbing: settings, retries and error mapping; subclasses stream one attempt."""
+class _OpenAIClient(SdkAdapter[openai.AsyncOpenAI]):
+    """Shared by both OpenAI APIs: the SDK's error classes."""
 
     provider = "openai"
-
-    def __init__(
-        self,
-        client: openai.AsyncOpenAI,
-        model: str,
-        *,
-        max_tokens: int | None = None,
-        timeout_s: float = 120.0,
-        retry: RetryPolicy | None = None,
-        extra: Mapping[str, Any] = _NO_EXTRA,
-    ) -> None:
-        self._client = client
-        self._model = model
-        self._max_tokens = max_tokens
-        self._timeout_s = timeout_s  # per HTTP call: connect, and each wait for the next bytes
-        self._retry = retry or RetryPolicy()
-        self._extra = dict(extra)  # provider params (temperature, reasoning, ...) sent verbatim
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    async def aclose(self) -> None:
-        """Close the SDK client's connection pool."""
-        await self._client.close()
-
-    def stream_turn(
-        self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
-    ) -> AsyncIterator[StreamItem]:
-        """Stream one assistant turn; raises `ProviderError` once retries are exhausted."""
-        return stream_with_retries(
-            lambda: self._attempt(system, messages, tools),
-            lambda exc: classify(exc, self.provider, self._model),
-            self._retry,
-        )
-
-    def _attempt(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
-    ) -> AsyncGenerator[StreamItem, None]:
-        raise NotImplementedError
-
-    def _error(self, message: str, *, retryable: bool) -> ProviderError:
-        return ProviderError(self.provider, self._model, None, retryable, message)
+    errors = SdkErrors(
+        status=openai.APIStatusError, timeout=openai.APITimeoutError, connection=openai.APIConnectionError
+    )
 
 
 class OpenAIResponsesClient(_OpenAIClient):

@@ -42,8 +42,8 @@ from bot.render.blocks import (
     approval_decided_blocks,
     approval_expired_blocks,
     approval_request_blocks,
+    approver_mentions,
 )
-from bot.render.escape import user_mention
 from bot.render.kit import date_token
 from bot.store import BotStore
 
@@ -178,9 +178,11 @@ class ApprovalsUI:
         channel = request.context.get(CONTEXT_CHANNEL)
         if not channel:
             return  # not a Slack run (CLI, file handshake): nothing to show here
-        approver_ids = _approver_ids(request)
         text, blocks = approval_request_blocks(
-            approval_view(request), approver_ids=approver_ids, now=self._clock()
+            approval_view(request),
+            approver_ids=_approver_ids(request),
+            approver_groups=sorted(request.approvers.groups),
+            now=self._clock(),
         )
         ref = self._outbox.post(
             channel, text=text, blocks=blocks, thread=request.context.get(CONTEXT_THREAD), priority=10
@@ -193,7 +195,7 @@ class ApprovalsUI:
         channel = request.context.get(CONTEXT_CHANNEL)
         if not channel:
             return
-        who = " ".join(user_mention(u) for u in _approver_ids(request)) or "Approvers"
+        who = approver_mentions(_approver_ids(request), sorted(request.approvers.groups)) or "Approvers"
         at = date_token(request.expires_at.timestamp())
         text = f"⏰ {who}: an approval request in this thread expires at {at}; unanswered, it is denied."
         self._outbox.post(channel, text=text, thread=request.context.get(CONTEXT_THREAD), priority=10)

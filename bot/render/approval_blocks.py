@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bot.render import ids
-from bot.render.escape import code, code_block, is_user_id, safe, user_mention
+from bot.render.escape import code, code_block, group_mention, is_group_id, is_user_id, safe, user_mention
 from bot.render.kit import Block, actions, button, confirm, context, date_token, duration, section
 
 Rendered = tuple[str, list[Block]]
@@ -60,9 +60,18 @@ def _action_section(view: ApprovalView, limit: int = ACTION_PREVIEW) -> Block:
     return section(code_block(view.action, limit) + note)
 
 
-def approval_request_blocks(view: ApprovalView, *, approver_ids: Iterable[str], now: float) -> Rendered:
-    """The Approve/Deny message posted in the run's thread."""
-    mentions = " ".join(dict.fromkeys(user_mention(u) for u in approver_ids if is_user_id(u)))
+def approver_mentions(users: Iterable[str], groups: Iterable[str] = ()) -> str:
+    """Mentions that ring the approvers' phones: validated user ids, then validated group ids."""
+    people = [user_mention(u) for u in users if is_user_id(u)]
+    teams = [group_mention(g) for g in groups if is_group_id(g)]
+    return " ".join(dict.fromkeys(people + teams))
+
+
+def approval_request_blocks(
+    view: ApprovalView, *, approver_ids: Iterable[str], now: float, approver_groups: Iterable[str] = ()
+) -> Rendered:
+    """The Approve/Deny message posted in the run's thread; it mentions the approvers and their groups."""
+    mentions = approver_mentions(approver_ids, approver_groups)
     agent = safe(view.agent_id, 60)
     approve_confirm = None
     if view.risk in HIGH_RISK:

@@ -15,6 +15,7 @@ from bot.render.approval_blocks import (
     approval_details_modal,
     approval_expired_blocks,
     approval_request_blocks,
+    approver_mentions,
     deny_reason_modal,
 )
 from bot.render.run_blocks import (
@@ -39,6 +40,7 @@ __all__ = [
     "approval_details_modal",
     "approval_expired_blocks",
     "approval_request_blocks",
+    "approver_mentions",
     "deny_reason_modal",
     "final_answer_messages",
     "help_text",

@@ -15,6 +15,7 @@ from bot.render.redact import redact
 
 _BARE_MENTION = re.compile(r"@(here|channel|everyone)\b", re.IGNORECASE)
 _USER_ID = re.compile(r"[UW][A-Z0-9]{2,}")
+_GROUP_ID = re.compile(r"S[A-Z0-9]{2,}")  # user groups ("subteams")
 _WORD_JOINER = "\u2060"
 ELLIPSIS = "…"
 
@@ -68,6 +69,15 @@ def code_block(text: str, limit: int | None = None) -> str:
 
 def is_user_id(value: str) -> bool:
     return bool(_USER_ID.fullmatch(value))
+
+
+def is_group_id(value: str) -> bool:
+    return bool(_GROUP_ID.fullmatch(value))
+
+
+def group_mention(group_id: str) -> str:
+    """`<!subteam^S…>` for a validated user-group id (rings its members); anything else escaped."""
+    return f"<!subteam^{group_id}>" if is_group_id(group_id) else escape(group_id)
 
 
 def user_mention(user_id: str) -> str:

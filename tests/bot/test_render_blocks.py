@@ -360,3 +360,11 @@ async def test_everything_posts_cleanly_to_the_emulator() -> None:
         await client.views_publish(user_id="U0APPROVER", view=home_view([approval()], [], now=NOW))
         slack.assert_clean()
         assert len(slack.calls_to("chat.postMessage", ok=True)) == len(messages)
+
+
+def test_approver_mentions_ring_users_and_groups_and_never_inject() -> None:
+    from bot.render.blocks import approver_mentions
+
+    assert approver_mentions(["U0A", "U0A", "W0B"], ["S0OPS"]) == "<@U0A> <@W0B> <!subteam^S0OPS>"
+    # Anything that is not a plain id is dropped, never turned into a live mention.
+    assert approver_mentions(["here", "<!channel>", "u0lower"], ["!everyone", "S0X>|x"]) == ""

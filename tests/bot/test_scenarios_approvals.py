@@ -197,8 +197,15 @@ async def test_expiry_denies_rewrites_the_message_and_late_clicks_change_nothing
 async def test_group_member_may_approve_resolved_through_usergroups(tmp_path: Path) -> None:
     async with bot_harness(tmp_path) as bot:
         bot.slack.usergroups["S0OPS"] = ["U0OPS1", "U0OPS2"]
-        bot.slack.allowed_mentions.add("U0OPS2")  # "Approved by <@U0OPS2>"
+        bot.slack.allowed_mentions.update({"U0OPS2", "S0OPS"})  # "Approved by <@U0OPS2>", the group ping
         request, _ = await _ask(bot, approvers=Approvers(groups=frozenset({"S0OPS"})))
+        await bot.wait_for(
+            lambda: any(request.id in str(c.params) for c in bot.slack.calls_to("chat.postMessage"))
+        )
+        posted = next(c for c in bot.slack.calls_to("chat.postMessage") if request.id in str(c.params))
+        assert "<!subteam^S0OPS>" in str(posted.params), (
+            "the group's members are mentioned so their phones ring"
+        )
         await bot.click(ids.APPROVE_ONCE, request.id, user="U0OPS2")
         decided = await asyncio.wait_for(bot.services.approvals.wait(request.id), 5)
         assert decided.decided_by == "U0OPS2"

@@ -259,12 +259,14 @@ def iter_texts(value: Any) -> Iterator[str]:
 
 
 def find_mentions(texts: Iterable[str], allowed_users: Iterable[str] = ()) -> list[str]:
-    """Live broadcast/group mentions and user mentions outside `allowed_users`."""
+    """Live broadcast mentions, and user or group (`subteam^S…`) mentions outside `allowed_users`."""
     allowed = set(allowed_users)
     problems = []
     for text in texts:
         for m in _SPECIAL_MENTION.finditer(text):
-            problems.append(f"unescaped mention {m.group(0)!r}")
+            group = m.group(1).partition("^")[2]
+            if not (group and group in allowed):  # a group mention is fine where the test allows it
+                problems.append(f"unescaped mention {m.group(0)!r}")
         for m in _BARE_MENTION.finditer(text):
             problems.append(f"bare mention {m.group(0)!r}")
         for m in _USER_MENTION.finditer(text):

@@ -70,6 +70,8 @@ def approval_view(request: ApprovalRequest) -> ApprovalView:
         scopes=request.scopes,
         decided_at=None if request.decided_at is None else request.decided_at.timestamp(),
         decision_reason=request.decision_reason,
+        quorum=request.approvers.quorum,
+        approvals_so_far=request.approvals_so_far,
     )
 
 
@@ -171,6 +173,8 @@ class ApprovalsUI:
             self._remind(request)
         elif event.kind == "approval_decided" and event.final:
             self._rewrite(request, *approval_decided_blocks(approval_view(request), now=self._clock()))
+        elif event.kind == "approval_decided":  # a vote towards a quorum: show the progress, keep buttons
+            self._rewrite(request, *self._request_blocks(request), final=False)
         elif event.kind in {"approval_expired", "approval_cancelled"}:
             self._rewrite(request, *approval_expired_blocks(approval_view(request), now=self._clock()))
 
@@ -178,17 +182,20 @@ class ApprovalsUI:
         channel = request.context.get(CONTEXT_CHANNEL)
         if not channel:
             return  # not a Slack run (CLI, file handshake): nothing to show here
-        text, blocks = approval_request_blocks(
-            approval_view(request),
-            approver_ids=_approver_ids(request),
-            approver_groups=sorted(request.approvers.groups),
-            now=self._clock(),
-        )
+        text, blocks = self._request_blocks(request)
         ref = self._outbox.post(
             channel, text=text, blocks=blocks, thread=request.context.get(CONTEXT_THREAD), priority=10
         )
         self._messages[request.id] = ref
         self._spawn(self._remember(request.id, channel, ref))
+
+    def _request_blocks(self, request: ApprovalRequest) -> tuple[str, list[dict[str, Any]]]:
+        return approval_request_blocks(
+            approval_view(request),
+            approver_ids=_approver_ids(request),
+            approver_groups=sorted(request.approvers.groups),
+            now=self._clock(),
+        )
 
     def _remind(self, request: ApprovalRequest) -> None:
         """A new thread reply (an edit would not notify anyone) shortly before the request expires."""
@@ -203,10 +210,12 @@ class ApprovalsUI:
     async def _remember(self, request_id: str, channel: str, ref: MessageRef) -> None:
         await self._store.record_approval_message(request_id, channel, await ref.ts())
 
-    def _rewrite(self, request: ApprovalRequest, text: str, blocks: list[dict[str, Any]]) -> None:
+    def _rewrite(
+        self, request: ApprovalRequest, text: str, blocks: list[dict[str, Any]], *, final: bool = True
+    ) -> None:
         if not request.context.get(CONTEXT_CHANNEL):
             return
-        ref = self._messages.pop(request.id, None)
+        ref = self._messages.pop(request.id, None) if final else self._messages.get(request.id)
         if ref is not None:
             self._outbox.update(ref, text=text, blocks=blocks)
         else:  # posted by an earlier process: find the message in the store

@@ -39,6 +39,16 @@ class ApprovalView:
     scopes: tuple[str, ...] = ("once", "run")
     decided_at: float | None = None
     decision_reason: str | None = None  # e.g. the denier's reason
+    quorum: int = 1  # approvals needed
+    approvals_so_far: tuple[str, ...] = ()  # who approved so far, while a quorum is pending
+
+
+def _quorum_line(view: ApprovalView) -> str:
+    """ "Needs 2 approvals · 1 so far: @x" while a quorum is pending; one approval needs no line."""
+    if view.quorum <= 1:
+        return ""
+    who = ", ".join(user_mention(u) for u in view.approvals_so_far)
+    return f"Needs {view.quorum} approvals · {len(view.approvals_so_far)} so far{': ' + who if who else ''}"
 
 
 def _asked_by(view: ApprovalView) -> str:
@@ -108,6 +118,7 @@ def approval_request_blocks(
         ),
         actions(f"approval:{view.request_id}", *buttons),
         context(
+            _quorum_line(view),
             "Only authorised approvers can decide · no answer by the deadline means *deny*",
             f"request {code(view.request_id, 80)}",
         ),

@@ -318,3 +318,25 @@ async def test_click_decides_on_postgresql_too(tmp_path: Path) -> None:
         await bot.command("ship it")
         await bot.settle()
         assert (await bot.services.store.recent_runs())[0].state == "finished"
+
+
+async def test_quorum_progress_is_shown_on_the_message_until_the_last_approval(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path) as bot:
+        second = "U0SECOND"
+        bot.slack.allowed_mentions.add(second)
+        approvers = Approvers(users=frozenset({APPROVER, second}), quorum=2)
+        request, thread = await _ask(bot, approvers=approvers)
+        await bot.click(ids.APPROVE_ONCE, request.id, user=APPROVER)
+        await bot.settle()
+        assert (await bot.services.approvals.get(request.id)).status == "pending"  # type: ignore[union-attr]
+        ts = post_ts(bot, thread)
+        progress = [c.params for c in bot.slack.calls_to("chat.update", ok=True) if c.params["ts"] == ts]
+        assert progress, "the first vote rewrote the message"
+        assert f"1 so far: <@{APPROVER}>" in str(progress[-1]["blocks"])
+        assert ids.APPROVE_ONCE in _buttons(progress[-1]["blocks"]), "buttons stay for the others"
+        await bot.click(ids.APPROVE_ONCE, request.id, user=second)
+        decided = await asyncio.wait_for(bot.services.approvals.wait(request.id), 5)
+        assert decided.status == "approved"
+        await bot.settle()
+        final = [c.params for c in bot.slack.calls_to("chat.update", ok=True) if c.params["ts"] == ts][-1]
+        assert not _buttons(final["blocks"])

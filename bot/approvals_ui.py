@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -19,7 +19,6 @@ from approvals.actions import Action
 from approvals.audit import AuditEntry
 from approvals.decisions import Decision
 from approvals.events import ApprovalEvent
-from approvals.lifecycle import authorise
 from approvals.models import (
     AlreadyDecided,
     ApprovalRequest,
@@ -237,15 +236,34 @@ class ApprovalsUI:
         """Listed among the request's approvers, directly or through a group."""
         return request.approvers.lists(await self.principal(user_id, request))
 
-    async def may_decide(self, request_id: str, user_id: str) -> tuple[ApprovalRequest | None, str | None]:
-        """(request, why-not) for a click that wants a modal first (Deny with reason)."""
+    async def add_deny_reason(self, request_id: str, user_id: str, reason: str | None) -> str | None:
+        """The optional reason a denier gives after the click: audited and shown on the message.
+
+        The denial itself landed at the click (the agent moved on at once); only the approver who
+        denied may explain it. Returns the ephemeral reply, if any.
+        """
         request = await self.service.get(request_id)
-        if request is None:
-            return None, "That approval request no longer exists."
-        if request.terminal:
-            return request, already_text(request)
-        why = authorise(request, await self.principal(user_id, request), approve=False)
-        return request, None if why is None else NOT_AUTHORISED
+        if request is None or request.status != "denied" or request.decided_by != user_id:
+            return "Only the approver who denied this request can add its reason."
+        if not reason:
+            return None
+        await self.service.record_decision(
+            AuditEntry(
+                at=self.service.clock.now(),
+                run_id=request.run_id,
+                agent_id=request.agent_id,
+                actor=user_id,
+                action=str(request.action),
+                outcome="denied",
+                layer=request.layer,
+                risk=request.risk,
+                reason=f"reason given after the denial: {reason}",
+                request_id=request.id,
+            )
+        )
+        view = replace(approval_view(request), decision_reason=reason)
+        self._rewrite(request, *approval_decided_blocks(view, now=self._clock()))
+        return None
 
     async def decide(
         self,

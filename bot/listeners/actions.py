@@ -88,20 +88,21 @@ def _from_home(body: dict[str, Any]) -> bool:
 
 
 async def _deny(services: Services, body: dict[str, Any]) -> None:
-    """Approvers get the reason modal (submitting it denies); anyone else is refused and audited."""
+    """Deny at the click (the agent moves on at once), then offer the denier a reason modal.
+
+    Anyone not authorised is refused and audited by `decide`, and nothing changes.
+    """
     request_id, user, trigger = action_value(body), user_id(body), body.get("trigger_id")
     if request_id is None or user is None:
         return
-    ui = services.approvals_ui
-    request, why_not = await ui.may_decide(request_id, user)
-    if request is not None and why_not is None and isinstance(trigger, str):
-        try:
-            await services.outbox.call("views.open", trigger_id=trigger, view=deny_reason_modal(request_id))
-            return
-        except Exception:  # trigger expired or Slack refused the modal: deny now, without a reason
-            log.warning("deny modal could not open for %s; denying without a reason", request_id)
-    # Not authorised, already decided, or no modal: decide() audits and answers each case.
-    await _tell(services, body, await ui.decide(request_id, user, approve=False))
+    text = await services.approvals_ui.decide(request_id, user, approve=False)
+    if text is not None or not isinstance(trigger, str):
+        await _tell(services, body, text)
+        return
+    try:
+        await services.outbox.call("views.open", trigger_id=trigger, view=deny_reason_modal(request_id))
+    except Exception:  # the trigger expired or Slack refused the modal: denied without a reason
+        log.warning("deny reason modal could not open for %s", request_id)
 
 
 async def _details(services: Services, body: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""Modal submissions: the Deny-with-reason modal."""
+"""Modal submissions: the reason a denier may add after denying."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def _reason(view: dict[str, Any]) -> str | None:
 
 
 async def _deny(services: Services, request_id: str, user: str, reason: str | None) -> None:
-    text = await services.approvals_ui.decide(request_id, user, approve=False, reason=reason)
+    text = await services.approvals_ui.add_deny_reason(request_id, user, reason)
     await publish_home(services, user)  # the modal may have come from the Home tab: refresh it
     if text:
         request = await services.approvals.get(request_id)

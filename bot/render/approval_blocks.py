@@ -200,12 +200,12 @@ def approval_details_modal(view: ApprovalView, *, now: float | None = None) -> B
 
 
 def deny_reason_modal(request_id: str) -> Block:
-    """`views.open` payload (callback_id `ids.DENY_MODAL`, private_metadata = request id)."""
+    """Shown after a Deny click: an optional reason (callback_id `ids.DENY_MODAL`, metadata = request id)."""
     reason_input = {
         "type": "input",
         "block_id": ids.DENY_REASON_BLOCK,
         "optional": True,
-        "label": {"type": "plain_text", "text": "Why? (the agent is told)"},
+        "label": {"type": "plain_text", "text": "Why? (optional; kept in the audit trail)"},
         "element": {
             "type": "plain_text_input",
             "action_id": ids.DENY_REASON_INPUT,
@@ -213,10 +213,11 @@ def deny_reason_modal(request_id: str) -> Block:
             "max_length": 500,
         },
     }
-    blocks = [section("Denied. Add a reason so the agent can try something else."), reason_input]
+    note = section("⛔ Denied: the agent was told and moved on. Add a reason for the record?")
+    blocks = [note, reason_input]
     return modal(
         ids.DENY_MODAL,
-        "Deny with a reason",
+        "Denied",
         blocks,
         submit={"type": "plain_text", "text": "Send reason"},
         private_metadata=request_id[:3000],

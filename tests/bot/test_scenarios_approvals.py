@@ -112,23 +112,33 @@ async def test_approver_click_decides_and_the_waiter_wakes(
         assert not _buttons(final.get("blocks") or [])
 
 
-async def test_deny_opens_reason_modal_and_submitting_denies_with_the_reason(tmp_path: Path) -> None:
+async def test_deny_denies_at_the_click_and_the_modal_adds_an_optional_reason(tmp_path: Path) -> None:
     async with bot_harness(tmp_path) as bot:
-        request, _ = await _ask(bot)
+        request, thread = await _ask(bot)
+        waiter = asyncio.create_task(bot.services.approvals.wait(request.id))
         await bot.click(ids.DENY, request.id, user=APPROVER)
+        decided = await asyncio.wait_for(waiter, 5)
+        assert (decided.status, decided.decided_by) == ("denied", APPROVER)  # the agent moves on at once
         await bot.wait_for(lambda: bool(bot.slack.calls_to("views.open", ok=True)))
         view = bot.slack.calls_to("views.open", ok=True)[-1].params["view"]
         assert view["callback_id"] == ids.DENY_MODAL
         assert view["private_metadata"] == request.id
-        assert (await bot.services.approvals.get(request.id)).status == "pending"  # type: ignore[union-attr]
         values = {
             ids.DENY_REASON_BLOCK: {
                 ids.DENY_REASON_INPUT: {"type": "plain_text_input", "value": "not on a Friday"}
             }
         }
+        # Only the denier may explain the denial; anyone else changes nothing.
+        assert await bot.submit(ids.DENY_MODAL, values, user=INTRUDER, metadata=request.id) == 200
         assert await bot.submit(ids.DENY_MODAL, values, user=APPROVER, metadata=request.id) == 200
-        decided = await asyncio.wait_for(bot.services.approvals.wait(request.id), 5)
-        assert (decided.status, decided.decision_reason) == ("denied", "not on a Friday")
+        await bot.settle()
+        trail = await bot.services.approvals.audit_trail(run_id="run-test")
+        explained = [e for e in trail if e.reason and "not on a Friday" in e.reason]
+        assert [(e.actor, e.outcome) for e in explained] == [(APPROVER, "denied")]
+        ts = post_ts(bot, thread)
+        final = [c.params for c in bot.slack.calls_to("chat.update", ok=True) if c.params["ts"] == ts][-1]
+        assert "not on a Friday" in str(final["blocks"])
+        assert not _buttons(final["blocks"])
 
 
 async def test_intruder_is_refused_privately_audited_and_nothing_changes(tmp_path: Path) -> None:

@@ -76,6 +76,19 @@ async def test_app_home_shows_my_pending_approvals_with_buttons_and_a_home_click
         await bot.wait_for(lambda: request_id not in str(_home_of(bot, APPROVER)))
 
 
+async def test_a_home_deny_decides_and_republishes_the_home_tab(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path) as bot:
+        request_id = await _ask(bot)
+        await bot.post(encode_json(_home_opened(APPROVER)))
+        await bot.wait_for(lambda: _published(bot, APPROVER) == 1)
+        assert request_id in str(_home_of(bot, APPROVER))
+        click = block_actions(ids.DENY, request_id, user=APPROVER, view={"id": "V0HOME", "type": "home"})
+        assert (await bot.post(encode_interactive(click)))[0] == 200
+        decided = await asyncio.wait_for(bot.services.approvals.wait(request_id), 5)
+        assert decided.status == "denied"
+        await bot.wait_for(lambda: request_id not in str(_home_of(bot, APPROVER)))
+
+
 def _published(bot: BotHarness, user: str) -> int:
     return sum(1 for c in bot.slack.calls_to("views.publish", ok=True) if c.params["user_id"] == user)
 

@@ -131,12 +131,16 @@ def make_client(settings: BotSettings) -> AsyncWebClient:
     return client
 
 
-def default_tools() -> ToolsBuilder:
-    """Real tools (files, shell in the sandbox, fetch) behind the permission gate."""
+def default_tools(workspace_root: Path | None = None) -> ToolsBuilder:
+    """Real tools (files, shell in the sandbox, fetch) behind the permission gate.
+
+    Agents' workspaces live under `workspace_root` (`MASSGEN_STATE_DIR/workspaces`), else in a
+    temporary directory; each run's folder is removed when the run ends.
+    """
     from orchestrator.toolbox import build_run_tools
 
     async def build(ctx: RunContext, port: ThreadApprovalPort) -> RunTools:
-        tools: RunTools = await build_run_tools(ctx, approvals=port)
+        tools: RunTools = await build_run_tools(ctx, approvals=port, root=workspace_root)
         return tools
 
     return build
@@ -158,9 +162,11 @@ async def recover(store: BotStore, approvals: ApprovalService, outbox: Outbox) -
     return len(stale)
 
 
-def _tools(choice: ToolsBuilder | Literal["real", "none"]) -> ToolsBuilder | None:
+def _tools(
+    choice: ToolsBuilder | Literal["real", "none"], state_dir: Path | None = None
+) -> ToolsBuilder | None:
     if choice == "real":
-        return default_tools()
+        return default_tools(None if state_dir is None else state_dir / "workspaces")
     return None if choice == "none" else choice
 
 
@@ -235,7 +241,7 @@ async def build_services(
         store=db.store,
         approvals=db.approvals,
         run_store=db.run_store,
-        tools=_tools(tools),
+        tools=_tools(tools, settings.state_dir),
         clock=clock,
         observe=observe,
         broadcast_final=settings.broadcast_final,

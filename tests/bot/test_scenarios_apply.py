@@ -31,14 +31,24 @@ async def test_apply_back_waits_for_a_click_then_writes_the_source(tmp_path: Pat
     source.mkdir()
     (source / "README.md").write_text("demo\n")
     extra = f"workspace: {{source: '{source}', apply: ask}}\n"
+    state = tmp_path / "state"
     async with bot_harness(
-        tmp_path, handler=writes_then_follows_the_protocol, agents=2, tools="real", team_extra=extra
+        tmp_path,
+        handler=writes_then_follows_the_protocol,
+        agents=2,
+        tools="real",
+        team_extra=extra,
+        state_dir=state,
     ) as bot:
         await bot.command("add a FIX.md")
         await bot.wait_for(lambda: any(_approve_button(c.params.get("blocks")) for c in bot.posts()), 30)
         ask = next(c for c in bot.posts() if _approve_button(c.params.get("blocks")))
         assert "FIX.md" in str(ask.params["blocks"]), "the approver sees the file the patch writes"
         assert not (source / "FIX.md").exists(), "nothing is written before the click"
+        # The agents' workspaces live under MASSGEN_STATE_DIR while the run waits.
+        runs = [p for p in (state / "workspaces").iterdir() if "." not in p.name]  # not the snapshot
+        assert len(runs) == 1
+        assert sorted(p.name for p in runs[0].iterdir() if not p.name.startswith(".")) == ["a1", "a2"]
         request_id = _approve_button(ask.params["blocks"])
         assert request_id is not None
         await bot.click(ids.APPROVE_ONCE, request_id, user=APPROVER)
@@ -47,3 +57,4 @@ async def test_apply_back_waits_for_a_click_then_writes_the_source(tmp_path: Pat
         assert run.state == "finished"
         assert (source / "FIX.md").read_text().startswith("fixed by ")
         assert any("Patch applied to the source" in str(c.params) for c in bot.posts())
+        assert not list((state / "workspaces").iterdir()), "a finished run's workspaces are removed"

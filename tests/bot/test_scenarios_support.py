@@ -135,6 +135,7 @@ async def bot_harness(
     options: OutboxOptions = FAST,
     remind_before: float = 120,
     database_url: str | None = None,
+    state_dir: Path | None = None,
 ) -> AsyncIterator[BotHarness]:
     """Start the emulator, the provider server and the bot (HTTP app); close all at exit."""
     slack_emulator = SlackEmulator(
@@ -150,6 +151,7 @@ async def bot_harness(
                 SLACK_API_URL=slack.api_url,
                 DATABASE_URL=database_url or f"sqlite:///{tmp_path / 'bot.db'}",
                 MASSGEN_TEAMS_DIR=tmp_path / "teams",
+                MASSGEN_STATE_DIR=state_dir,
             )
             services = await build_services(settings, team_file=team, tools=tools, outbox=options)
             app = build_app(services)

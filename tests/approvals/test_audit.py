@@ -6,7 +6,6 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
-from pathlib import Path
 from types import MappingProxyType
 
 import pytest
@@ -28,22 +27,9 @@ from approvals.events import (
 from approvals.models import Approvers, Principal
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
-from approvals.testing import EPOCH, FrozenClock, ask_decision, sample_request, scratch_postgres_database
-from tests.conftest import postgres_url
+from approvals.testing import EPOCH, FrozenClock, ask_decision, sample_request
 
 APPROVERS = Approvers(users=frozenset({"U_A", "U_B"}), quorum=1)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/approvals.db"
-        return
-    server = postgres_url()
-    if server is None:
-        pytest.skip("no PostgreSQL server (DATABASE_URL_POSTGRES unset)")
-    async with scratch_postgres_database(server) as url:
-        yield url
 
 
 @pytest.fixture

@@ -21,22 +21,9 @@ from approvals.actions import Action
 from approvals.models import AlreadyDecided, Approvers, Decided, DecideResult, Principal, QuorumPending
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
-from approvals.testing import ask_decision, scratch_postgres_database
-from tests.conftest import postgres_url
+from approvals.testing import ask_decision
 
 VOTERS = [f"U{i:03d}" for i in range(100)]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/approvals.db"
-        return
-    server = postgres_url()
-    if server is None:
-        pytest.skip("no PostgreSQL server (DATABASE_URL_POSTGRES unset)")
-    async with scratch_postgres_database(server) as url:
-        yield url
 
 
 @pytest.fixture

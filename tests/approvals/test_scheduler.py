@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -20,9 +18,7 @@ from approvals.testing import (
     InMemoryApprovalStore,
     InMemoryAuditLog,
     ask_decision,
-    scratch_postgres_database,
 )
-from tests.conftest import postgres_url
 
 DEADLINE = 10.0  # seconds: generous, only hit when something is broken
 
@@ -109,18 +105,6 @@ async def test_a_decision_cancels_the_timers(memory_service: ApprovalService) ->
     finally:
         await scheduler.stop()
     assert not scheduler.running
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/approvals.db"
-        return
-    server = postgres_url()
-    if server is None:
-        pytest.skip("no PostgreSQL server (DATABASE_URL_POSTGRES unset)")
-    async with scratch_postgres_database(server) as url:
-        yield url
 
 
 class Process:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -24,22 +23,9 @@ from approvals.sql import (
     make_engine,
     migration_files,
 )
-from approvals.testing import EPOCH, InMemoryApprovalStore, sample_request, scratch_postgres_database
-from tests.conftest import postgres_url
+from approvals.testing import EPOCH, InMemoryApprovalStore, sample_request
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "deploy" / "migrations"
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/approvals.db"
-        return
-    server = postgres_url()
-    if server is None:
-        pytest.skip("no PostgreSQL server (DATABASE_URL_POSTGRES unset)")
-    async with scratch_postgres_database(server) as url:
-        yield url
 
 
 @pytest.fixture

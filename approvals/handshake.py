@@ -84,20 +84,8 @@ class FileHandshake:
     async def publish(self, request: ApprovalRequest) -> Path:
         """Write `req_<id>.json` atomically (temporary file, then rename)."""
         self._ensure_dir()
-        body = {
-            "id": request.id,
-            "nonce": request.nonce,
-            "run_id": request.run_id,
-            "agent_id": request.agent_id,
-            "action": str(request.action),
-            "digest": request.digest,
-            "risk": request.risk,
-            "reason": request.reason,
-            "scopes": list(request.scopes),
-            "created_at": request.created_at.isoformat(),
-            "expires_at": request.expires_at.isoformat(),
-            "status": request.status,
-        }
+        # The nonce goes only here: a response must echo it to prove it answers this very request.
+        body = {**request.summary(), "nonce": request.nonce, "status": request.status}
         final = self._dir / f"req_{request.id}.json"
         temporary = self._dir / f".req_{request.id}.{secrets.token_hex(4)}.tmp"
         temporary.write_text(json.dumps(body, indent=2, sort_keys=True))

@@ -101,6 +101,21 @@ class ApprovalRequest:
     def terminal(self) -> bool:
         return self.status in TERMINAL
 
+    def summary(self) -> dict[str, object]:
+        """What an external reader (CLI listing, file handshake) is shown; never the nonce."""
+        return {
+            "id": self.id,
+            "run_id": self.run_id,
+            "agent_id": self.agent_id,
+            "action": str(self.action),
+            "digest": self.digest,
+            "risk": self.risk,
+            "reason": self.reason,
+            "scopes": list(self.scopes),
+            "created_at": self.created_at.isoformat(),
+            "expires_at": self.expires_at.isoformat(),
+        }
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Decided:

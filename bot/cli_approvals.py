@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from approvals.audit import AuditEntry
 from approvals.errors import ApprovalsError
 from approvals.handshake import FileHandshake
-from approvals.models import SCOPES, ApprovalRequest, DecideResult, Principal, Scope
+from approvals.models import SCOPES, DecideResult, Principal, Scope
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
 from bot.settings import BotSettings
@@ -157,7 +157,7 @@ async def _list(service: ApprovalService, args: argparse.Namespace) -> int:
     requests = await service.pending(principal=principal, run_id=args.run)
     if args.json:
         for request in requests:
-            print(json.dumps(_request_json(request), sort_keys=True))
+            print(json.dumps(request.summary(), sort_keys=True))
         return EXIT_OK
     if not requests:
         print("no pending requests" + ("" if args.all else f" for {_principal(args).id}"))
@@ -275,21 +275,6 @@ def _audit_row(entry: AuditEntry) -> tuple[str, ...]:
         _clip(entry.action or "-", 60),
         _clip(entry.reason or "", 60),
     )
-
-
-def _request_json(request: ApprovalRequest) -> dict[str, object]:
-    return {
-        "id": request.id,
-        "run_id": request.run_id,
-        "agent_id": request.agent_id,
-        "action": str(request.action),
-        "digest": request.digest,
-        "risk": request.risk,
-        "reason": request.reason,
-        "scopes": list(request.scopes),
-        "created_at": request.created_at.isoformat(),
-        "expires_at": request.expires_at.isoformat(),
-    }
 
 
 def _when(moment: datetime) -> str:

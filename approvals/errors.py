@@ -25,16 +25,3 @@ class StoreError(ApprovalsError):
 
 class HandshakeError(ApprovalsError):
     """The file handshake directory is unusable (not a directory, a symlink, wrong owner)."""
-
-
-class RuleError(ApprovalsError):
-    """A permission rule (or rules file) is malformed; raised at load time, never silently dropped."""
-
-    def __init__(self, why: str, rule: str | None = None) -> None:
-        super().__init__(f"rule {rule!r}: {why}" if rule is not None else why)
-        self.rule = rule
-        self.why = why
-
-
-class PermissionConfigError(ApprovalsError):
-    """The permission engine cannot be built as configured (e.g. a workspace of `/` or a system directory)."""

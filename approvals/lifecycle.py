@@ -12,8 +12,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from types import MappingProxyType
 
-from approvals.actions import Action
-from approvals.decisions import Decision
 from approvals.errors import ApprovalMisuseError
 from approvals.models import (
     SCOPE_ORDER,
@@ -28,6 +26,7 @@ from approvals.models import (
     Status,
     offered_scopes,
 )
+from approvals.permissions import Action, Decision
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,8 +14,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import PlainSerializer
 
-from approvals.actions import Action
-from approvals.decisions import Layer, Risk
+from approvals.permissions import Action, Layer, Risk
 
 Scope = Literal["once", "run", "always"]
 Status = Literal["pending", "approved", "denied", "expired", "cancelled"]

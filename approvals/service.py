@@ -18,9 +18,7 @@ from dataclasses import replace
 from datetime import timedelta
 from types import MappingProxyType
 
-from approvals.actions import Action
 from approvals.audit import AuditEntry, AuditLog, Outcome, entry_for
-from approvals.decisions import Decision
 from approvals.errors import ApprovalNotFoundError, StoreError
 from approvals.events import (
     ApprovalCancelled,
@@ -53,6 +51,7 @@ from approvals.models import (
     Rejection,
     Scope,
 )
+from approvals.permissions import Action, Decision
 from approvals.ports import ApprovalStore, Clock, ExpiryTimer, SystemClock
 
 log = logging.getLogger(__name__)

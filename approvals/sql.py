@@ -36,10 +36,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.schema import CreateIndex, CreateTable
 from sqlalchemy.types import TypeDecorator
 
-from approvals.actions import Action
 from approvals.audit import AuditEntry
 from approvals.errors import ApprovalMisuseError, StoreError
 from approvals.models import ApprovalRequest, Status
+from approvals.permissions import Action
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 _SCHEMA_LOCK_KEY = 0x6D617373_67656E  # arbitrary, fixed: "massgen"

@@ -13,10 +13,9 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from approvals.actions import Action
 from approvals.audit import AuditEntry
-from approvals.decisions import Decision, Risk
 from approvals.models import ApprovalRequest, Approvers, Status, offered_scopes
+from approvals.permissions import Action, Decision, Risk
 
 EPOCH = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

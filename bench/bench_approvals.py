@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 
-from approvals.actions import Action
 from approvals.models import Approvers, Decided, Principal
+from approvals.permissions import Action
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
 from approvals.testing import ask_decision, scratch_postgres_database

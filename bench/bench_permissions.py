@@ -16,11 +16,9 @@ from typing import Any
 
 import yaml
 
-from approvals.actions import Action
-from approvals.engine import PermissionConfig, PermissionEngine
-from approvals.invocation import expand
-from approvals.rules import load_rules
-from approvals.shell import parse_shell
+from approvals.permissions import Action, PermissionConfig, PermissionEngine, load_rules
+from approvals.permissions.shell.invocation import expand
+from approvals.permissions.shell.parse import parse_shell
 
 CATALOGUE = Path(__file__).resolve().parent.parent / "tests" / "approvals" / "catalogue" / "actions.yaml"
 N_ACTIONS = 10_000

@@ -21,9 +21,8 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from approvals.actions import Action, action_digest
-from approvals.decisions import Decision
 from approvals.models import Approvers
+from approvals.permissions import Action, Decision, action_digest
 from bot.app import build_app, build_web_app
 from bot.approvals_ui import ThreadApprovalPort
 from bot.render import ids

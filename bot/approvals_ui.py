@@ -15,9 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from approvals.actions import Action
 from approvals.audit import AuditEntry
-from approvals.decisions import Decision
 from approvals.events import ApprovalEvent
 from approvals.models import (
     AlreadyDecided,
@@ -32,6 +30,7 @@ from approvals.models import (
     Scope,
     ScopeNotOffered,
 )
+from approvals.permissions import Action, Decision
 from approvals.service import ApprovalService
 from bot.groups import GroupResolver
 from bot.outbox import MessageRef, Outbox

@@ -16,11 +16,21 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from approvals.actions import ACTION_KINDS, Action
-from approvals.engine import PermissionConfig, PermissionEngine
-from approvals.errors import ApprovalsError
-from approvals.policy import POLICY_NAMES, PolicyName, check_policy
-from approvals.rules import EMPTY_RULES, RuleSet, load_rules, load_rules_file
+from approvals.permissions import (
+    ACTION_KINDS,
+    EMPTY_RULES,
+    POLICY_NAMES,
+    Action,
+    PermissionConfig,
+    PermissionEngine,
+    PermissionsError,
+    PolicyName,
+    RuleError,
+    RuleSet,
+    check_policy,
+    load_rules,
+    load_rules_file,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -45,13 +55,13 @@ def run_check(args: argparse.Namespace) -> int:
     try:
         rules = load_rules_file(args.rules) if args.rules is not None else EMPTY_RULES
         policy = check_policy(args.policy)
-    except ApprovalsError as exc:
+    except PermissionsError as exc:
         print(f"massgen-bot permissions check: {exc}", file=sys.stderr)
         return 1
     workspace = (args.workspace or Path.cwd()).absolute()
     try:
         checker = _Checker(workspace=workspace, policy=policy, rules=rules)
-    except ApprovalsError as exc:
+    except PermissionsError as exc:
         print(f"massgen-bot permissions check: {exc}", file=sys.stderr)
         return 1
     if args.jsonl:
@@ -108,7 +118,7 @@ class _Checker:
             return _error(f"{where}target must be a string", number)
         try:
             engine = self._engine(item.get("rules"))
-        except ApprovalsError as exc:
+        except PermissionsError as exc:
             return _error(f"{where}{exc}", number)
         try:
             decision = engine.evaluate(Action(kind=kind, target=target))
@@ -125,7 +135,7 @@ class _Checker:
         engine = self._engines.get(key)
         if engine is None:
             if line_rules is not None and not isinstance(line_rules, Mapping):
-                raise ApprovalsError("rules must be an object with allow/ask/deny lists")
+                raise RuleError("rules must be an object with allow/ask/deny lists")
             rules = self._rules.merged(load_rules(line_rules)) if line_rules else self._rules
             config = PermissionConfig(workspace=self._workspace, policy=self._policy, rules=rules)
             engine = self._engines[key] = PermissionEngine(config)

@@ -74,7 +74,7 @@ class OrchestratorConfig(_Model):
 
 class PermissionsConfig(_Model):
     policy: Policy = "human"
-    # Rule strings like "command(git push *)" or {rule, match, not_match} mappings (approvals.rules).
+    # Rule strings like "command(git push *)" or {rule, match, not_match} mappings (approvals.permissions).
     rules: dict[str, list[str | dict[str, Any]]] = Field(default_factory=dict)
 
     @field_validator("rules")
@@ -334,7 +334,9 @@ def _resolve_workspace(
 
 def _check_rules(team: TeamConfig, lines: dict[KeyPath, int], source: str) -> None:
     """Validate permission rules with the engine's own parser when it is installed (fail closed at load)."""
-    from approvals.rules import load_rules  # the engine's own parser (imported late: a tree-sitter grammar)
+    from approvals.permissions.rules import (
+        load_rules,  # the engine's own parser (imported late: a tree-sitter grammar)
+    )
 
     try:
         load_rules(team.permissions.rules)

@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from approvals.actions import Action
 from approvals.audit import AuditEntry, Outcome
-from approvals.decisions import Decision
 from approvals.models import ApprovalRequest, Approvers
+from approvals.permissions import Action, Decision
 from orchestrator.events import AgentState, AgentStatus, ApprovalRequested, ApprovalResolved
 from orchestrator.ports import Emit, ToolPhase
 
@@ -56,7 +55,7 @@ class ApprovalPort(Protocol):
 
 
 class Evaluator(Protocol):
-    """The part of `approvals.engine.PermissionEngine` the gate uses."""
+    """The part of `approvals.permissions.engine.PermissionEngine` the gate uses."""
 
     def evaluate_many(self, actions: Sequence[Action], *, grants: frozenset[str] = ...) -> Decision: ...
 

@@ -19,10 +19,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from approvals.actions import Action, action_digest
-from approvals.engine import PermissionConfig, PermissionEngine
 from approvals.models import Approvers
-from approvals.rules import load_rules
+from approvals.permissions import Action, PermissionConfig, PermissionEngine, action_digest, load_rules
 from orchestrator.config import ApprovalsConfig
 from orchestrator.errors import OrchestratorError
 from orchestrator.events import AgentState, AgentStatus, ToolCalled, ToolDecided

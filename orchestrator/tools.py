@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from approvals.actions import Action, ActionKind
+from approvals.permissions import Action, ActionKind
 from orchestrator.fetch import fetch_text
 from orchestrator.llm.base import ToolSpec
 from orchestrator.sandbox import Sandbox, SandboxSpec

@@ -10,7 +10,6 @@ from types import MappingProxyType
 
 import pytest
 
-from approvals.actions import Action
 from approvals.audit import OUTCOMES, AuditEntry
 from approvals.errors import StoreError
 from approvals.events import (
@@ -25,6 +24,7 @@ from approvals.events import (
     to_json,
 )
 from approvals.models import Approvers, Principal
+from approvals.permissions.actions import Action
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
 from approvals.testing import EPOCH, FrozenClock, ask_decision, sample_request

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from approvals.actions import Action
 from approvals.models import ApprovalRequest, Approvers
+from approvals.permissions.actions import Action
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
 from approvals.testing import ask_decision

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from approvals.actions import Action
 from approvals.models import AlreadyDecided, Approvers, Decided, DecideResult, Principal, QuorumPending
+from approvals.permissions.actions import Action
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
 from approvals.testing import ask_decision

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from approvals.actions import Action
 from approvals.handshake import FileHandshake
 from approvals.models import ApprovalRequest, Approvers
+from approvals.permissions.actions import Action
 from approvals.service import ApprovalService
 from approvals.testing import InMemoryApprovalStore, InMemoryAuditLog, ask_decision
 

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from approvals.actions import Action
 from approvals.lifecycle import Cancel, Expire, Remind, Vote, authorise, transition
 from approvals.models import (
     STATUSES,
@@ -22,6 +21,7 @@ from approvals.models import (
     ScopeNotOffered,
     offered_scopes,
 )
+from approvals.permissions.actions import Action
 from approvals.testing import EPOCH, sample_request
 
 NOW = EPOCH + timedelta(minutes=1)

@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import pytest
 
-from approvals.actions import Action
 from approvals.events import ApprovalEvent
 from approvals.models import ApprovalRequest, Approvers, Decided, Principal
+from approvals.permissions.actions import Action
 from approvals.scheduler import ExpiryScheduler
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine

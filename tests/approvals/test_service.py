@@ -8,9 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from approvals.actions import Action, action_digest
 from approvals.audit import AuditEntry
-from approvals.decisions import Decision
 from approvals.errors import ApprovalMisuseError, ApprovalNotFoundError
 from approvals.events import ApprovalEvent
 from approvals.models import (
@@ -23,6 +21,8 @@ from approvals.models import (
     QuorumPending,
     ScopeNotOffered,
 )
+from approvals.permissions.actions import Action, action_digest
+from approvals.permissions.decisions import Decision
 from approvals.service import ApprovalService
 from approvals.testing import EPOCH, FrozenClock, InMemoryApprovalStore, InMemoryAuditLog, ask_decision
 

@@ -7,9 +7,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from approvals.actions import Action, action_digest
-from approvals.decisions import Decision
 from approvals.models import Approvers
+from approvals.permissions.actions import Action, action_digest
+from approvals.permissions.decisions import Decision
 from bot.approvals_ui import ThreadApprovalPort
 from bot.render import ids
 from tests.bot.test_scenarios_support import APPROVER, CHANNEL, REQUESTER, BotHarness, bot_harness

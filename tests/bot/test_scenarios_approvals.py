@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from approvals.actions import Action, action_digest
-from approvals.decisions import Decision, Risk
 from approvals.models import ApprovalRequest, Approvers
+from approvals.permissions.actions import Action, action_digest
+from approvals.permissions.decisions import Decision, Risk
 from approvals.testing import scratch_postgres_database
 from bot.approvals_ui import ThreadApprovalPort
 from bot.render import ids

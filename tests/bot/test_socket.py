@@ -8,9 +8,9 @@ from pathlib import Path
 
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
-from approvals.actions import Action, action_digest
-from approvals.decisions import Decision
 from approvals.models import Approvers
+from approvals.permissions.actions import Action, action_digest
+from approvals.permissions.decisions import Decision
 from bot.app import build_app
 from bot.approvals_ui import ThreadApprovalPort
 from bot.render import ids

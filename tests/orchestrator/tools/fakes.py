@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from approvals.actions import Action
-from approvals.decisions import Decision
 from approvals.events import ApprovalEvent, ApprovalRequested
 from approvals.models import ApprovalRequest, Approvers
+from approvals.permissions.actions import Action
+from approvals.permissions.decisions import Decision
 from approvals.service import ApprovalService
 from approvals.testing import InMemoryApprovalStore, InMemoryAuditLog
 from orchestrator.events import RunEvent

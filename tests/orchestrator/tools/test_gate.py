@@ -9,9 +9,9 @@ from datetime import timedelta
 
 import pytest
 
-from approvals.actions import Action
-from approvals.decisions import Decision
 from approvals.models import Principal
+from approvals.permissions.actions import Action
+from approvals.permissions.decisions import Decision
 from approvals.service import ApprovalService
 from orchestrator.gate import DEFERRED, ApprovalPort, GateCall
 from tests.orchestrator.tools.fakes import ALLOW, ASK, DENY, EGRESS, PUSH, Harness, ScriptedEngine

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from approvals.actions import Action, action_digest
-from approvals.decisions import Decision
 from approvals.models import Principal
+from approvals.permissions.actions import Action, action_digest
+from approvals.permissions.decisions import Decision
 from orchestrator.config import TeamConfig
 from orchestrator.events import ToolDecided
 from orchestrator.llm.base import ToolCall

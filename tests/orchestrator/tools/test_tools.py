@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from approvals.actions import Action
+from approvals.permissions.actions import Action
 from orchestrator.sandbox import Sandbox
 from orchestrator.tools import (
     TOOL_NAMES,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from approvals.decisions import Risk, Verdict
-from approvals.errors import RuleError
+from approvals.permissions.decisions import Risk, Verdict
+from approvals.permissions.errors import RuleError
 
 PolicyName = Literal["human", "risk-based", "deny-all", "allow-all"]
 POLICY_NAMES: tuple[str, ...] = get_args(PolicyName)

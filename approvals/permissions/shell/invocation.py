@@ -8,17 +8,17 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from approvals.interpreters import (
+from approvals.permissions.shell.interpreters import (
     SHELLS,
     interpreter_family,
     nested_shell_text,
     reads_code_from_pipe,
     with_inline_code,
 )
-from approvals.runners import RUNNERS, runner_rest, wrapper_outputs
-from approvals.script import Script, SimpleCommand
-from approvals.shell import parse_shell
-from approvals.words import UNKNOWN, Word, skip_options
+from approvals.permissions.shell.parse import parse_shell
+from approvals.permissions.shell.runners import RUNNERS, runner_rest, wrapper_outputs
+from approvals.permissions.shell.script import Script, SimpleCommand
+from approvals.permissions.shell.words import UNKNOWN, Word, skip_options
 
 MAX_DEPTH = 6
 # What a program name may contain without being a puzzle (`[`, `[[` and `.` are real commands).

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from approvals.invocation import expand
-from approvals.shell import MAX_SHELL_CHARS, parse_shell
-from approvals.words import UNKNOWN
+from approvals.permissions.shell.invocation import expand
+from approvals.permissions.shell.parse import MAX_SHELL_CHARS, parse_shell
+from approvals.permissions.shell.words import UNKNOWN
 
 
 def _argvs(text: str) -> list[tuple[str, ...]]:

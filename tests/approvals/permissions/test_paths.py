@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from approvals.actions import Action
-from approvals.engine import PermissionConfig, PermissionEngine
-from approvals.paths import Boundary
+from approvals.permissions.actions import Action
+from approvals.permissions.engine import PermissionConfig, PermissionEngine
+from approvals.permissions.paths import Boundary
 
 HOME = Path("/home/tester")
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from approvals.actions import Action
-from approvals.engine import PermissionConfig, PermissionEngine
-from approvals.errors import ApprovalsError, RuleError
-from approvals.rules import load_rules, load_rules_file, parse_rule
+from approvals.permissions import PermissionsError, RuleError
+from approvals.permissions.actions import Action
+from approvals.permissions.engine import PermissionConfig, PermissionEngine
+from approvals.permissions.rules import load_rules, load_rules_file, parse_rule
 
 HOME = Path("/home/tester")
 
@@ -43,7 +43,7 @@ def _engine(tmp_path: Path, rules: dict[str, Any], policy: str = "human") -> Per
 def test_malformed_rules_fail_at_load(data: dict[str, Any], message: str) -> None:
     with pytest.raises(RuleError, match=message) as info:
         load_rules(data)
-    assert isinstance(info.value, ApprovalsError)
+    assert isinstance(info.value, PermissionsError)
 
 
 def test_examples_are_checked_at_load() -> None:

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from approvals.actions import Action
-from approvals.decisions import Risk, Verdict
-from approvals.engine import DEFAULT_PROTECTED, PermissionConfig, PermissionEngine
-from approvals.errors import PermissionConfigError, RuleError
-from approvals.policy import PolicyName, check_policy, resolve
-from approvals.rules import EMPTY_RULES, load_rules
+from approvals.permissions import PermissionConfigError, RuleError
+from approvals.permissions.actions import Action
+from approvals.permissions.decisions import Risk, Verdict
+from approvals.permissions.engine import DEFAULT_PROTECTED, PermissionConfig, PermissionEngine
+from approvals.permissions.policy import PolicyName, check_policy, resolve
+from approvals.permissions.rules import EMPTY_RULES, load_rules
 
 HOME = Path("/home/tester")
 

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from approvals.decisions import Risk, Verdict
-from approvals.words import UNKNOWN
+from approvals.permissions.decisions import Risk, Verdict
+from approvals.permissions.shell.words import UNKNOWN
 
 PathClass = Literal[
     "inside", "readable", "outside", "secret", "protected", "device", "network", "null", "unknown"

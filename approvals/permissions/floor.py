@@ -12,10 +12,10 @@ import re
 import shlex
 from collections.abc import Callable, Iterable
 
-from approvals.invocation import Invocation, expand_script
-from approvals.paths import is_raw_device
-from approvals.script import Script, SimpleCommand
-from approvals.words import UNKNOWN, Word
+from approvals.permissions.paths import is_raw_device
+from approvals.permissions.shell.invocation import Invocation, expand_script
+from approvals.permissions.shell.script import Script, SimpleCommand
+from approvals.permissions.shell.words import UNKNOWN, Word, brace_variants
 
 # Top-level directories whose recursive deletion or chmod breaks the machine (Linux and macOS).
 SYSTEM_DIRS = frozenset(
@@ -59,14 +59,6 @@ def _critical_exact(path: str, home: str) -> bool:
     if path == "/" or path in SYSTEM_DIRS:
         return True
     return home == path or home.startswith(path + "/") or bool(re.fullmatch(r"/(home|Users)/[^/]+", path))
-
-
-def brace_variants(text: str) -> list[str]:
-    """Expand one level of `{a,b}` (enough to see `/{etc,usr}`), capped."""
-    match = re.search(r"\{([^{}]*,[^{}]*)\}", text)
-    if not match:
-        return [text]
-    return [text[: match.start()] + alt + text[match.end() :] for alt in match.group(1).split(",")][:16]
 
 
 def _operand_paths(words: Iterable[Word], resolve: Resolve) -> list[str]:

@@ -12,16 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from approvals.actions import ACTION_KINDS, Action
-from approvals.commands import CommandJudge, path_finding
-from approvals.decisions import RISK_ORDER, VERDICT_ORDER, Decision
-from approvals.errors import PermissionConfigError
-from approvals.findings import Finding, worst
-from approvals.floor import SYSTEM_DIRS
-from approvals.invocation import expand
-from approvals.paths import Boundary
-from approvals.policy import POLICY_NAMES, PolicyName, resolve
-from approvals.rules import BUCKETS, EMPTY_RULES, RuleSet
+from approvals.permissions.actions import ACTION_KINDS, Action
+from approvals.permissions.commands import CommandJudge, path_finding
+from approvals.permissions.decisions import RISK_ORDER, VERDICT_ORDER, Decision
+from approvals.permissions.errors import PermissionConfigError
+from approvals.permissions.findings import Finding, worst
+from approvals.permissions.floor import SYSTEM_DIRS
+from approvals.permissions.paths import Boundary
+from approvals.permissions.policy import POLICY_NAMES, PolicyName, resolve
+from approvals.permissions.rules import BUCKETS, EMPTY_RULES, RuleSet
+from approvals.permissions.shell.invocation import expand
 
 __all__ = ["DEFAULT_PROTECTED", "PermissionConfig", "PermissionEngine", "PolicyName"]
 

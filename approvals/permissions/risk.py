@@ -11,10 +11,10 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from approvals.decisions import Risk
-from approvals.interpreters import SHELLS, interpreter_family
-from approvals.invocation import Invocation
-from approvals.programs import (
+from approvals.permissions.decisions import Risk
+from approvals.permissions.shell.interpreters import SHELLS, interpreter_family
+from approvals.permissions.shell.invocation import Invocation
+from approvals.permissions.shell.programs import (
     BUILDS,
     EGRESS_SUB,
     ENV_CODE,
@@ -35,7 +35,7 @@ from approvals.programs import (
     SED_EXEC,
     TAR_EXEC,
 )
-from approvals.words import UNKNOWN
+from approvals.permissions.shell.words import UNKNOWN
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 import tree_sitter as ts
 import tree_sitter_bash
 
-from approvals.listings import lists_workspace_paths_piped, prints_revision
-from approvals.script import (
+from approvals.permissions.shell.listings import lists_workspace_paths_piped, prints_revision
+from approvals.permissions.shell.script import (
     Redirect,
     Script,
     SimpleCommand,
@@ -26,7 +26,7 @@ from approvals.script import (
     literal_feed,
     loop_word,
 )
-from approvals.words import Word, WordReader
+from approvals.permissions.shell.words import Word, WordReader
 
 __all__ = ["MAX_SHELL_CHARS", "Redirect", "Script", "SimpleCommand", "Stdin", "parse_shell"]
 

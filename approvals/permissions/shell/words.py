@@ -339,3 +339,11 @@ def skip_options(words: tuple[Word, ...], start: int, valued: frozenset[str], op
             continue
         break
     return min(i + operands, len(words))
+
+
+def brace_variants(text: str) -> list[str]:
+    """Expand one level of `{a,b}` (enough to see `/{etc,usr}`), capped."""
+    match = re.search(r"\{([^{}]*,[^{}]*)\}", text)
+    if not match:
+        return [text]
+    return [text[: match.start()] + alt + text[match.end() :] for alt in match.group(1).split(",")][:16]

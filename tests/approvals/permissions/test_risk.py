@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from approvals.actions import Action
-from approvals.engine import PermissionConfig, PermissionEngine
-from approvals.invocation import expand
-from approvals.risk import classify
+from approvals.permissions.actions import Action
+from approvals.permissions.engine import PermissionConfig, PermissionEngine
+from approvals.permissions.risk import classify
+from approvals.permissions.shell.invocation import expand
 
 
 def _risk(text: str) -> tuple[str, bool, bool]:

@@ -7,16 +7,16 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from approvals.accesses import accesses, uses_cwd
-from approvals.decisions import Layer, Verdict
-from approvals.findings import Finding
-from approvals.floor import invocation_floor, lexical_floor
-from approvals.invocation import Expansion, Invocation, expand
-from approvals.paths import Boundary, within
-from approvals.programs import LIST_CONSUMERS
-from approvals.risk import RiskInfo, classify
-from approvals.rules import Bucket, Rule, RuleSet
-from approvals.words import UNKNOWN
+from approvals.permissions.decisions import Layer, Verdict
+from approvals.permissions.findings import Finding
+from approvals.permissions.floor import invocation_floor, lexical_floor
+from approvals.permissions.paths import Boundary, within
+from approvals.permissions.risk import RiskInfo, classify
+from approvals.permissions.rules import Bucket, Rule, RuleSet
+from approvals.permissions.shell.accesses import accesses, uses_cwd
+from approvals.permissions.shell.invocation import Expansion, Invocation, expand
+from approvals.permissions.shell.programs import LIST_CONSUMERS
+from approvals.permissions.shell.words import UNKNOWN
 
 _SECRET_VARIABLE = re.compile(
     r"(KEY|TOKEN|SECRET|PASS|PASSWD|PASSWORD|CRED|AUTH|PRIVATE|SESSION|COOKIE|SIGNATURE|CERT|DSN|"

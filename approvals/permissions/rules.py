@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from approvals.actions import ACTION_KINDS, ActionKind
-from approvals.errors import RuleError
+from approvals.permissions.actions import ACTION_KINDS, ActionKind
+from approvals.permissions.errors import RuleError
 
 Bucket = Literal["allow", "ask", "deny"]
 BUCKETS: tuple[Bucket, ...] = ("deny", "ask", "allow")
@@ -187,7 +187,9 @@ def _load_entry(entry: object, bucket: Bucket) -> Rule:
 def example_matches(rule: Rule, example: str) -> bool:
     """Whether a rule matches an example target, judged as the engine would."""
     if rule.kind == "command":
-        from approvals.invocation import expand  # local: rules stay importable without the grammar
+        from approvals.permissions.shell.invocation import (
+            expand,  # local: rules stay importable without the grammar
+        )
 
         texts = [inv.text for inv in expand(example).invocations] or [example.strip()]
         return any(rule.matches_command(t) for t in texts)

@@ -10,7 +10,7 @@ from typing import Literal
 
 import tree_sitter as ts
 
-from approvals.words import UNKNOWN, Word
+from approvals.permissions.shell.words import UNKNOWN, Word
 
 Stdin = Literal["inherit", "pipe", "heredoc", "herestring", "file"]
 

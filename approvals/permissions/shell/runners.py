@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from approvals.script import Redirect
-from approvals.words import Word
+from approvals.permissions.shell.script import Redirect
+from approvals.permissions.shell.words import Word
 
 # Project runners that run a local program (`uv run pytest`, `poetry run pytest`, `npx tsc`). Only
 # the option spellings here keep them local; any other option (`--with`, `-p pkg`, `--yes`) may

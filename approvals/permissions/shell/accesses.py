@@ -12,11 +12,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from approvals.floor import brace_variants
-from approvals.interpreters import SHELLS, interpreter_family
-from approvals.invocation import Invocation
-from approvals.programs import KNOWN_PROGRAMS
-from approvals.words import UNKNOWN
+from approvals.permissions.shell.interpreters import SHELLS, interpreter_family
+from approvals.permissions.shell.invocation import Invocation
+from approvals.permissions.shell.programs import KNOWN_PROGRAMS
+from approvals.permissions.shell.words import UNKNOWN, brace_variants
 
 Mode = Literal["read", "write", "exec"]
 

@@ -7,10 +7,10 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from approvals.words import decode_ansi_c, skip_options
+from approvals.permissions.shell.words import decode_ansi_c, skip_options
 
 if TYPE_CHECKING:
-    from approvals.invocation import Invocation
+    from approvals.permissions.shell.invocation import Invocation
 
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox"})
 _CODE_SHELL = re.compile(

@@ -20,7 +20,14 @@ from approvals.permissions import Action, PermissionConfig, PermissionEngine, lo
 from approvals.permissions.shell.invocation import expand
 from approvals.permissions.shell.parse import parse_shell
 
-CATALOGUE = Path(__file__).resolve().parent.parent / "tests" / "approvals" / "catalogue" / "actions.yaml"
+CATALOGUE = (
+    Path(__file__).resolve().parent.parent
+    / "tests"
+    / "approvals"
+    / "permissions"
+    / "catalogue"
+    / "actions.yaml"
+)
 N_ACTIONS = 10_000
 TEMPLATES = (
     "git commit -m 'change {n}'",

@@ -93,8 +93,10 @@ class ToolDecided(_Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ApprovalRequested(_Event):
-    kind: Literal["approval_requested"] = "approval_requested"
+class ToolApprovalRequested(_Event):
+    """A tool call of this run waits for a human (the run's view of `approvals.ApprovalRequested`)."""
+
+    kind: Literal["tool_approval_requested"] = "tool_approval_requested"
     agent_id: str
     request_id: str
     action: str
@@ -107,8 +109,10 @@ class ApprovalRequested(_Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ApprovalResolved(_Event):
-    kind: Literal["approval_resolved"] = "approval_resolved"
+class ToolApprovalResolved(_Event):
+    """The human answer (or expiry, or cancellation) a waiting tool call got."""
+
+    kind: Literal["tool_approval_resolved"] = "tool_approval_resolved"
     agent_id: str
     request_id: str
     status: Literal["approved", "denied", "expired", "cancelled"]
@@ -222,8 +226,8 @@ RunEvent = Annotated[
     | TextDelta
     | ToolCalled
     | ToolDecided
-    | ApprovalRequested
-    | ApprovalResolved
+    | ToolApprovalRequested
+    | ToolApprovalResolved
     | AnswerSubmitted
     | VoteCast
     | VoteIgnored
@@ -237,6 +241,10 @@ RunEvent = Annotated[
     | RunCancelled,
     Field(discriminator="kind"),
 ]
+# Old names, kept only until bot/ imports the new ones through the front door (issue 8).
+ApprovalRequested = ToolApprovalRequested
+ApprovalResolved = ToolApprovalResolved
+
 TERMINAL_KINDS = frozenset({"finished", "failed", "cancelled"})
 
 RUN_EVENT_ADAPTER: TypeAdapter[RunEvent] = TypeAdapter(RunEvent)

@@ -20,7 +20,7 @@ from typing import Protocol
 from approvals.audit import AuditEntry, Outcome
 from approvals.models import ApprovalRequest, Approvers
 from approvals.permissions import Action, Decision
-from orchestrator.events import AgentState, AgentStatus, ApprovalRequested, ApprovalResolved
+from orchestrator.events import AgentState, AgentStatus, ToolApprovalRequested, ToolApprovalResolved
 from orchestrator.ports import Emit, ToolPhase
 
 log = logging.getLogger(__name__)
@@ -261,8 +261,8 @@ def _denial_reason(request: ApprovalRequest) -> str:
     return f"denied{by}{why}"
 
 
-def _requested_event(agent_id: str, request: ApprovalRequest) -> ApprovalRequested:
-    return ApprovalRequested(
+def _requested_event(agent_id: str, request: ApprovalRequest) -> ToolApprovalRequested:
+    return ToolApprovalRequested(
         agent_id=agent_id,
         request_id=request.id,
         action=str(request.action),
@@ -275,9 +275,9 @@ def _requested_event(agent_id: str, request: ApprovalRequest) -> ApprovalRequest
     )
 
 
-def _resolved_event(agent_id: str, request: ApprovalRequest) -> ApprovalResolved:
+def _resolved_event(agent_id: str, request: ApprovalRequest) -> ToolApprovalResolved:
     status = request.status if request.status != "pending" else "cancelled"
-    return ApprovalResolved(
+    return ToolApprovalResolved(
         agent_id=agent_id,
         request_id=request.id,
         status=status,

@@ -19,7 +19,7 @@ from typing import Any
 
 from orchestrator.config import AgentConfig, BackendConfig, OrchestratorConfig, PriceConfig, TeamConfig
 from orchestrator.errors import ProviderError
-from orchestrator.events import ApprovalRequested, ApprovalResolved, ToolCalled, ToolDecided
+from orchestrator.events import ToolApprovalRequested, ToolApprovalResolved, ToolCalled, ToolDecided
 from orchestrator.llm.base import (
     AssistantMessage,
     Message,
@@ -241,7 +241,7 @@ class FakeToolbox:
         if call.name in config.ask:
             request_id = f"req-{next(_ids)}"
             await emit(
-                ApprovalRequested(
+                ToolApprovalRequested(
                     agent_id=self._agent_id, request_id=request_id, action=action, risk="medium",
                     layer="rule", reason="asks", expires_at=0.0,
                 )
@@ -249,7 +249,9 @@ class FakeToolbox:
             tools.waiting.add(self._agent_id)
             await config.approval.wait()
             tools.waiting.discard(self._agent_id)
-            await emit(ApprovalResolved(agent_id=self._agent_id, request_id=request_id, status="approved"))
+            await emit(
+                ToolApprovalResolved(agent_id=self._agent_id, request_id=request_id, status="approved")
+            )
         tools.executions.append(Execution(self._agent_id, call.name, phase, dict(call.arguments)))
         await self._decided(call, action, "allow", executed=True, reason="ok")
         return ToolOutcome(content=f"ok: {call.name} ran")

@@ -76,7 +76,12 @@ async def test_ask_waits_for_a_human_while_other_work_goes_on() -> None:
     result = await asyncio.wait_for(waiting, timeout=5)
     assert result.allowed
     assert result.reason == "approved by U_APPROVER"
-    assert harness.kinds() == ["approval_requested", "agent_status", "agent_status", "approval_resolved"]
+    assert harness.kinds() == [
+        "tool_approval_requested",
+        "agent_status",
+        "agent_status",
+        "tool_approval_resolved",
+    ]
     assert [e.outcome for e in harness.audit.entries if e.request_id == request.id] == ["ask", "approved"]
 
 
@@ -103,7 +108,7 @@ async def test_an_unanswered_ask_expires_as_a_denial() -> None:
     result = await asyncio.wait_for(gate.check(ScriptedEngine({"x": ASK}), _call("x")), timeout=5)
     assert not result.allowed
     assert "expired" in result.reason
-    assert harness.events[-1].kind == "approval_resolved"
+    assert harness.events[-1].kind == "tool_approval_resolved"
 
 
 async def test_run_scope_lets_the_same_action_through_for_every_agent() -> None:

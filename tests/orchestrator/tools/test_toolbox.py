@@ -324,7 +324,7 @@ async def test_an_unanswered_ask_is_denied_when_it_expires(
     )
     assert outcome.is_error
     assert "expired" in outcome.content
-    assert harness.kinds().count("approval_resolved") == 1
+    assert harness.kinds().count("tool_approval_resolved") == 1
     await tools.close()
 
 

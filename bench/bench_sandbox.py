@@ -15,9 +15,9 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from orchestrator.sandbox import Sandbox, SandboxSpec
-from orchestrator.tools import ToolEnv, execute, parse_args
-from orchestrator.workspace import RunWorkspaces
+from orchestrator.tools.sandbox import Sandbox, SandboxSpec
+from orchestrator.tools.specs import ToolEnv, execute, parse_args
+from orchestrator.tools.workspace import RunWorkspaces
 
 RUNS = 60
 

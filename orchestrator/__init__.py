@@ -11,7 +11,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.config import AgentConfig, BackendConfig, TeamConfig, default_team, load_team, parse_team
-from orchestrator.coordination import CoordinationState, rebuild_state
 from orchestrator.errors import (
     OrchestratorError,
     PatchConflict,
@@ -49,23 +48,37 @@ from orchestrator.events import (
     VoteIgnored,
     to_line,
 )
-from orchestrator.llm.base import ModelClient
-from orchestrator.ports import AgentToolbox, RunContext, RunTools, RunToolsFactory, ToolOutcome, ToolPhase
-from orchestrator.run import ModelFactory, RunHandle, default_models, resume_run, start_run
-from orchestrator.store import InMemoryRunStore, RunStatus, RunStore, RunSummary
+from orchestrator.ports import (
+    AgentToolbox,
+    ModelClient,
+    RunContext,
+    RunStore,
+    RunTools,
+    RunToolsFactory,
+    ToolOutcome,
+    ToolPhase,
+)
+from orchestrator.run import (
+    CoordinationState,
+    ModelFactory,
+    RunHandle,
+    default_models,
+    rebuild_state,
+    resume_run,
+    start_run,
+)
+from orchestrator.store import InMemoryRunStore, RunStatus, RunSummary
 
 if TYPE_CHECKING:
-    from orchestrator.llm.factory import close_model_client
     from orchestrator.llm.warmup import warm_up
     from orchestrator.sql import SqlRunStore, create_run_schema
-    from orchestrator.toolbox import build_run_tools
+    from orchestrator.tools import build_run_tools
 
 # name -> module, imported on first access (PEP 562): SQLAlchemy, tree-sitter and httpx stay unloaded
 # until a command needs them.
 _LAZY = {
     "SqlRunStore": "orchestrator.sql",
-    "build_run_tools": "orchestrator.toolbox",
-    "close_model_client": "orchestrator.llm.factory",
+    "build_run_tools": "orchestrator.tools",
     "create_run_schema": "orchestrator.sql",
     "warm_up": "orchestrator.llm.warmup",
 }
@@ -132,7 +145,6 @@ __all__ = [
     "VoteIgnored",
     "WorkspaceError",
     "build_run_tools",
-    "close_model_client",
     "create_run_schema",
     "default_models",
     "default_team",

@@ -1,24 +1,57 @@
-"""Ports the runner consumes: the per-run toolbox (tools, sandbox, permission gate) and its context.
+"""Every port of the orchestrator: what the runner, the tools and the gate consume, as small Protocols.
 
-The tools engineer implements `RunTools`/`AgentToolbox` (`orchestrator/toolbox.py: build_run_tools`);
-`orchestrator/testing.py` has small fakes. The run store port lives in `orchestrator/store.py`.
+Adapters implement them whole: `orchestrator.tools.build_run_tools` (RunTools), `orchestrator.sql`
+and `orchestrator.store` (RunStore), `orchestrator.llm` (ModelClient), `approvals.ApprovalService`
+(ApprovalPort); `orchestrator.testing` has fakes. No port is probed at run time for an optional
+ability: a method a consumer needs is on the port, and every adapter has it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from orchestrator.config import TeamConfig
 from orchestrator.events import RunEvent
-from orchestrator.llm.base import ToolCall, ToolSpec
+from orchestrator.llm.base import Message, StreamItem, ToolCall, ToolSpec, Usage
+from orchestrator.store import RunStatus, RunSummary
+
+if TYPE_CHECKING:
+    from approvals import ApprovalRequest, Approvers, AuditEntry
+    from approvals.permissions import Action, Decision
+    from orchestrator.config import TeamConfig
+    from orchestrator.run.agent import AgentSession
+    from orchestrator.run.coordination import CoordinationState
 
 # Tools run while agents compete (`coordination`) or while the winner writes the final answer (`final`).
 # Side-effect actions (push, publish, post) are deferred during coordination and run only in `final`,
 # so N agents never push N times.
 ToolPhase = Literal["coordination", "final"]
 Emit = Callable[[RunEvent], Awaitable[None]]
+
+
+# ---- models --------------------------------------------------------------------------------------
+
+
+class ModelClient(Protocol):
+    """One provider + model. Implementations retry transient failures and honour cancellation."""
+
+    @property
+    def model(self) -> str: ...
+
+    def stream_turn(
+        self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AsyncIterator[StreamItem]:
+        """Stream one assistant turn; raises `ProviderError` once retries are exhausted."""
+        ...
+
+    async def close(self) -> None:
+        """Release the client's connections (a no-op for clients that hold none)."""
+        ...
+
+
+# ---- tools ---------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,7 +83,7 @@ class AgentToolbox(Protocol):
     async def call(self, call: ToolCall, *, phase: ToolPhase) -> ToolOutcome:
         """Run one call through the permission gate; may wait for a human while other agents keep working.
 
-        Emits its own ToolCalled/ToolDecided/Approval* events via the context's `emit`.
+        Emits its own ToolCalled/ToolDecided/ToolApproval* events via the context's `emit`.
         """
         ...
 
@@ -70,14 +103,97 @@ class RunTools(Protocol):
         """Release workspaces and cancel pending approvals."""
         ...
 
-
-@runtime_checkable
-class PatchApplier(Protocol):
-    """Run tools that can write a patch back to the team's source (optional: `RunTools` need not)."""
-
     async def apply_patch(self, agent_id: str, patch: str) -> ToolOutcome:
         """Apply `patch` for `agent_id` through the permission gate; all or nothing, never raises."""
         ...
 
 
 RunToolsFactory = Callable[[RunContext], Awaitable[RunTools]]
+
+
+# ---- permission gate -----------------------------------------------------------------------------
+
+
+class ApprovalPort(Protocol):
+    """What the gate needs from the approval service (`approvals.ApprovalService` fits)."""
+
+    async def request(
+        self,
+        *,
+        run_id: str,
+        agent_id: str,
+        requester_id: str | None,
+        action: Action,
+        digest: str,
+        decision: Decision,
+        approvers: Approvers,
+        timeout: timedelta,  # noqa: ASYNC109 - the request's lifetime, not a call timeout
+        context: Mapping[str, str] = ...,
+    ) -> ApprovalRequest: ...
+
+    async def wait(self, request_id: str) -> ApprovalRequest: ...
+
+    async def record_decision(self, entry: AuditEntry) -> None: ...
+
+
+class Evaluator(Protocol):
+    """The part of `approvals.permissions.PermissionEngine` the gate uses."""
+
+    def evaluate_many(self, actions: Sequence[Action], *, grants: frozenset[str] = ...) -> Decision: ...
+
+    def scope_key(self, action: Action) -> str: ...
+
+
+# ---- run store -----------------------------------------------------------------------------------
+
+
+class RunStore(Protocol):
+    """Where runs are persisted. Events arrive in `seq` order per run."""
+
+    async def append(self, event: RunEvent) -> None:
+        """Persist one stamped event (and update the run's summary)."""
+        ...
+
+    async def events(self, run_id: str) -> list[RunEvent]:
+        """All events of a run in `seq` order (empty for an unknown run)."""
+        ...
+
+    async def runs(self, limit: int = 50, *, status: RunStatus | None = None) -> list[RunSummary]:
+        """The most recently started runs first."""
+        ...
+
+    async def get(self, run_id: str) -> RunSummary | None:
+        """One run's summary."""
+        ...
+
+
+# ---- the runner's own seams ----------------------------------------------------------------------
+
+
+class Host(Protocol):
+    """What an agent session needs from its run."""
+
+    team: TeamConfig
+
+    @property
+    def state(self) -> CoordinationState: ...
+
+    def emit(self, event: RunEvent) -> RunEvent: ...
+
+    def over_budget(self) -> bool: ...
+
+    def record_usage(self, agent_id: str, usage: Usage) -> None: ...
+
+
+class Finisher(Protocol):
+    """What ending a run needs from the runner (agent tasks already stopped)."""
+
+    run_id: str
+    team: TeamConfig
+    sessions: dict[str, AgentSession]
+    tools: RunTools | None
+
+    @property
+    def state(self) -> CoordinationState: ...
+
+    def emit(self, event: RunEvent) -> RunEvent: ...

@@ -1,8 +1,9 @@
 """`RunStore` on SQLAlchemy async (SQLite or PostgreSQL): a `runs` summary row plus the `run_events` log.
 
 Events are stored as their stable JSON (`orchestrator.events.to_json`) keyed by (run_id, seq), so a
-stored run can always be folded back into its coordination state (`coordination.rebuild_state`).
-Engines come from `approvals.sql.make_engine` (WAL and busy timeout on SQLite).
+stored run can always be folded back into its coordination state (`orchestrator.run.rebuild_state`).
+The store takes an engine and never owns it: the composition root makes one (`approvals.make_engine`
+sets WAL and a busy timeout on SQLite) and shares it; the tables are this package's own metadata.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, T
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from approvals.sql import make_engine
 from orchestrator.errors import RunStoreError
 from orchestrator.events import RunEvent, from_json, to_json
 from orchestrator.store import RunStatus, RunSummary, summarise
@@ -59,20 +59,16 @@ async def create_run_schema(engine: AsyncEngine) -> None:
 
 
 class SqlRunStore:
-    """The run store on a database; `await SqlRunStore.open(url)` creates the engine and schema."""
+    """The run store on an async engine it does not own; `SqlRunStore.create(engine)` adds the schema."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 
     @classmethod
-    async def open(cls, url: str) -> SqlRunStore:
-        """Connect to `url` (plain or async SQLAlchemy URL) and make sure the tables exist."""
-        engine = make_engine(url)
+    async def create(cls, engine: AsyncEngine) -> SqlRunStore:
+        """A store on `engine`, with the run tables created unless they exist."""
         await create_run_schema(engine)
         return cls(engine)
-
-    async def close(self) -> None:
-        await self.engine.dispose()
 
     async def append(self, event: RunEvent) -> None:
         """Insert the event and, for summary-changing events, update the run row, in one transaction."""

@@ -1,9 +1,9 @@
-"""The run store port (an append-only event log plus a summary per run) and its in-memory adapter."""
+"""A run's summary (a fold over its events) and the in-memory `RunStore` (port: `orchestrator.ports`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal, Protocol
+from typing import Literal
 
 from orchestrator.events import RunEvent, RunFailed, RunFinished, RunStarted, UsageUpdated
 
@@ -26,26 +26,6 @@ class RunSummary:
     input_tokens: int = 0
     output_tokens: int = 0
     last_seq: int = 0
-
-
-class RunStore(Protocol):
-    """Where runs are persisted. Events arrive in `seq` order per run."""
-
-    async def append(self, event: RunEvent) -> None:
-        """Persist one stamped event (and update the run's summary)."""
-        ...
-
-    async def events(self, run_id: str) -> list[RunEvent]:
-        """All events of a run in `seq` order (empty for an unknown run)."""
-        ...
-
-    async def runs(self, limit: int = 50, *, status: RunStatus | None = None) -> list[RunSummary]:
-        """The most recently started runs first."""
-        ...
-
-    async def get(self, run_id: str) -> RunSummary | None:
-        """One run's summary."""
-        ...
 
 
 def summarise(summary: RunSummary | None, event: RunEvent) -> RunSummary | None:

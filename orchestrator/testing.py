@@ -1,6 +1,6 @@
 """Fakes for tests and benchmarks: a scripted model client and small toolboxes.
 
-`ScriptedModelClient` implements `orchestrator.llm.base.ModelClient` turn by turn: each call to
+`ScriptedModelClient` implements `orchestrator.ports.ModelClient` turn by turn: each call to
 `stream_turn` takes the next `Turn` (or asks a `Script` function for one), after which `then`
 (default `protocol`: answer once, then vote, then present) takes over. Usage is estimated at four
 characters per token unless the turn gives it, so cost and budget behave as with a real provider.
@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.config import AgentConfig, BackendConfig, OrchestratorConfig, PriceConfig, TeamConfig
+from orchestrator.config.team import AgentConfig, BackendConfig, OrchestratorConfig, PriceConfig, TeamConfig
 from orchestrator.errors import ProviderError
 from orchestrator.events import ToolApprovalRequested, ToolApprovalResolved, ToolCalled, ToolDecided
 from orchestrator.llm.base import (
@@ -141,10 +141,15 @@ class ScriptedModelClient:
         self._model = model
         self.requests: list[Request] = []
         self.cancelled = 0  # calls interrupted by cancellation
+        self.closed = False
 
     @property
     def model(self) -> str:
         return self._model
+
+    async def close(self) -> None:
+        """Nothing to release: no connections."""
+        self.closed = True
 
     async def stream_turn(
         self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
@@ -285,6 +290,10 @@ class FakeRunTools:
 
     async def close(self) -> None:
         self.closed = True
+
+    async def apply_patch(self, agent_id: str, patch: str) -> ToolOutcome:
+        """Refused: scenario fakes have no source to write (the real toolbox asks the gate)."""
+        return ToolOutcome(content="the run's tools cannot apply a patch", is_error=True)
 
 
 class FakeToolsFactory:

@@ -52,7 +52,7 @@ class SdkAdapter(Generic[SdkClient]):
     def model(self) -> str:
         return self._model
 
-    async def aclose(self) -> None:
+    async def close(self) -> None:
         """Close the SDK client's connection pool."""
         await self._client.close()
 

@@ -11,22 +11,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from orchestrator.config.presets import PRESETS
 from orchestrator.errors import ProviderConfigError
-from orchestrator.llm.base import ModelClient
 from orchestrator.llm.retry import RetryPolicy
+from orchestrator.ports import ModelClient
 
-# OpenAI-compatible providers: preset name -> (base URL, env var holding the key; None = no key).
-PRESETS: dict[str, tuple[str, str | None]] = {
-    "grok": ("https://api.x.ai/v1", "XAI_API_KEY"),
-    "gemini": ("https://generativelanguage.googleapis.com/v1beta/openai/", "GEMINI_API_KEY"),
-    "openrouter": ("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
-    "groq": ("https://api.groq.com/openai/v1", "GROQ_API_KEY"),
-    "together": ("https://api.together.xyz/v1", "TOGETHER_API_KEY"),
-    "cerebras": ("https://api.cerebras.ai/v1", "CEREBRAS_API_KEY"),
-    "vllm": ("http://127.0.0.1:8000/v1", None),
-    "ollama": ("http://127.0.0.1:11434/v1", None),
-    "lmstudio": ("http://127.0.0.1:1234/v1", None),
-}
 BACKEND_TYPES = ("openai", "claude", "anthropic", "chatcompletion", *PRESETS)
 # Local servers ignore the key, but the SDKs refuse to build a client without one.
 PLACEHOLDER_API_KEY = "not-needed"
@@ -48,13 +37,6 @@ def resolve_api_key(
     if keyless_ok:
         return PLACEHOLDER_API_KEY
     raise ProviderConfigError(f"no API key: pass api_key or set {env_var or 'the API key variable'}")
-
-
-async def close_model_client(client: ModelClient) -> None:
-    """Close the client's HTTP connections if it holds any (the port itself has no close)."""
-    aclose = getattr(client, "aclose", None)
-    if aclose is not None:
-        await aclose()
 
 
 def make_model_client(

@@ -1,4 +1,4 @@
-"""The orchestrator's front doors: a sorted `__all__` that is exactly the public API."""
+"""The orchestrator's front doors (package and rooms): a sorted `__all__` that is exactly the public API."""
 
 from __future__ import annotations
 
@@ -61,7 +61,6 @@ DOORS = {
         "VoteIgnored",
         "WorkspaceError",
         "build_run_tools",
-        "close_model_client",
         "create_run_schema",
         "default_models",
         "default_team",
@@ -72,6 +71,93 @@ DOORS = {
         "start_run",
         "to_line",
         "warm_up",
+    ],
+    "orchestrator.config": [
+        "BACKEND_TYPES",
+        "DEFAULT_PRICES",
+        "FREE",
+        "LOCAL_PRESETS",
+        "PRESETS",
+        "UNKNOWN_MODEL_PRICE",
+        "AgentConfig",
+        "ApprovalsConfig",
+        "BackendConfig",
+        "BackendType",
+        "FinalAnswerStrategy",
+        "OrchestratorConfig",
+        "PermissionsConfig",
+        "Policy",
+        "Price",
+        "PriceConfig",
+        "TeamConfig",
+        "ToolsConfig",
+        "WorkspaceConfig",
+        "cost_usd",
+        "default_team",
+        "load_team",
+        "parse_team",
+        "resolve_price",
+    ],
+    "orchestrator.llm": [
+        "BACKEND_TYPES",
+        "AssistantMessage",
+        "Message",
+        "RetryPolicy",
+        "StopReason",
+        "StreamItem",
+        "TextDelta",
+        "ToolCall",
+        "ToolCallReady",
+        "ToolResultMessage",
+        "ToolSpec",
+        "TurnEnd",
+        "Usage",
+        "UserMessage",
+        "make_model_client",
+        "resolve_api_key",
+        "warm_up",
+    ],
+    "orchestrator.run": [
+        "AgentView",
+        "Answer",
+        "Choice",
+        "CoordinationState",
+        "ModelFactory",
+        "Phase",
+        "RunHandle",
+        "Subscriber",
+        "Terminal",
+        "default_models",
+        "rebuild_state",
+        "resume_run",
+        "start_run",
+    ],
+    "orchestrator.tools": [
+        "DEFERRED",
+        "TOOL_NAMES",
+        "AgentTools",
+        "CommandResult",
+        "EngineFactory",
+        "GateCall",
+        "GateResult",
+        "PermissionGate",
+        "RunGrants",
+        "RunWorkspaces",
+        "Sandbox",
+        "SandboxSpec",
+        "ToolArgumentError",
+        "ToolEnv",
+        "WorkspaceRunTools",
+        "actions_for",
+        "apply_patch_to_source",
+        "approvers_of",
+        "build_run_tools",
+        "default_engine",
+        "execute",
+        "parse_args",
+        "patch_paths",
+        "scrubbed_env",
+        "tool_specs",
     ],
 }
 
@@ -89,3 +175,10 @@ def test_the_door_loads_no_database_driver_until_asked() -> None:
     code = "import sys, orchestrator; print(sorted({'sqlalchemy', 'apscheduler'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_prompts_are_package_data_of_the_run_room() -> None:
+    from importlib import resources
+
+    prompts = resources.files("orchestrator.run").joinpath("prompts")
+    assert prompts.joinpath("system.md").is_file()

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.coordination import rebuild_state
+from approvals.sql import make_engine
 from orchestrator.errors import RunNotResumable, RunStoreError
 from orchestrator.events import AnswerSubmitted, RunEvent, RunFinished, RunStarted
-from orchestrator.run import resume_run, start_run
+from orchestrator.ports import RunStore
+from orchestrator.run.coordination import rebuild_state
+from orchestrator.run.supervisor import resume_run, start_run
 from orchestrator.sql import SqlRunStore
-from orchestrator.store import InMemoryRunStore, RunStore
+from orchestrator.store import InMemoryRunStore
 from orchestrator.testing import ScriptedModels, hang, scripted_team
 from tests.conftest import postgres_url
 
@@ -30,9 +32,9 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         url = postgres_url() or ""
         if not url:
             pytest.skip("no DATABASE_URL_POSTGRES")
-    sql = await SqlRunStore.open(url)
-    yield sql
-    await sql.close()
+    engine = make_engine(url)
+    yield await SqlRunStore.create(engine)
+    await engine.dispose()
 
 
 async def test_finished_run_is_stored_and_folds_back(store: RunStore) -> None:
@@ -75,7 +77,8 @@ async def test_unknown_run(store: RunStore) -> None:
 
 
 async def test_sql_refuses_duplicate_and_orphan_events(tmp_path: Path) -> None:
-    store = await SqlRunStore.open(f"sqlite:///{tmp_path / 'r.db'}")
+    engine = make_engine(f"sqlite:///{tmp_path / 'r.db'}")
+    store = await SqlRunStore.create(engine)
     started = RunStarted(run_id="r1", seq=1, at=1.0, task="t", agents=())
     await store.append(started)
     with pytest.raises(RunStoreError, match="already stored"):
@@ -83,7 +86,7 @@ async def test_sql_refuses_duplicate_and_orphan_events(tmp_path: Path) -> None:
     orphan = AnswerSubmitted(run_id="r2", seq=1, at=1.0, agent_id="a", label="agent1.1", content="x")
     await store.append(orphan)  # not a summary event: stored, no summary row
     assert await store.get("r2") is None
-    await store.close()
+    await engine.dispose()
 
 
 async def test_unfinished_run_resumes_from_its_log() -> None:

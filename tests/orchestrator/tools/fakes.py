@@ -14,7 +14,8 @@ from approvals.permissions.decisions import Decision
 from approvals.service import ApprovalService
 from approvals.testing import InMemoryApprovalStore, InMemoryAuditLog
 from orchestrator.events import RunEvent
-from orchestrator.gate import ApprovalPort, PermissionGate
+from orchestrator.ports import ApprovalPort
+from orchestrator.tools.gate import PermissionGate
 
 ALLOW = Decision(verdict="allow", resolved="allow", risk="low", layer="risk", reason="low risk")
 ASK = Decision(verdict="ask", resolved="ask", risk="medium", layer="risk", reason="medium risk")

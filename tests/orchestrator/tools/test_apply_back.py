@@ -10,7 +10,7 @@ from typing import Literal
 import pytest
 
 from approvals.models import Principal
-from orchestrator.config import TeamConfig, parse_team
+from orchestrator.config.team import TeamConfig, parse_team
 from orchestrator.errors import TeamConfigError
 from orchestrator.events import (
     RunCancelled,
@@ -23,9 +23,9 @@ from orchestrator.events import (
     from_json,
 )
 from orchestrator.ports import RunContext, RunTools
-from orchestrator.run import RunHandle, start_run
+from orchestrator.run.supervisor import RunHandle, start_run
 from orchestrator.testing import Request, Script, ScriptedModels, Turn, call, hang, protocol, scripted_team
-from orchestrator.toolbox import build_run_tools
+from orchestrator.tools.toolbox import build_run_tools
 from tests.bot.cli.test_run import massgen_bot, team_file
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply

@@ -13,7 +13,8 @@ from approvals.models import Principal
 from approvals.permissions.actions import Action
 from approvals.permissions.decisions import Decision
 from approvals.service import ApprovalService
-from orchestrator.gate import DEFERRED, ApprovalPort, GateCall
+from orchestrator.ports import ApprovalPort
+from orchestrator.tools.gate import DEFERRED, GateCall
 from tests.orchestrator.tools.fakes import ALLOW, ASK, DENY, EGRESS, PUSH, Harness, ScriptedEngine
 
 APPROVER = Principal(id="U_APPROVER")

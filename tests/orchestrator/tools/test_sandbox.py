@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 import pytest
 
 from orchestrator.errors import SandboxUnavailable
-from orchestrator.sandbox import Sandbox, SandboxSpec, scrubbed_env
+from orchestrator.tools.sandbox import Sandbox, SandboxSpec, scrubbed_env
 from tests.orchestrator.tools.conftest import needs_bwrap
 
 pytestmark = pytest.mark.sandbox

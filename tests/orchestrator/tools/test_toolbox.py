@@ -13,11 +13,11 @@ import pytest
 from approvals.models import Principal
 from approvals.permissions.actions import Action, action_digest
 from approvals.permissions.decisions import Decision
-from orchestrator.config import TeamConfig
+from orchestrator.config.team import TeamConfig
 from orchestrator.events import ToolDecided
 from orchestrator.llm.base import ToolCall
 from orchestrator.ports import RunContext, RunTools
-from orchestrator.toolbox import WorkspaceRunTools, build_run_tools
+from orchestrator.tools.toolbox import WorkspaceRunTools, build_run_tools
 from tests.orchestrator.tools.conftest import needs_bwrap
 from tests.orchestrator.tools.fakes import ALLOW, Harness, ScriptedEngine
 

@@ -15,9 +15,9 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 
-from orchestrator.coordination import CoordinationState
 from orchestrator.events import TERMINAL_KINDS, RunEvent
-from orchestrator.store import RunStore
+from orchestrator.ports import RunStore
+from orchestrator.run.coordination import CoordinationState
 
 Subscriber = Callable[[RunEvent], Awaitable[None] | None]
 log = logging.getLogger(__name__)

@@ -13,11 +13,8 @@ import asyncio
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-from orchestrator import prompts
-from orchestrator.config import AgentConfig, TeamConfig
-from orchestrator.coordination import CoordinationState
+from orchestrator.config.team import AgentConfig
 from orchestrator.events import (
     AgentRestarted,
     AgentStatus,
@@ -32,12 +29,13 @@ from orchestrator.llm import base
 from orchestrator.llm.base import (
     AssistantMessage,
     Message,
-    ModelClient,
     ToolCall,
     ToolResultMessage,
     ToolSpec,
 )
-from orchestrator.ports import AgentToolbox, ToolOutcome, ToolPhase
+from orchestrator.ports import AgentToolbox, Host, ModelClient, ToolOutcome, ToolPhase
+from orchestrator.run import prompts
+from orchestrator.run.coordination import CoordinationState
 
 TEXT_INTERVAL_S = 0.1  # at most ~10 text events per second per agent
 
@@ -48,21 +46,6 @@ class AgentDropped(Exception):
 
 class BudgetReached(Exception):
     """The run's spend cap is reached: no further model call may start."""
-
-
-class Host(Protocol):
-    """What a session needs from its run."""
-
-    team: TeamConfig
-
-    @property
-    def state(self) -> CoordinationState: ...
-
-    def emit(self, event: RunEvent) -> RunEvent: ...
-
-    def over_budget(self) -> bool: ...
-
-    def record_usage(self, agent_id: str, usage: base.Usage) -> None: ...
 
 
 @dataclass(slots=True)

@@ -20,11 +20,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from typing import Literal
 
-from orchestrator.agent import AgentDropped, AgentSession, BudgetReached
-from orchestrator.config import LOCAL_PRESETS, AgentConfig, TeamConfig
-from orchestrator.coordination import CoordinationState, rebuild_state
-from orchestrator.cost import Price, cost_usd, resolve_price
-from orchestrator.emitter import Emitter, Subscriber
+from orchestrator.config.cost import Price, cost_usd, resolve_price
+from orchestrator.config.presets import LOCAL_PRESETS, PRESETS
+from orchestrator.config.team import AgentConfig, TeamConfig
 from orchestrator.errors import RunNotResumable
 from orchestrator.events import (
     TERMINAL_KINDS,
@@ -37,10 +35,12 @@ from orchestrator.events import (
     RunStarted,
     UsageUpdated,
 )
-from orchestrator.final import apply_back, conclude, salvage, wants_apply
-from orchestrator.llm.base import ModelClient, Usage
-from orchestrator.ports import RunContext, RunTools, RunToolsFactory
-from orchestrator.store import RunStore
+from orchestrator.llm.base import Usage
+from orchestrator.ports import ModelClient, RunContext, RunStore, RunTools, RunToolsFactory
+from orchestrator.run.agent import AgentDropped, AgentSession, BudgetReached
+from orchestrator.run.coordination import CoordinationState, rebuild_state
+from orchestrator.run.emitter import Emitter, Subscriber
+from orchestrator.run.final import apply_back, conclude, salvage, wants_apply
 
 Terminal = RunFinished | RunFailed | RunCancelled
 ModelFactory = Callable[[AgentConfig], ModelClient]
@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 
 def default_models(agent: AgentConfig) -> ModelClient:
     """A real provider client from the backend config (key from the config, else the SDK/preset variable)."""
-    from orchestrator.llm.factory import PRESETS, make_model_client  # SDKs load only when a client is built
+    from orchestrator.llm.factory import make_model_client  # SDKs load only when a client is built
 
     backend = agent.backend
     # A preset's own URL goes back as the preset name: the factory then insists on its key variable
@@ -320,11 +320,9 @@ class _Run:
         self.done.set_result(stamped)
 
     async def _close_clients(self) -> None:
-        from orchestrator.llm.factory import close_model_client
-
         for session in self.sessions.values():
             try:
-                await close_model_client(session.client)
+                await session.client.close()
             except Exception:
                 log.exception("run %s: closing the model client of %s failed", self.run_id, session.agent_id)
 

@@ -14,14 +14,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from orchestrator.config_yaml import KeyPath, line_of, load_with_lines, render_path
-from orchestrator.cost import Price, resolve_price
+from orchestrator.config.cost import Price, resolve_price
+from orchestrator.config.lines import KeyPath, line_of, load_with_lines, render_path
+from orchestrator.config.presets import LOCAL_PRESETS, PRESETS
 from orchestrator.errors import TeamConfigError
-from orchestrator.llm.factory import PRESETS  # OpenAI-compatible presets: name -> (base URL, key variable)
 
 BackendType = Literal["openai", "claude", "chatcompletion"]
 BACKEND_TYPES: tuple[str, ...] = ("openai", "claude", "chatcompletion")
-LOCAL_PRESETS = frozenset({"vllm", "ollama", "lmstudio"})
 _TYPE_ALIASES = {"anthropic": "claude", "response": "openai", "chat_completions": "chatcompletion"}
 
 # MassGen keys that load but do nothing here (warned about, never an error).

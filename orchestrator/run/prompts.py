@@ -6,8 +6,8 @@ import functools
 from importlib import resources
 from string import Template
 
-from orchestrator.coordination import CoordinationState
 from orchestrator.llm.base import ToolSpec
+from orchestrator.run.coordination import CoordinationState
 
 NEW_ANSWER = "new_answer"
 VOTE = "vote"
@@ -16,7 +16,7 @@ WORKFLOW_TOOLS = frozenset({NEW_ANSWER, VOTE})
 
 @functools.cache
 def _template(name: str) -> Template:
-    text = resources.files("orchestrator").joinpath("prompts", f"{name}.md").read_text(encoding="utf-8")
+    text = resources.files("orchestrator.run").joinpath("prompts", f"{name}.md").read_text(encoding="utf-8")
     return Template(text.strip())
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.cost import DEFAULT_PRICES, FREE, UNKNOWN_MODEL_PRICE, Price, cost_usd, resolve_price
+from orchestrator.config.cost import DEFAULT_PRICES, FREE, UNKNOWN_MODEL_PRICE, Price, cost_usd, resolve_price
 from orchestrator.llm.base import Usage
 
 CHEAP = Price(input_per_mtok=1.0, output_per_mtok=2.0)

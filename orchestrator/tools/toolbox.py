@@ -21,14 +21,14 @@ from typing import Any, Protocol, runtime_checkable
 
 from approvals.models import Approvers
 from approvals.permissions import Action, PermissionConfig, PermissionEngine, action_digest, load_rules
-from orchestrator.config import ApprovalsConfig
+from orchestrator.config.team import ApprovalsConfig
 from orchestrator.errors import OrchestratorError
 from orchestrator.events import AgentState, AgentStatus, ToolCalled, ToolDecided
-from orchestrator.gate import ApprovalPort, Evaluator, GateCall, GateResult, PermissionGate, RunGrants
 from orchestrator.llm.base import ToolCall, ToolSpec
-from orchestrator.ports import RunContext, ToolOutcome, ToolPhase
-from orchestrator.sandbox import Sandbox
-from orchestrator.tools import (
+from orchestrator.ports import ApprovalPort, Evaluator, RunContext, ToolOutcome, ToolPhase
+from orchestrator.tools.gate import GateCall, GateResult, PermissionGate, RunGrants
+from orchestrator.tools.sandbox import Sandbox
+from orchestrator.tools.specs import (
     ToolArgumentError,
     ToolEnv,
     WriteFileArgs,
@@ -39,7 +39,7 @@ from orchestrator.tools import (
     resolve,
     tool_specs,
 )
-from orchestrator.workspace import RunWorkspaces, apply_patch_to_source, patch_paths
+from orchestrator.tools.workspace import RunWorkspaces, apply_patch_to_source, patch_paths
 
 log = logging.getLogger(__name__)
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config import default_team, load_team, parse_team
+from orchestrator.config.team import default_team, load_team, parse_team
 from orchestrator.errors import TeamConfigError
 
-TEAMS = Path(__file__).parent.parent / "fixtures" / "teams"
+TEAMS = Path(__file__).parents[3] / "tests" / "fixtures" / "teams"
 ONE = "agents:\n  - id: a\n    backend: {type: openai, model: m}\n"
 
 

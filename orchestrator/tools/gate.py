@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
 
 from approvals.audit import AuditEntry, Outcome
 from approvals.models import ApprovalRequest, Approvers
 from approvals.permissions import Action, Decision
 from orchestrator.events import AgentState, AgentStatus, ToolApprovalRequested, ToolApprovalResolved
-from orchestrator.ports import Emit, ToolPhase
+from orchestrator.ports import ApprovalPort, Emit, Evaluator, ToolPhase
 
 log = logging.getLogger(__name__)
 
@@ -30,36 +29,6 @@ DEFERRED = (
     "agents are still competing. Describe it in your answer; if your answer wins, you perform it "
     "in the final phase."
 )
-
-
-class ApprovalPort(Protocol):
-    """What the gate needs from the approval service (`approvals.service.ApprovalService` fits)."""
-
-    async def request(
-        self,
-        *,
-        run_id: str,
-        agent_id: str,
-        requester_id: str | None,
-        action: Action,
-        digest: str,
-        decision: Decision,
-        approvers: Approvers,
-        timeout: timedelta,  # noqa: ASYNC109 - the request's lifetime, not a call timeout
-        context: Mapping[str, str] = ...,
-    ) -> ApprovalRequest: ...
-
-    async def wait(self, request_id: str) -> ApprovalRequest: ...
-
-    async def record_decision(self, entry: AuditEntry) -> None: ...
-
-
-class Evaluator(Protocol):
-    """The part of `approvals.permissions.engine.PermissionEngine` the gate uses."""
-
-    def evaluate_many(self, actions: Sequence[Action], *, grants: frozenset[str] = ...) -> Decision: ...
-
-    def scope_key(self, action: Action) -> str: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

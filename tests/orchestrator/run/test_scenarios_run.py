@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from orchestrator.config import PriceConfig
+from orchestrator.config.team import PriceConfig
 from orchestrator.events import (
     AgentFailed,
     AgentRestarted,
@@ -24,7 +24,7 @@ from orchestrator.events import (
     VoteIgnored,
 )
 from orchestrator.llm.base import ToolResultMessage, Usage
-from orchestrator.run import RunHandle, start_run
+from orchestrator.run.supervisor import RunHandle, start_run
 from orchestrator.testing import (
     FakeToolsConfig,
     FakeToolsFactory,

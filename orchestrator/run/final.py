@@ -17,31 +17,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Protocol
 
-from orchestrator import prompts
-from orchestrator.agent import AgentSession, BudgetReached
-from orchestrator.config import FinalAnswerStrategy, TeamConfig
-from orchestrator.coordination import Choice, CoordinationState
-from orchestrator.events import AgentStatus, ConsensusReached, RunEvent, RunFailed, RunFinished
+from orchestrator.config.team import FinalAnswerStrategy, TeamConfig
+from orchestrator.events import AgentStatus, ConsensusReached, RunFailed, RunFinished
 from orchestrator.llm.base import AssistantMessage, Message, ToolResultMessage, UserMessage
-from orchestrator.ports import PatchApplier, RunTools, ToolOutcome
+from orchestrator.ports import Finisher, ToolOutcome
+from orchestrator.run import prompts
+from orchestrator.run.agent import AgentSession, BudgetReached
+from orchestrator.run.coordination import Choice, CoordinationState
 
 log = logging.getLogger(__name__)
-
-
-class Finisher(Protocol):
-    """What ending a run needs from the runner (agent tasks already stopped)."""
-
-    run_id: str
-    team: TeamConfig
-    sessions: dict[str, AgentSession]
-    tools: RunTools | None
-
-    @property
-    def state(self) -> CoordinationState: ...
-
-    def emit(self, event: RunEvent) -> RunEvent: ...
 
 
 async def conclude(run: Finisher) -> RunFinished:
@@ -107,11 +92,10 @@ async def apply_back(run: Finisher, finished: RunFinished) -> RunFinished:
     """
     if finished.winner is None or not finished.patch:  # nothing to apply (see `wants_apply`)
         return finished
-    applier: object = run.tools  # `RunTools` does not promise `apply_patch`; the optional port does
-    if not isinstance(applier, PatchApplier):  # fail closed: nothing else may write the source
+    if run.tools is None:  # fail closed: nothing but the run's gate may write the source
         return replace(finished, applied=False, apply_reason="the run's tools cannot apply a patch")
     try:
-        outcome = await applier.apply_patch(finished.winner, finished.patch)
+        outcome = await run.tools.apply_patch(finished.winner, finished.patch)
     except Exception as exc:
         log.exception("run %s: applying the winner's patch failed", run.run_id)
         outcome = ToolOutcome(content=f"apply failed: {type(exc).__name__}: {exc}", is_error=True)

@@ -23,9 +23,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from approvals.permissions import Action, ActionKind
-from orchestrator.fetch import fetch_text
 from orchestrator.llm.base import ToolSpec
-from orchestrator.sandbox import Sandbox, SandboxSpec
+from orchestrator.tools.fetch import fetch_text
+from orchestrator.tools.sandbox import Sandbox, SandboxSpec
 
 _MAX_SEARCH_FILE = 2_000_000  # bytes; larger files are skipped by search_files
 _MAX_LINE = 400  # characters of one matching line shown by search_files

@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.coordination import CoordinationState, rebuild_state
 from orchestrator.events import (
     AgentFailed,
     AgentInfo,
@@ -16,7 +15,8 @@ from orchestrator.events import (
     RunStarted,
     VoteCast,
 )
-from orchestrator.run import start_run
+from orchestrator.run.coordination import CoordinationState, rebuild_state
+from orchestrator.run.supervisor import start_run
 from orchestrator.store import InMemoryRunStore
 from orchestrator.testing import ScriptedModels, scripted_team
 

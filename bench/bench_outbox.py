@@ -24,7 +24,7 @@ from collections import Counter
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.outbox import PRIORITY_FINAL, MessageRef, Outbox
+from bot.slack.outbox import PRIORITY_FINAL, MessageRef, Outbox
 from tests.fakes.slack_emulator import Limits, SlackEmulator
 
 RUN_COUNTS = (1, 5, 50)  # the headline figure is 50; 1 and 5 show the unsaturated case

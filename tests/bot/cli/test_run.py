@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from approvals import make_engine
 from bot.cli.run import exit_code
+from orchestrator import SqlRunStore
 from orchestrator.events import RunCancelled, RunFailed, RunFinished, from_json
-from orchestrator.sql import SqlRunStore
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
 
@@ -135,10 +136,11 @@ async def test_budget_salvage_exits_3(tmp_path: Path) -> None:
     assert code == 3
     last = json.loads(out.splitlines()[-1])
     assert (last["kind"], last["salvage"]) == ("finished", "budget:latest_answer")
-    store = await SqlRunStore.open(database)  # the run was persisted, event for event
+    engine = make_engine(database)
+    store = SqlRunStore(engine)  # the run was persisted, event for event
     summary = await store.get(last["run_id"])
     stored = await store.events(last["run_id"])
-    await store.close()
+    await engine.dispose()
     assert summary is not None
     assert (summary.status, summary.salvage) == ("finished", "budget:latest_answer")
     assert len(stored) == len(out.splitlines())

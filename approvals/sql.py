@@ -30,6 +30,7 @@ from sqlalchemy import (
     text,
     update,
 )
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -94,6 +95,8 @@ requests_table = Table(
     Column("context", Text, nullable=False),  # JSON object of strings
     Column("reminded_at", UtcDateTime),
     Column("version", Integer, nullable=False),
+    # JSON {"surface", "channel", "thread"} or NULL: where the run lives (added after 0001: see below).
+    Column("conversation", Text),
     Index("ix_approval_requests_status_expires", "status", "expires_at"),
     Index("ix_approval_requests_run", "run_id"),
 )
@@ -203,17 +206,33 @@ async def create_schema(engine: AsyncEngine) -> None:
                 if conn.dialect.name == "postgresql":
                     await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
                 await conn.run_sync(metadata.create_all, checkfirst=True)
+                await conn.run_sync(_add_missing_columns)
             return
         except OperationalError as exc:
             if attempt == attempts or "already exists" not in str(exc):
                 raise
 
 
+# Nullable columns added after a table first shipped: (table, column, SQL type). Older databases get
+# them on start-up; `deploy/migrations/0002_*.sql` says the same for hand-run migrations.
+_ADDED_COLUMNS = (("approval_requests", "conversation", "TEXT"),)
+
+
+def _add_missing_columns(conn: Connection) -> None:
+    inspector = sa_inspect(conn)
+    for table, column, sql_type in _ADDED_COLUMNS:
+        if column not in {c["name"] for c in inspector.get_columns(table)}:
+            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type}")
+
+
 def schema_ddl(dialect: Dialect) -> str:
-    """The DDL `create_schema` runs, as SQL text for `deploy/migrations/`."""
+    """The DDL of the first schema (0001: without the columns added later), for `deploy/migrations/`."""
     statements: list[str] = []
     for table in metadata.sorted_tables:
-        statements.append(str(CreateTable(table).compile(dialect=dialect)).strip())
+        create = CreateTable(table)
+        later = {c for t, c, _ in _ADDED_COLUMNS if t == table.name}
+        create.columns = [c for c in create.columns if c.element.name not in later]
+        statements.append(str(create.compile(dialect=dialect)).strip())
         statements.extend(
             str(CreateIndex(index).compile(dialect=dialect))
             for index in sorted(table.indexes, key=lambda i: str(i.name))
@@ -264,6 +283,7 @@ def _request_row(request: ApprovalRequest) -> dict[str, Any]:
         "context": json.dumps(dict(request.context), sort_keys=True),
         "reminded_at": request.reminded_at,
         "version": request.version,
+        "conversation": None if request.conversation is None else json.dumps(asdict(request.conversation)),
     }
 
 
@@ -281,6 +301,7 @@ def _request_from_row(row: Any) -> ApprovalRequest:
                 "approvers": json.loads(row["approvers"]),
                 "approvals_so_far": tuple(json.loads(row["approvals_so_far"])),
                 "context": json.loads(row["context"]),
+                "conversation": None if row["conversation"] is None else json.loads(row["conversation"]),
             }
         )
     except (ValidationError, ValueError, TypeError) as exc:
@@ -291,7 +312,16 @@ def _request_from_row(row: Any) -> ApprovalRequest:
 _PLAIN_COLUMNS = tuple(
     c.name
     for c in requests_table.columns
-    if c.name not in ("action_kind", "action_target", "scopes", "approvers", "approvals_so_far", "context")
+    if c.name
+    not in (
+        "action_kind",
+        "action_target",
+        "scopes",
+        "approvers",
+        "approvals_so_far",
+        "context",
+        "conversation",
+    )
 )
 
 
@@ -400,7 +430,13 @@ def migration_files() -> dict[str, str]:
         "sqlite": sqlite.dialect(),
         "postgresql": postgresql.dialect(),  # type: ignore[no-untyped-call]
     }
-    return {f"0001_approvals.{name}.sql": header + schema_ddl(d) for name, d in dialects.items()}
+    files = {f"0001_approvals.{name}.sql": header + schema_ddl(d) for name, d in dialects.items()}
+    added = "".join(f"ALTER TABLE {t} ADD COLUMN {c} {sql_type};\n" for t, c, sql_type in _ADDED_COLUMNS)
+    for name in dialects:
+        files[f"0002_approvals.{name}.sql"] = (
+            header + "-- Where a run lives (ConversationRef), issue 8.\n" + added
+        )
+    return files
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 
-from approvals.models import Approvers, Decided, Principal
+from approvals.models import Approvers, Ask, Decided, Principal
 from approvals.permissions import Action
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
@@ -39,14 +39,16 @@ async def _timed(work: Callable[[], Awaitable[object]]) -> float:
 
 async def _ask(service: ApprovalService) -> str:
     request = await service.request(
-        run_id="bench",
-        agent_id="agent1",
-        requester_id=None,
-        action=Action(kind="command", target="make test"),
-        digest="0" * 64,
-        decision=ask_decision(),
-        approvers=APPROVERS,
-        timeout=timedelta(minutes=5),
+        Ask(
+            run_id="bench",
+            agent_id="agent1",
+            requester=None,
+            action=Action(kind="command", target="make test"),
+            digest="0" * 64,
+            decision=ask_decision(),
+            approvers=APPROVERS,
+            timeout=timedelta(minutes=5),
+        )
     )
     return request.id
 

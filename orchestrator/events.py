@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
+from approvals import ConversationRef
+
 AgentState = Literal[
     "waiting", "thinking", "tool", "awaiting_approval", "answered", "voted", "presenting", "failed", "done"
 ]
@@ -44,6 +46,8 @@ class RunStarted(_Event):
     agents: tuple[AgentInfo, ...]
     requester: str | None = None
     context: str | None = None  # e.g. a previous run's final answer for a follow-up
+    team: str | None = None  # the team's name, as the caller chose it
+    conversation: ConversationRef | None = None  # where the run lives (opaque surface coordinates)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -241,10 +245,6 @@ RunEvent = Annotated[
     | RunCancelled,
     Field(discriminator="kind"),
 ]
-# Old names, kept only until bot/ imports the new ones through the front door (issue 8).
-ApprovalRequested = ToolApprovalRequested
-ApprovalResolved = ToolApprovalResolved
-
 TERMINAL_KINDS = frozenset({"finished", "failed", "cancelled"})
 
 RUN_EVENT_ADAPTER: TypeAdapter[RunEvent] = TypeAdapter(RunEvent)

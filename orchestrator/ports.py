@@ -8,9 +8,8 @@ ability: a method a consumer needs is on the port, and every adapter has it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from orchestrator.events import RunEvent
@@ -18,7 +17,7 @@ from orchestrator.llm.base import Message, StreamItem, ToolCall, ToolSpec, Usage
 from orchestrator.store import RunStatus, RunSummary
 
 if TYPE_CHECKING:
-    from approvals import ApprovalRequest, Approvers, AuditEntry
+    from approvals import ApprovalRequest, Ask, AuditEntry, ConversationRef
     from approvals.permissions import Action, Decision
     from orchestrator.config import TeamConfig
     from orchestrator.run.agent import AgentSession
@@ -71,6 +70,7 @@ class RunContext:
     agent_ids: tuple[str, ...]
     requester: str | None
     emit: Emit
+    conversation: ConversationRef | None = None  # where the run lives; every approval ask carries it
 
 
 class AgentToolbox(Protocol):
@@ -99,8 +99,8 @@ class RunTools(Protocol):
         """Unified diff of the agent's workspace against the source, or None when nothing changed."""
         ...
 
-    async def close(self) -> None:
-        """Release workspaces and cancel pending approvals."""
+    async def close(self, reason: str) -> None:
+        """Cancel the run's pending approvals, saying why (e.g. "the run timed out"); free the workspaces."""
         ...
 
     async def apply_patch(self, agent_id: str, patch: str) -> ToolOutcome:
@@ -115,25 +115,31 @@ RunToolsFactory = Callable[[RunContext], Awaitable[RunTools]]
 
 
 class ApprovalPort(Protocol):
-    """What the gate needs from the approval service (`approvals.ApprovalService` fits)."""
+    """Everything the tools need from the approval lifecycle (`approvals.ApprovalService` is one).
 
-    async def request(
-        self,
-        *,
-        run_id: str,
-        agent_id: str,
-        requester_id: str | None,
-        action: Action,
-        digest: str,
-        decision: Decision,
-        approvers: Approvers,
-        timeout: timedelta,  # noqa: ASYNC109 - the request's lifetime, not a call timeout
-        context: Mapping[str, str] = ...,
-    ) -> ApprovalRequest: ...
+    Complete on purpose: every adapter implements every method, so no behaviour (cancelling a run's
+    requests when it ends, standing rules) can switch itself off.
+    """
 
-    async def wait(self, request_id: str) -> ApprovalRequest: ...
+    async def request(self, ask: Ask) -> ApprovalRequest:
+        """Open a pending request for the ask (audited and announced by the lifecycle)."""
+        ...
 
-    async def record_decision(self, entry: AuditEntry) -> None: ...
+    async def wait(self, request_id: str) -> ApprovalRequest:
+        """The request once it is terminal (approved, denied, expired or cancelled)."""
+        ...
+
+    async def cancel_run(self, run_id: str, reason: str) -> int:
+        """Cancel every pending request of the run, saying why; returns how many were cancelled."""
+        ...
+
+    async def always_rules(self) -> list[str]:
+        """Allow rules persisted by earlier "always" approvals, e.g. `command(make test)`."""
+        ...
+
+    async def record_decision(self, entry: AuditEntry) -> None:
+        """Audit an allow or deny the engine took without asking anyone."""
+        ...
 
 
 class Evaluator(Protocol):

@@ -281,6 +281,7 @@ class FakeRunTools:
         self.executions: list[Execution] = []
         self.waiting: set[str] = set()
         self.closed = False
+        self.close_reason: str | None = None
 
     def for_agent(self, agent_id: str) -> FakeToolbox:
         return FakeToolbox(self, agent_id)
@@ -288,8 +289,9 @@ class FakeRunTools:
     async def winner_patch(self, agent_id: str) -> str | None:
         return self.config.patch
 
-    async def close(self) -> None:
+    async def close(self, reason: str) -> None:
         self.closed = True
+        self.close_reason = reason
 
     async def apply_patch(self, agent_id: str, patch: str) -> ToolOutcome:
         """Refused: scenario fakes have no source to write (the real toolbox asks the gate)."""

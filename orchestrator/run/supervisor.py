@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from typing import Literal
 
+from approvals import ConversationRef
 from orchestrator.config.cost import Price, cost_usd, resolve_price
 from orchestrator.config.presets import LOCAL_PRESETS, PRESETS
 from orchestrator.config.team import AgentConfig, TeamConfig
@@ -77,10 +78,17 @@ async def start_run(
     context: str | None = None,
     clock: Callable[[], float] = time.time,
     subscribers: Sequence[Subscriber] = (),
+    team_name: str | None = None,
+    conversation: ConversationRef | None = None,
 ) -> RunHandle:
-    """Start a run in the background and return its handle; `subscribers` see every event from the first."""
+    """Start a run in the background and return its handle; `subscribers` see every event from the first.
+
+    `team_name` and `conversation` (where the run lives, e.g. a Slack thread) are recorded with the
+    run; every approval it asks for carries the conversation.
+    """
     run = _Run(team, run_id or f"run-{secrets.token_hex(6)}", clock=clock, store=store)
     run.requester = requester
+    run.conversation = conversation
     for callback in subscribers:
         run.emitter.subscribe(callback)
     run.emitter.start()
@@ -93,7 +101,16 @@ async def start_run(
         )
         for i, a in enumerate(team.agents, start=1)
     )
-    run.emit(RunStarted(task=task, agents=agents, requester=requester, context=context))
+    run.emit(
+        RunStarted(
+            task=task,
+            agents=agents,
+            requester=requester,
+            context=context,
+            team=team_name,
+            conversation=conversation,
+        )
+    )
     await run.emitter.flush()  # the run is stored and every subscriber knows its agents on return
     run.owns_clients = models is None
     run.main_task = asyncio.create_task(run.main(models or default_models, tools, context), name=run.run_id)
@@ -126,6 +143,7 @@ async def resume_run(
         raise RunNotResumable(f"run {run_id!r} was started with other agents than this team has")
     run = _Run(team, run_id, clock=clock, store=store, state=rebuild_state(events))
     run.requester = started.requester
+    run.conversation = started.conversation
     for callback in subscribers:
         run.emitter.subscribe(callback)
     run.emitter.start()
@@ -195,6 +213,8 @@ class _Run:
         self._finishing = False
         self._applying: asyncio.Task[RunFinished] | None = None  # the apply-back step, while it runs
         self.requester: str | None = None
+        self.conversation: ConversationRef | None = None
+        self._timed_out = False
         self.owns_clients = False  # clients built here (not passed in) are closed here
 
     # ---- Host ----------------------------------------------------------------------------------
@@ -263,6 +283,7 @@ class _Run:
             return terminal, False
         except TimeoutError:
             self._finishing = True
+            self._timed_out = True
             return await self._salvage("timeout"), False
         except asyncio.CancelledError:
             self._finishing = True
@@ -309,7 +330,7 @@ class _Run:
         await self._stop_agents()
         if self.tools is not None:
             try:
-                await self.tools.close()
+                await self.tools.close(self._ending(terminal))
             except Exception:
                 log.exception("run %s: closing tools failed", self.run_id)
         if self.owns_clients:
@@ -318,6 +339,18 @@ class _Run:
         await self.emitter.close()
         assert isinstance(stamped, RunFinished | RunFailed | RunCancelled)
         self.done.set_result(stamped)
+
+    def _ending(self, terminal: Terminal) -> str:
+        """Why the run ended, as its still-pending approvals are told (they are cancelled)."""
+        how, by = self._stop or (None, None)
+        who = f" by {by}" if by else ""
+        if how == "cancel" or (how is None and isinstance(terminal, RunCancelled)):
+            return f"the run was cancelled{who}"
+        if how == "finish_now":
+            return f"the run was finished early{who}"
+        if self._timed_out:
+            return "the run timed out"
+        return "the run failed" if isinstance(terminal, RunFailed) else "the run ended"
 
     async def _close_clients(self) -> None:
         for session in self.sessions.values():
@@ -336,6 +369,7 @@ class _Run:
                 agent_ids=tuple(a.id for a in self.team.agents),
                 requester=self.requester,
                 emit=self.emitter.emit_async,
+                conversation=self.conversation,
             )
             self.tools = await tools(ctx)
         self._start_agents(models, context)

@@ -16,8 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from approvals.audit import AuditEntry, Outcome
-from approvals.models import ApprovalRequest, Approvers
+from approvals import ApprovalRequest, Approvers, Ask, AuditEntry, ConversationRef, Outcome
 from approvals.permissions import Action, Decision
 from orchestrator.events import AgentState, AgentStatus, ToolApprovalRequested, ToolApprovalResolved
 from orchestrator.ports import ApprovalPort, Emit, Evaluator, ToolPhase
@@ -81,9 +80,11 @@ class PermissionGate:
         emit: Emit,
         grants: RunGrants | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        conversation: ConversationRef | None = None,
     ) -> None:
         self.run_id = run_id
         self.requester = requester
+        self.conversation = conversation
         self.grants = grants if grants is not None else RunGrants()
         self.approvals = approvals
         self._approvers = approvers
@@ -176,18 +177,20 @@ class PermissionGate:
     async def _ask(self, engine: Evaluator, call: GateCall, decision: Decision) -> GateResult:
         action = call.request_action or call.actions[0]
         context = {"run_id": self.run_id, "agent_id": call.agent_id, "tool": call.tool, **call.context}
+        ask = Ask(
+            run_id=self.run_id,
+            agent_id=call.agent_id,
+            requester=self.requester,
+            action=action,
+            digest=call.digest,
+            decision=decision,
+            approvers=self._approvers,
+            timeout=self._timeout,
+            conversation=self.conversation,
+            context=context,
+        )
         try:
-            request = await self.approvals.request(
-                run_id=self.run_id,
-                agent_id=call.agent_id,
-                requester_id=self.requester,
-                action=action,
-                digest=call.digest,
-                decision=decision,
-                approvers=self._approvers,
-                timeout=self._timeout,
-                context=context,
-            )
+            request = await self.approvals.request(ask)
         except Exception as exc:  # no approvers, store down...: nobody can say yes, so the answer is no
             log.warning("approval request failed: %s", exc)
             return await self._finish(

@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from approvals.models import Approvers
+from approvals import Approvers
 from approvals.permissions import Action, PermissionConfig, PermissionEngine, action_digest, load_rules
 from orchestrator.config.team import ApprovalsConfig
 from orchestrator.errors import OrchestratorError
@@ -72,9 +72,8 @@ async def build_run_tools(
     buckets: dict[str, list[Any]] = {
         str(bucket): list(items) for bucket, items in team.permissions.rules.items()
     }
-    if isinstance(approvals, StandingRulesPort):
-        # "Always" approvals persisted earlier are allow rules; deny rules, the floor and secrets still win.
-        buckets.setdefault("allow", []).extend(await approvals.always_rules())
+    # "Always" approvals persisted earlier are allow rules; deny rules, the floor and secrets still win.
+    buckets.setdefault("allow", []).extend(await approvals.always_rules())
     # Raises on a bad rule: fail before any agent starts (the team loader normally caught it already).
     rules = load_rules(buckets)
     owned_root = root is None
@@ -98,6 +97,7 @@ async def build_run_tools(
         approvers=approvers_of(team.approvals),
         timeout=timedelta(seconds=team.approvals.timeout_seconds),
         emit=ctx.emit,
+        conversation=ctx.conversation,
     )
     engines = {
         agent_id: engine_factory(
@@ -130,20 +130,6 @@ def approvers_of(settings: ApprovalsConfig) -> Approvers:
         allow_self_approval=settings.allow_self_approval,
         quorum=settings.quorum,
     )
-
-
-@runtime_checkable
-class StandingRulesPort(Protocol):
-    """Approval services that persist "always" approvals as allow rules (ApprovalService does)."""
-
-    async def always_rules(self) -> list[str]: ...
-
-
-@runtime_checkable
-class CancellingPort(Protocol):
-    """Approval services that can cancel a run's pending requests (ApprovalService can)."""
-
-    async def cancel_run(self, run_id: str) -> int: ...
 
 
 class WorkspaceRunTools:
@@ -256,14 +242,12 @@ class WorkspaceRunTools:
             return ToolOutcome(content=str(exc), is_error=True)
         return ToolOutcome(content=f"applied {files} file(s) to {source}")
 
-    async def close(self) -> None:
-        """Cancel the run's pending approvals, remove its workspaces (and a temporary root)."""
-        port = self.gate.approvals
-        if isinstance(port, CancellingPort):
-            try:
-                await port.cancel_run(self.ctx.run_id)
-            except Exception:  # closing must go on: the requests still expire on their own
-                log.exception("could not cancel the pending approvals of run %s", self.ctx.run_id)
+    async def close(self, reason: str) -> None:
+        """Cancel the run's pending approvals (saying `reason`); remove its workspaces (and a temp root)."""
+        try:
+            await self.gate.approvals.cancel_run(self.ctx.run_id, reason)
+        except Exception:  # closing must go on: the requests still expire on their own
+            log.exception("could not cancel the pending approvals of run %s", self.ctx.run_id)
         await asyncio.to_thread(self.spaces.close)
         if self._owned_root:
             await asyncio.to_thread(shutil.rmtree, self.spaces.root, True)

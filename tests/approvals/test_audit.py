@@ -23,7 +23,7 @@ from approvals.events import (
     from_json,
     to_json,
 )
-from approvals.models import Approvers, Principal
+from approvals.models import Approvers, Ask, ConversationRef, Principal
 from approvals.permissions.actions import Action
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
@@ -46,7 +46,7 @@ async def ask(service: ApprovalService, target: str, **overrides: object):
     arguments: dict[str, object] = {
         "run_id": "run-1",
         "agent_id": "agent1",
-        "requester_id": "U_REQ",
+        "requester": "U_REQ",
         "action": Action(kind="command", target=target),
         "digest": "9" * 64,
         "decision": ask_decision(reason=f"why {target}"),
@@ -54,7 +54,7 @@ async def ask(service: ApprovalService, target: str, **overrides: object):
         "timeout": timedelta(minutes=5),
     }
     arguments.update(overrides)
-    return await service.request(**arguments)  # type: ignore[arg-type]
+    return await service.request(Ask(**arguments))  # type: ignore[arg-type]
 
 
 async def test_a_runs_whole_story_is_in_the_trail(setup) -> None:
@@ -163,7 +163,9 @@ def test_entries_serialise_to_one_json_line(outcome) -> None:
 
 
 # The service freezes context into a MappingProxyType; events must still serialise.
-REQUEST = sample_request(context=MappingProxyType({"slack_channel": "C1"}))
+REQUEST = sample_request(
+    context=MappingProxyType({"input": "x"}), conversation=ConversationRef(surface="slack", channel="C1")
+)
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from approvals.handshake import FileHandshake
-from approvals.models import ApprovalRequest, Approvers
+from approvals.models import ApprovalRequest, Approvers, Ask
 from approvals.permissions.actions import Action
 from approvals.service import ApprovalService
 from approvals.testing import InMemoryApprovalStore, InMemoryAuditLog, ask_decision
@@ -36,14 +36,16 @@ def handshake(tmp_path: Path, service: ApprovalService) -> FileHandshake:
 
 async def ask(service: ApprovalService) -> ApprovalRequest:
     return await service.request(
-        run_id="run-1",
-        agent_id="agent1",
-        requester_id="U_REQ",
-        action=Action(kind="command", target="npm publish"),
-        digest="a" * 64,
-        decision=ask_decision(),
-        approvers=Approvers(users=frozenset({"U_A"})),
-        timeout=timedelta(minutes=5),
+        Ask(
+            run_id="run-1",
+            agent_id="agent1",
+            requester="U_REQ",
+            action=Action(kind="command", target="npm publish"),
+            digest="a" * 64,
+            decision=ask_decision(),
+            approvers=Approvers(users=frozenset({"U_A"})),
+            timeout=timedelta(minutes=5),
+        )
     )
 
 

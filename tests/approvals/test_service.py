@@ -14,6 +14,8 @@ from approvals.events import ApprovalEvent
 from approvals.models import (
     AlreadyDecided,
     Approvers,
+    Ask,
+    ConversationRef,
     Decided,
     NotAuthorised,
     NotFound,
@@ -46,16 +48,17 @@ class Harness:
         arguments: dict[str, object] = {
             "run_id": "run-1",
             "agent_id": "agent1",
-            "requester_id": "U_REQ",
+            "requester": "U_REQ",
             "action": ACTION,
             "digest": DIGEST,
             "decision": ask_decision(always_offerable=True),
             "approvers": APPROVERS,
             "timeout": timedelta(minutes=5),
-            "context": {"slack_channel": "C1"},
+            "context": {"input": "make test"},
+            "conversation": ConversationRef(surface="slack", channel="C1", thread="1.2"),
         }
         arguments.update(overrides)
-        return await self.service.request(**arguments)  # type: ignore[arg-type]
+        return await self.service.request(Ask(**arguments))  # type: ignore[arg-type]
 
     def outcomes(self) -> list[tuple[str, str]]:
         return [(e.outcome, e.actor) for e in self.audit.entries]
@@ -74,7 +77,8 @@ async def test_request_is_stored_audited_and_announced(h: Harness) -> None:
     assert await h.service.get(request.id) == request
     assert (request.status, request.digest, request.scopes) == ("pending", DIGEST, ("once", "run", "always"))
     assert request.expires_at - request.created_at == timedelta(minutes=5)
-    assert dict(request.context) == {"slack_channel": "C1"}
+    assert dict(request.context) == {"input": "make test"}
+    assert request.conversation == ConversationRef(surface="slack", channel="C1", thread="1.2")
     assert len(request.id) >= 24
     assert len(request.nonce) >= 32
     assert h.outcomes() == [("ask", "engine")]

@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError
 
 from approvals.audit import AuditEntry
 from approvals.errors import ApprovalMisuseError, StoreError
-from approvals.models import Approvers
+from approvals.models import Approvers, ConversationRef
 from approvals.sql import (
     SqlApprovalStore,
     SqlAuditLog,
@@ -74,7 +74,8 @@ async def test_round_trip_keeps_every_field(engine) -> None:
         requester_id=None,
         rule="ask: command(git push*)",
         approvers=Approvers(users=frozenset({"U_A", "U_B"}), groups=frozenset({"S1"}), quorum=2),
-        context=MappingProxyType({"slack_channel": "C1", "slack_thread_ts": "1.2"}),
+        context=MappingProxyType({"input": "make test", "files": "a.py"}),
+        conversation=ConversationRef(surface="slack", channel="C1", thread="1.2"),
         expires_at=EPOCH.astimezone(timezone(timedelta(hours=5))) + timedelta(minutes=5),
     )
     await store.insert(request)
@@ -225,3 +226,20 @@ async def test_concurrent_schema_creation_is_safe(database_url: str) -> None:
     finally:
         for engine in engines:
             await engine.dispose()
+
+
+async def test_a_database_from_0001_gains_the_conversation_column(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    lines = (MIGRATIONS / "0001_approvals.sqlite.sql").read_text().splitlines()
+    ddl = "\n".join(line for line in lines if not line.startswith("--"))
+    async with engine.begin() as conn:
+        for statement in filter(str.strip, ddl.split(";\n")):
+            await conn.exec_driver_sql(statement)
+    await create_schema(engine)
+    store = SqlApprovalStore(engine)
+    where = ConversationRef(surface="slack", channel="C1", thread="1.2")
+    await store.insert(sample_request(conversation=where))
+    loaded = await store.get("req-1")
+    assert loaded is not None
+    assert loaded.conversation == where
+    await engine.dispose()

@@ -192,8 +192,14 @@ async def test_an_approval_for_a_different_digest_is_not_honoured() -> None:
     class SwappingPort:
         """Relays to the real service but reports the approved request with another digest."""
 
-        async def request(self, **kw):  # type: ignore[no-untyped-def]
-            return await harness.service.request(**kw)
+        async def request(self, ask):  # type: ignore[no-untyped-def]
+            return await harness.service.request(ask)
+
+        async def cancel_run(self, run_id: str, reason: str) -> int:
+            return await harness.service.cancel_run(run_id, reason)
+
+        async def always_rules(self) -> list[str]:
+            return await harness.service.always_rules()
 
         async def wait(self, request_id: str):  # type: ignore[no-untyped-def]
             return replace(await harness.service.wait(request_id), digest="something-else")

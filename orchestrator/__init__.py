@@ -67,7 +67,7 @@ from orchestrator.run import (
     resume_run,
     start_run,
 )
-from orchestrator.store import InMemoryRunStore, RunStatus, RunSummary
+from orchestrator.store import InMemoryRunStore, RunQuery, RunStatus, RunSummary
 
 if TYPE_CHECKING:
     from orchestrator.llm.warmup import warm_up
@@ -122,6 +122,7 @@ __all__ = [
     "RunFinished",
     "RunHandle",
     "RunNotResumable",
+    "RunQuery",
     "RunStarted",
     "RunStatus",
     "RunStore",

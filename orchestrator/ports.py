@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from orchestrator.events import RunEvent
 from orchestrator.llm.base import Message, StreamItem, ToolCall, ToolSpec, Usage
-from orchestrator.store import RunStatus, RunSummary
+from orchestrator.store import RunQuery, RunStatus, RunSummary
 
 if TYPE_CHECKING:
     from approvals import ApprovalRequest, Ask, AuditEntry, ConversationRef
@@ -170,6 +170,10 @@ class RunStore(Protocol):
 
     async def get(self, run_id: str) -> RunSummary | None:
         """One run's summary."""
+        ...
+
+    async def find(self, query: RunQuery) -> list[RunSummary]:
+        """The runs matching every filter of `query` (status, requester, channel), newest first."""
         ...
 
 

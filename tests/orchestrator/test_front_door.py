@@ -38,6 +38,7 @@ DOORS = {
         "RunFinished",
         "RunHandle",
         "RunNotResumable",
+        "RunQuery",
         "RunStarted",
         "RunStatus",
         "RunStore",

@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from approvals import ConversationRef
 from approvals.sql import make_engine
 from orchestrator.errors import RunNotResumable, RunStoreError
-from orchestrator.events import AnswerSubmitted, RunEvent, RunFinished, RunStarted
+from orchestrator.events import AnswerSubmitted, RunCancelled, RunEvent, RunFinished, RunStarted
 from orchestrator.ports import RunStore
 from orchestrator.run.coordination import rebuild_state
 from orchestrator.run.supervisor import resume_run, start_run
 from orchestrator.sql import SqlRunStore
-from orchestrator.store import InMemoryRunStore
+from orchestrator.store import InMemoryRunStore, RunQuery
 from orchestrator.testing import ScriptedModels, hang, scripted_team
 from tests.conftest import postgres_url
 
@@ -142,3 +143,72 @@ async def test_resume_refuses(case: str) -> None:
         store = unfinished
     with pytest.raises(RunNotResumable):
         await resume_run(run_id, team, store, models=ScriptedModels())
+
+
+async def test_the_summary_is_the_whole_truth_about_a_run(store: RunStore) -> None:
+    where = ConversationRef(surface="slack", channel=f"C{uuid.uuid4().hex[:6]}", thread="1.2")
+    handle = await start_run(
+        scripted_team(2),
+        "fix it",
+        models=ScriptedModels(),
+        store=store,
+        requester="U1",
+        team_name="default",
+        conversation=where,
+    )
+    finished = await handle.wait()
+    summary = await store.get(handle.run_id)
+    assert summary is not None
+    assert isinstance(finished, RunFinished)
+    assert (summary.team, summary.conversation, summary.requester) == ("default", where, "U1")
+    assert summary.final_answer == finished.answer
+    assert not summary.running
+
+
+async def test_find_filters_by_status_requester_and_channel(store: RunStore) -> None:
+    channel = f"C{uuid.uuid4().hex[:6]}"
+    here, elsewhere = (ConversationRef(surface="slack", channel=c) for c in (channel, channel + "X"))
+    ids = {}
+    for name, (who, where, at) in {
+        "mine": ("U1", here, 1.0),
+        "theirs": ("U2", here, 2.0),
+        "away": ("U1", elsewhere, 3.0),
+    }.items():
+        run_id = f"run-{uuid.uuid4().hex[:8]}"
+        ids[name] = run_id
+        await store.append(
+            RunStarted(run_id=run_id, seq=1, at=at, task=name, agents=(), requester=who, conversation=where)
+        )
+    await store.append(RunCancelled(run_id=ids["theirs"], seq=2, at=4.0, by="U2"))
+
+    async def found(**filters: object) -> list[str]:
+        return [s.task for s in await store.find(RunQuery(**filters))]  # type: ignore[arg-type]
+
+    assert await found(channel=channel) == ["theirs", "mine"]
+    assert await found(surface="slack", channel=channel, status="running") == ["mine"]
+    assert await found(channel=channel, requester="U1") == ["mine"]
+    assert [t for t in await found(requester="U1", limit=100) if t in ids] == ["away", "mine"]
+    assert await found(channel=channel, limit=1) == ["theirs"]
+
+
+async def test_a_runs_table_from_before_issue_8_is_brought_up_to_date(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    async with engine.begin() as conn:
+        await conn.exec_driver_sql(
+            "CREATE TABLE runs (run_id VARCHAR(64) PRIMARY KEY, task TEXT NOT NULL,"
+            " status VARCHAR(16) NOT NULL, requester VARCHAR(255), started_at FLOAT NOT NULL,"
+            " ended_at FLOAT, winner VARCHAR(64),"
+            " salvage VARCHAR(64), cost_usd FLOAT NOT NULL, input_tokens INTEGER NOT NULL,"
+            " output_tokens INTEGER NOT NULL, last_seq INTEGER NOT NULL)"
+        )
+        await conn.exec_driver_sql(
+            "INSERT INTO runs VALUES ('old', 't', 'finished', 'U1', 1.0, 2.0, 'a0', NULL, 0, 0, 0, 9)"
+        )
+    store = await SqlRunStore.create(engine)
+    old = await store.get("old")
+    assert old is not None
+    assert (old.status, old.team, old.conversation, old.final_answer) == ("finished", None, None, None)
+    where = ConversationRef(surface="slack", channel="C1")
+    await store.append(RunStarted(run_id="new", seq=1, at=3.0, task="t", agents=(), conversation=where))
+    assert [s.run_id for s in await store.find(RunQuery(channel="C1"))] == ["new"]
+    await engine.dispose()

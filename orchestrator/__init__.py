@@ -59,9 +59,12 @@ from orchestrator.ports import (
     ToolPhase,
 )
 from orchestrator.run import (
+    AgentCard,
     CoordinationState,
     ModelFactory,
+    PendingApproval,
     RunHandle,
+    RunView,
     default_models,
     rebuild_state,
     resume_run,
@@ -96,6 +99,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "RUN_EVENT_ADAPTER",
     "TERMINAL_KINDS",
+    "AgentCard",
     "AgentConfig",
     "AgentFailed",
     "AgentInfo",
@@ -113,6 +117,7 @@ __all__ = [
     "ModelFactory",
     "OrchestratorError",
     "PatchConflict",
+    "PendingApproval",
     "ProviderConfigError",
     "ProviderError",
     "RunCancelled",
@@ -130,6 +135,7 @@ __all__ = [
     "RunSummary",
     "RunTools",
     "RunToolsFactory",
+    "RunView",
     "SandboxUnavailable",
     "SqlRunStore",
     "TeamConfig",

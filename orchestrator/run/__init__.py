@@ -14,17 +14,22 @@ from orchestrator.run.supervisor import (
     resume_run,
     start_run,
 )
+from orchestrator.run.view import AgentCard, PendingApproval, RunView, ViewPhase
 
 __all__ = [
+    "AgentCard",
     "AgentView",
     "Answer",
     "Choice",
     "CoordinationState",
     "ModelFactory",
+    "PendingApproval",
     "Phase",
     "RunHandle",
+    "RunView",
     "Subscriber",
     "Terminal",
+    "ViewPhase",
     "default_models",
     "rebuild_state",
     "resume_run",

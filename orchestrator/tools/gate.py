@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -22,6 +23,9 @@ from orchestrator.events import AgentState, AgentStatus, ToolApprovalRequested, 
 from orchestrator.ports import ApprovalPort, Emit, Evaluator, ToolPhase
 
 log = logging.getLogger(__name__)
+
+JUDGE_TIMEOUT_S = 2.0  # a verdict slower than this is a deny: the engine is pure and takes milliseconds
+_ENGINE_LOCK = threading.Lock()
 
 DEFERRED = (
     "deferred: this action has an outside effect (push/publish/post) and is never executed while "
@@ -81,8 +85,10 @@ class PermissionGate:
         grants: RunGrants | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         conversation: ConversationRef | None = None,
+        judge_timeout: float = JUDGE_TIMEOUT_S,
     ) -> None:
         self.run_id = run_id
+        self._judge_timeout = judge_timeout
         self.requester = requester
         self.conversation = conversation
         self.grants = grants if grants is not None else RunGrants()
@@ -95,17 +101,7 @@ class PermissionGate:
 
     async def check(self, engine: Evaluator, call: GateCall) -> GateResult:
         """The engine's verdict, resolved through side-effect deferral and, for an ask, a human."""
-        try:
-            decision = engine.evaluate_many(call.actions, grants=frozenset(self.grants.keys))
-        except Exception as exc:  # an engine failure must deny, never allow (pitfall 12)
-            log.exception("permission engine failed")
-            decision = Decision(
-                verdict="deny",
-                resolved="deny",
-                risk="critical",
-                layer="policy",
-                reason=f"engine error: {exc}",
-            )
+        decision = await self._judge(engine, call)
         if decision.resolved == "deny":
             return await self._finish(call, decision, False, decision.reason)
         if decision.side_effect:
@@ -117,6 +113,20 @@ class PermissionGate:
         if decision.resolved == "allow":
             return await self._finish(call, decision, True, decision.reason)
         return await self._ask_once(engine, call, decision)
+
+    async def _judge(self, engine: Evaluator, call: GateCall) -> Decision:
+        """The engine's verdict, judged off the event loop; a failure or a slow verdict denies."""
+        grants = frozenset(self.grants.keys)
+        try:
+            return await asyncio.wait_for(
+                asyncio.to_thread(_evaluate, engine, call.actions, grants), self._judge_timeout
+            )
+        except TimeoutError:
+            log.warning("permission engine gave no verdict within %.1f s", self._judge_timeout)
+            return _fail_closed(f"engine error: no verdict within {self._judge_timeout:g} s")
+        except Exception as exc:  # an engine failure must deny, never allow
+            log.exception("permission engine failed")
+            return _fail_closed(f"engine error: {exc}")
 
     async def _ask_once(self, engine: Evaluator, call: GateCall, decision: Decision) -> GateResult:
         """Ask, unless the same action is already being asked: then wait for that answer and re-check.
@@ -220,6 +230,22 @@ class PermissionGate:
             self.grants.keys.update(engine.scope_key(a) for a in call.actions)
         by = f" by {final.decided_by}" if final.decided_by else ""
         return GateResult(allowed=True, reason=f"approved{by}", decision=decision, request=final)
+
+
+def _evaluate(engine: Evaluator, actions: tuple[Action, ...], grants: frozenset[str]) -> Decision:
+    # The engine shares one tree-sitter parser per process, which is not safe to use from two threads
+    # at once: judgments run one at a time (each takes milliseconds). A worker that cannot get its turn
+    # gives up instead of parking a thread of the default executor behind a stuck judgment.
+    if not _ENGINE_LOCK.acquire(timeout=JUDGE_TIMEOUT_S):
+        raise TimeoutError("another judgment is stuck")
+    try:
+        return engine.evaluate_many(actions, grants=grants)
+    finally:
+        _ENGINE_LOCK.release()
+
+
+def _fail_closed(reason: str) -> Decision:
+    return Decision(verdict="deny", resolved="deny", risk="critical", layer="policy", reason=reason)
 
 
 def _denial_reason(request: ApprovalRequest) -> str:

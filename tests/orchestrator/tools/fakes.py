@@ -69,7 +69,11 @@ class Harness:
         self.events.append(event)
 
     def gate(
-        self, *, timeout: timedelta = timedelta(minutes=5), approvals: ApprovalPort | None = None
+        self,
+        *,
+        timeout: timedelta = timedelta(minutes=5),
+        approvals: ApprovalPort | None = None,
+        judge_timeout: float = 2.0,
     ) -> PermissionGate:
         return PermissionGate(
             run_id="run1",
@@ -78,6 +82,7 @@ class Harness:
             approvers=self.approvers,
             timeout=timeout,
             emit=self.emit,
+            judge_timeout=judge_timeout,
         )
 
     async def next_request(self) -> ApprovalRequest:

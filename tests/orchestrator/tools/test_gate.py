@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 from dataclasses import replace
 from datetime import timedelta
 
@@ -184,6 +185,45 @@ async def test_an_engine_failure_denies() -> None:
     result = await harness.gate().check(Broken(), _call("x"))
     assert not result.allowed
     assert "parser exploded" in result.reason
+
+
+async def test_the_engine_judges_off_the_event_loop() -> None:
+    loop_thread = threading.get_ident()
+    released = threading.Event()
+
+    class Blocking(ScriptedEngine):
+        """Blocks its thread until the loop (still free) releases it; on the loop it would deadlock."""
+
+        def evaluate_many(self, actions, *, grants=frozenset()):  # type: ignore[no-untyped-def]
+            assert threading.get_ident() != loop_thread
+            assert released.wait(timeout=5), "the event loop was blocked by the judgment"
+            return super().evaluate_many(actions, grants=grants)
+
+    harness = Harness()
+    judging = asyncio.create_task(harness.gate().check(Blocking(), _call("x")))
+    await asyncio.sleep(0.01)
+    released.set()  # runs only because the loop is not waiting on the engine
+    result = await judging
+    assert result.allowed
+
+
+async def test_a_verdict_past_the_deadline_denies() -> None:
+    released = threading.Event()
+
+    class Slow(ScriptedEngine):
+        def evaluate_many(self, actions, *, grants=frozenset()):  # type: ignore[no-untyped-def]
+            released.wait(timeout=5)
+            return super().evaluate_many(actions, grants=grants)
+
+    harness = Harness()
+    try:
+        result = await harness.gate(judge_timeout=0.05).check(Slow(), _call("x"))
+    finally:
+        released.set()
+    assert not result.allowed
+    assert result.reason == "engine error: no verdict within 0.05 s"
+    assert (result.decision.resolved, result.decision.risk) == ("deny", "critical")
+    assert harness.audit.entries[-1].outcome == "deny"
 
 
 async def test_an_approval_for_a_different_digest_is_not_honoured() -> None:

@@ -37,7 +37,9 @@ class ModelClient(Protocol):
     """One provider + model. Implementations retry transient failures and honour cancellation."""
 
     @property
-    def model(self) -> str: ...
+    def model(self) -> str:
+        """The model name, as the provider knows it."""
+        ...
 
     def stream_turn(
         self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
@@ -145,9 +147,13 @@ class ApprovalPort(Protocol):
 class Evaluator(Protocol):
     """The part of `approvals.permissions.PermissionEngine` the gate uses."""
 
-    def evaluate_many(self, actions: Sequence[Action], *, grants: frozenset[str] = ...) -> Decision: ...
+    def evaluate_many(self, actions: Sequence[Action], *, grants: frozenset[str] = ...) -> Decision:
+        """One verdict for all the actions of a call (the strictest wins); `grants` are run approvals."""
+        ...
 
-    def scope_key(self, action: Action) -> str: ...
+    def scope_key(self, action: Action) -> str:
+        """What a "run" approval of `action` covers (e.g. the command without its arguments)."""
+        ...
 
 
 # ---- run store -----------------------------------------------------------------------------------
@@ -186,13 +192,21 @@ class Host(Protocol):
     team: TeamConfig
 
     @property
-    def state(self) -> CoordinationState: ...
+    def state(self) -> CoordinationState:
+        """The run's coordination state now (immutable)."""
+        ...
 
-    def emit(self, event: RunEvent) -> RunEvent: ...
+    def emit(self, event: RunEvent) -> RunEvent:
+        """Stamp, record and publish one event; returns it stamped."""
+        ...
 
-    def over_budget(self) -> bool: ...
+    def over_budget(self) -> bool:
+        """Whether the run's spend cap is reached (no further model call may start)."""
+        ...
 
-    def record_usage(self, agent_id: str, usage: Usage) -> None: ...
+    def record_usage(self, agent_id: str, usage: Usage) -> None:
+        """Add one model call's tokens and cost to the agent and the run."""
+        ...
 
 
 class Finisher(Protocol):
@@ -204,6 +218,10 @@ class Finisher(Protocol):
     tools: RunTools | None
 
     @property
-    def state(self) -> CoordinationState: ...
+    def state(self) -> CoordinationState:
+        """The run's coordination state now (immutable)."""
+        ...
 
-    def emit(self, event: RunEvent) -> RunEvent: ...
+    def emit(self, event: RunEvent) -> RunEvent:
+        """Stamp, record and publish one event; returns it stamped."""
+        ...

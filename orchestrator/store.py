@@ -38,6 +38,7 @@ class RunSummary:
 
     @property
     def running(self) -> bool:
+        """Whether the run has not ended (or its process died before it could say so)."""
         return self.status == "running"
 
 

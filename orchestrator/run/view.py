@@ -62,6 +62,7 @@ class AgentCard:
 
     @property
     def failed(self) -> bool:
+        """Whether the agent dropped out of the run."""
         return self.status == "failed"
 
 
@@ -115,6 +116,7 @@ class RunView:
 
     @property
     def running(self) -> bool:
+        """Whether the run has not ended yet."""
         return self.outcome is None
 
     def elapsed(self, now: float) -> float:

@@ -21,6 +21,7 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 
+from approvals import Ask
 from approvals.models import Approvers
 from approvals.permissions import Action, Decision, action_digest
 from bot.app import build_app, build_web_app
@@ -104,14 +105,16 @@ async def _click_to_resume(services: Any, http: TestClient[Any, Any], channel: s
     root = services.outbox.post(channel, text="bench ask")
     port = ThreadApprovalPort(services.approvals, channel, root)
     request = await port.request(
-        run_id="run-bench",
-        agent_id="a1",
-        requester_id="U0USER",
-        action=Action(kind="command", target="make deploy"),
-        digest=action_digest("run_command", {"command": "make deploy"}),
-        decision=Decision(verdict="ask", resolved="ask", risk="medium", layer="rule", reason="deploys"),
-        approvers=Approvers(users=frozenset({APPROVER})),
-        timeout=timedelta(minutes=5),
+        Ask(
+            run_id="run-bench",
+            agent_id="a1",
+            requester="U0USER",
+            action=Action(kind="command", target="make deploy"),
+            digest=action_digest("run_command", {"command": "make deploy"}),
+            decision=Decision(verdict="ask", resolved="ask", risk="medium", layer="rule", reason="deploys"),
+            approvers=Approvers(users=frozenset({APPROVER})),
+            timeout=timedelta(minutes=5),
+        )
     )
     waiter = asyncio.create_task(services.approvals.wait(request.id))
     await asyncio.sleep(0)

@@ -158,7 +158,10 @@ def approval_expired_blocks(view: ApprovalView, *, now: float) -> Rendered:
     """An unanswered (or cancelled) request: denied, buttons removed."""
     agent = safe(view.agent_id, 60)
     if view.status == "cancelled":
-        head = "🚫 Cancelled: the run ended before anyone decided. Nothing was run."
+        why = (
+            safe(view.decision_reason, 200) if view.decision_reason else "the run ended before anyone decided"
+        )
+        head = f"🚫 Cancelled: {why}. Nothing was run."
     else:
         head = f"⌛ Expired at {date_token(view.expires_at)}, denied. Nothing was run."
     blocks = [

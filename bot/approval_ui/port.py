@@ -2,60 +2,46 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import timedelta
+from dataclasses import dataclass, replace
 
-from approvals import ApprovalRequest, ApprovalService, Approvers, AuditEntry
-from approvals.permissions import Action, Decision
+from approvals import ApprovalRequest, ApprovalService, Ask, AuditEntry, ConversationRef
 from bot.slack.outbox import MessageRef
 
-CONTEXT_CHANNEL = "slack_channel"
-CONTEXT_THREAD = "slack_thread_ts"
+SURFACE = "slack"
+
+
+def slack_conversation(request: ApprovalRequest) -> ConversationRef | None:
+    """Where a request lives in Slack (None: a CLI or file-handshake request, nothing to show here)."""
+    where = request.conversation
+    return where if where is not None and where.surface == SURFACE and where.channel else None
 
 
 @dataclass(frozen=True, slots=True)
 class ThreadApprovalPort:
-    """The orchestrator's `ApprovalPort` for one run: adds the run's Slack thread to the context."""
+    """`orchestrator.ApprovalPort` for one run: each ask names the run's Slack channel and thread."""
 
     service: ApprovalService
     channel: str
     thread: MessageRef | str
 
+    async def request(self, ask: Ask) -> ApprovalRequest:
+        """`ApprovalService.request` with the run's conversation (its thread ts, once Slack gave it)."""
+        thread_ts = self.thread if isinstance(self.thread, str) else await self.thread.ts()
+        where = ConversationRef(surface=SURFACE, channel=self.channel, thread=thread_ts)
+        return await self.service.request(replace(ask, conversation=where))
+
+    async def wait(self, request_id: str) -> ApprovalRequest:
+        """The request once it is terminal."""
+        return await self.service.wait(request_id)
+
+    async def cancel_run(self, run_id: str, reason: str) -> int:
+        """Cancel the run's pending requests, saying why; their messages lose their buttons."""
+        return await self.service.cancel_run(run_id, reason)
+
     async def always_rules(self) -> list[str]:
         """Allow rules persisted by earlier "always" approvals (the run's engine adds them)."""
         return await self.service.always_rules()
 
-    async def request(
-        self,
-        *,
-        run_id: str,
-        agent_id: str,
-        requester_id: str | None,
-        action: Action,
-        digest: str,
-        decision: Decision,
-        approvers: Approvers,
-        timeout: timedelta,  # noqa: ASYNC109 - the request's lifetime (the port's signature)
-        context: Mapping[str, str] | None = None,
-    ) -> ApprovalRequest:
-        """`ApprovalService.request` with the run's channel and thread ts added to the context."""
-        thread_ts = self.thread if isinstance(self.thread, str) else await self.thread.ts()
-        merged = {**(context or {}), CONTEXT_CHANNEL: self.channel, CONTEXT_THREAD: thread_ts}
-        return await self.service.request(
-            run_id=run_id,
-            agent_id=agent_id,
-            requester_id=requester_id,
-            action=action,
-            digest=digest,
-            decision=decision,
-            approvers=approvers,
-            timeout=timeout,
-            context=merged,
-        )
-
-    async def wait(self, request_id: str) -> ApprovalRequest:
-        return await self.service.wait(request_id)
-
     async def record_decision(self, entry: AuditEntry) -> None:
+        """Audit an allow or deny the engine took without asking anyone."""
         await self.service.record_decision(entry)

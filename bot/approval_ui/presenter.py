@@ -20,7 +20,7 @@ from bot.approval_ui.blocks import (
     approval_request_blocks,
     approver_mentions,
 )
-from bot.approval_ui.port import CONTEXT_CHANNEL, CONTEXT_THREAD
+from bot.approval_ui.port import slack_conversation
 from bot.render.kit import date_token
 from bot.slack.outbox import MessageRef, Outbox
 from bot.slack.parse import is_user_id
@@ -106,15 +106,13 @@ class ApprovalsUI:
             self._rewrite(request, *approval_expired_blocks(approval_view(request), now=self._clock()))
 
     def _post(self, request: ApprovalRequest) -> None:
-        channel = request.context.get(CONTEXT_CHANNEL)
-        if not channel:
+        where = slack_conversation(request)
+        if where is None:
             return  # not a Slack run (CLI, file handshake): nothing to show here
         text, blocks = self._request_blocks(request)
-        ref = self._outbox.post(
-            channel, text=text, blocks=blocks, thread=request.context.get(CONTEXT_THREAD), priority=10
-        )
+        ref = self._outbox.post(where.channel, text=text, blocks=blocks, thread=where.thread, priority=10)
         self._messages[request.id] = ref
-        self._spawn(self._remember(request.id, channel, ref))
+        self._spawn(self._remember(request.id, where.channel, ref))
 
     def _request_blocks(self, request: ApprovalRequest) -> tuple[str, list[dict[str, Any]]]:
         return approval_request_blocks(
@@ -126,13 +124,13 @@ class ApprovalsUI:
 
     def _remind(self, request: ApprovalRequest) -> None:
         """A new thread reply (an edit would not notify anyone) shortly before the request expires."""
-        channel = request.context.get(CONTEXT_CHANNEL)
-        if not channel:
+        where = slack_conversation(request)
+        if where is None:
             return
         who = approver_mentions(_approver_ids(request), sorted(request.approvers.groups)) or "Approvers"
         at = date_token(request.expires_at.timestamp())
         text = f"⏰ {who}: an approval request in this thread expires at {at}; unanswered, it is denied."
-        self._outbox.post(channel, text=text, thread=request.context.get(CONTEXT_THREAD), priority=10)
+        self._outbox.post(where.channel, text=text, thread=where.thread, priority=10)
 
     async def _remember(self, request_id: str, channel: str, ref: MessageRef) -> None:
         await self._store.record_approval_message(request_id, channel, await ref.ts())
@@ -140,7 +138,7 @@ class ApprovalsUI:
     def _rewrite(
         self, request: ApprovalRequest, text: str, blocks: list[dict[str, Any]], *, final: bool = True
     ) -> None:
-        if not request.context.get(CONTEXT_CHANNEL):
+        if slack_conversation(request) is None:
             return
         ref = self._messages.pop(request.id, None) if final else self._messages.get(request.id)
         if ref is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from approvals import (
+    AlreadyCancelled,
     AlreadyDecided,
     ApprovalRequest,
     Decided,
@@ -22,10 +23,18 @@ ONLY_THE_DENIER = "Only the approver who denied this request can add its reason.
 NOT_AUTHORISED = "You are not authorised to decide this request. Nothing changed; the attempt was recorded."
 
 
+def cancelled_text(request: ApprovalRequest) -> str:
+    """What a click on a cancelled request is told (its run ended while it waited)."""
+    why = f": {safe(request.decision_reason, 200)}" if request.decision_reason else ""
+    return f"This request was cancelled{why}. Nothing changed; nothing was run."
+
+
 def already_text(request: ApprovalRequest) -> str:
     """What a late or duplicate click is told."""
     if request.status == "expired":
         return "This request already expired (denied). Nothing changed."
+    if request.status == "cancelled":
+        return cancelled_text(request)
     by = f" by <@{request.decided_by}>" if request.decided_by and is_user_id(request.decided_by) else ""
     return f"This request was already decided ({request.status}{by}). Nothing changed."
 
@@ -36,6 +45,8 @@ def result_text(result: DecideResult) -> str | None:
         return None
     if isinstance(result, QuorumPending):
         return f"Your approval is counted: {result.approvals} of {result.needed} needed."
+    if isinstance(result, AlreadyCancelled):
+        return cancelled_text(result.request)
     if isinstance(result, AlreadyDecided):
         return already_text(result.request)
     if isinstance(result, NotAuthorised):

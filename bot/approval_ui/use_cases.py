@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from approvals import ApprovalRequest, ApprovalService, AuditEntry, Principal, Scope
 from bot.approval_ui.blocks import approval_details_modal, deny_reason_modal
 from bot.approval_ui.pending import pending_for, principal_for
-from bot.approval_ui.port import CONTEXT_CHANNEL
+from bot.approval_ui.port import slack_conversation
 from bot.approval_ui.presenter import ApprovalsUI, approval_view
 from bot.approval_ui.texts import NO_SUCH_REQUEST, ONLY_THE_DENIER, pending_text, result_text
 from bot.slack.groups import GroupResolver
@@ -101,8 +101,9 @@ class ApprovalUseCases:
         """Open the Details modal where the request was posted, or for its approvers."""
         request = await self.service.get(request_id)
         # Button values can be forged: show a request only where it was posted, or to its approvers.
+        where = None if request is None else slack_conversation(request)
         visible = request is not None and (
-            (channel is not None and request.context.get(CONTEXT_CHANNEL) == channel)
+            (channel is not None and where is not None and where.channel == channel)
             or (user_id is not None and await self.is_approver(user_id, request))
         )
         if request is None or not visible:
@@ -147,6 +148,6 @@ class ApprovalUseCases:
         if not text:
             return
         request = await self.service.get(request_id)
-        channel = None if request is None else request.context.get(CONTEXT_CHANNEL)
-        if channel:
-            await self._outbox.ephemeral(channel, user_id, text=text)
+        where = None if request is None else slack_conversation(request)
+        if where is not None:
+            await self._outbox.ephemeral(where.channel, user_id, text=text)

@@ -6,7 +6,7 @@ decision still wins atomically and every attempt is audited. A bot waiting on th
 the decision at its next poll of the database.
 
 Exit codes: 0 done, 1 error (database, settings), 2 usage, 3 not authorised, 4 no such request,
-5 already decided (or expired), 6 scope not offered.
+5 already decided (or expired, or cancelled), 6 scope not offered.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ _EXIT_BY_KIND = {
     "not_authorised": EXIT_NOT_AUTHORISED,
     "not_found": EXIT_NOT_FOUND,
     "already_decided": EXIT_ALREADY_DECIDED,
+    "already_cancelled": EXIT_ALREADY_DECIDED,
     "scope_not_offered": EXIT_SCOPE,
 }
 
@@ -242,6 +243,9 @@ def _describe(result: DecideResult, principal: Principal) -> str:
             return f"not authorised: {result.why} (the attempt was recorded)"
         case "not_found":
             return f"not found: no approval request {result.request_id!r}"
+        case "already_cancelled":
+            why = f" ({result.request.decision_reason})" if result.request.decision_reason else ""
+            return f"already cancelled{why}: nothing changed"
         case "already_decided":
             return f"already decided: the request is {result.request.status}; nothing changed"
         case "scope_not_offered":

@@ -27,12 +27,13 @@ from bot.render.kit import (
 from bot.render.mrkdwn import markdown_to_mrkdwn, split_message
 from bot.render.redact import redact
 from bot.render.views import modal
-from bot.runs.status_view import AgentCard, RunView
 from orchestrator import (
+    AgentCard,
     AgentFailed,
     AgentRestarted,
     AnswerSubmitted,
     RunFinished,
+    RunView,
     ToolDecided,
     VoteCast,
     VoteIgnored,

@@ -20,9 +20,8 @@ from bot.runs.blocks import (
     vote_blocks,
     vote_ignored_blocks,
 )
-from bot.runs.status_view import RunView
 from bot.slack.outbox import MessageRef, Outbox
-from orchestrator import RunEvent, RunFailed, ToolDecided
+from orchestrator import RunEvent, RunFailed, RunView, ToolDecided
 
 # Events that change nothing the status message shows (streamed text is not shown live).
 _SILENT = frozenset({"text_delta", "final_delta", "tool_call"})

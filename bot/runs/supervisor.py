@@ -22,7 +22,6 @@ from bot.approval_ui.port import ThreadApprovalPort
 from bot.errors import OutboxError
 from bot.runs.blocks import status_blocks
 from bot.runs.presenter import RunRenderer
-from bot.runs.status_view import RunView
 from bot.runs.teams import TeamChoice
 from bot.slack.outbox import MessageRef, Outbox
 from bot.slack.store import BotStore
@@ -34,6 +33,7 @@ from orchestrator import (
     RunHandle,
     RunStore,
     RunTools,
+    RunView,
     TeamConfig,
     start_run,
 )

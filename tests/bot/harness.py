@@ -51,7 +51,12 @@ def scaled_limits() -> Limits:
 
 
 def team_yaml(
-    provider: ProviderServer, *, agents: int = 3, extra: str = "", remind_before: float = 120
+    provider: ProviderServer,
+    *,
+    agents: int = 3,
+    extra: str = "",
+    remind_before: float = 120,
+    run_timeout: float = 60,
 ) -> str:
     """A team file whose agents talk to the loopback provider server through each real SDK."""
     backends = [
@@ -64,7 +69,8 @@ def team_yaml(
         lines += [f"  - id: a{i + 1}", f"    backend: {backends[i % 3]}"]
     remind = remind_before
     lines += [
-        "orchestrator: {timeout_seconds: 60, budget_usd: 5.0, final_answer_strategy: winner_reuse}",
+        f"orchestrator: {{timeout_seconds: {run_timeout}, budget_usd: 5.0, "
+        "final_answer_strategy: winner_reuse}",
         f"approvals: {{approvers: [{APPROVER}], timeout_seconds: 30, remind_before_seconds: {remind}}}",
         "sandbox: none",
     ]
@@ -134,6 +140,7 @@ async def bot_harness(
     limits: Limits | None = None,
     options: OutboxOptions = FAST,
     remind_before: float = 120,
+    run_timeout: float = 60,
     database_url: str | None = None,
     state_dir: Path | None = None,
 ) -> AsyncIterator[BotHarness]:
@@ -144,7 +151,14 @@ async def bot_harness(
     async with slack_emulator as slack, ProviderServer(handler) as provider:
         if True:
             team = tmp_path / "team.yaml"
-            team.write_text(team_yaml(provider, agents=agents, extra=team_extra, remind_before=remind_before))
+            text = team_yaml(
+                provider,
+                agents=agents,
+                extra=team_extra,
+                remind_before=remind_before,
+                run_timeout=run_timeout,
+            )
+            team.write_text(text)
             settings = BotSettings.with_values(
                 SLACK_BOT_TOKEN=TOKEN,
                 SLACK_SIGNING_SECRET=SECRET,

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from approvals import Ask
 from approvals.models import ApprovalRequest, Approvers
 from approvals.permissions.actions import Action, action_digest
 from approvals.permissions.decisions import Decision, Risk
@@ -39,21 +40,23 @@ async def _ask(
     root = bot.services.outbox.post(CHANNEL, text="a run")
     port = ThreadApprovalPort(bot.services.approvals, CHANNEL, root)
     request = await port.request(
-        run_id="run-test",
-        agent_id="a1",
-        requester_id=REQUESTER,
-        action=Action(kind="command", target=command),
-        digest=action_digest("run_command", {"command": command}),
-        decision=Decision(
-            verdict="ask",
-            resolved="ask",
-            risk=risk,
-            layer="rule",
-            reason="pushes code",
-            rule="command(git push *)",
-        ),
-        approvers=approvers or Approvers(users=frozenset({APPROVER})),
-        timeout=timedelta(seconds=timeout),
+        Ask(
+            run_id="run-test",
+            agent_id="a1",
+            requester=REQUESTER,
+            action=Action(kind="command", target=command),
+            digest=action_digest("run_command", {"command": command}),
+            decision=Decision(
+                verdict="ask",
+                resolved="ask",
+                risk=risk,
+                layer="rule",
+                reason="pushes code",
+                rule="command(git push *)",
+            ),
+            approvers=approvers or Approvers(users=frozenset({APPROVER})),
+            timeout=timedelta(seconds=timeout),
+        )
     )
     thread = await root.ts()
     await bot.wait_for(lambda: len(bot.posts(thread=thread)) == 1)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from approvals import Ask
 from approvals.models import ApprovalRequest, Approvers
 from approvals.permissions.actions import Action
 from approvals.service import ApprovalService
@@ -41,7 +42,7 @@ class Db:
         arguments: dict[str, object] = {
             "run_id": run_id,
             "agent_id": "agent1",
-            "requester_id": "U_REQ",
+            "requester": "U_REQ",
             "action": Action(kind="command", target=target),
             "digest": "c" * 64,
             "decision": ask_decision(),
@@ -49,7 +50,7 @@ class Db:
             "timeout": timedelta(minutes=10),
         }
         arguments.update(overrides)
-        return asyncio.run(self._service(lambda s: s.request(**arguments)))
+        return asyncio.run(self._service(lambda s: s.request(Ask(**arguments))))
 
     def get(self, request_id: str) -> ApprovalRequest:
         found = asyncio.run(self._service(lambda s: s.get(request_id)))
@@ -98,7 +99,7 @@ def test_default_principal_is_cli_user(db: Db, cli, monkeypatch: pytest.MonkeyPa
     [
         ({}, ("approve", "--as", "cli:mallory"), 3, "not authorised: cli:mallory is not an approver"),
         ({}, ("deny", "--as", "cli:mallory", "--reason", "x"), 3, "not authorised"),
-        ({"requester_id": "cli:alice"}, ("approve", "--as", "cli:alice"), 3, "may not approve their own"),
+        ({"requester": "cli:alice"}, ("approve", "--as", "cli:alice"), 3, "may not approve their own"),
         ({}, ("approve", "--as", "cli:alice", "--scope", "always"), 6, "scope 'always' was not offered"),
     ],
 )
@@ -219,14 +220,16 @@ async def test_a_bot_waiting_in_one_process_sees_the_cli_decide_in_another(tmp_p
     service = ApprovalService(SqlApprovalStore(engine), SqlAuditLog(engine), poll_interval=0.05)
     try:
         request = await service.request(
-            run_id="run-1",
-            agent_id="agent1",
-            requester_id="U_REQ",
-            action=Action(kind="command", target="make release"),
-            digest="b" * 64,
-            decision=ask_decision(),
-            approvers=Approvers(users=frozenset({"cli:ops"})),
-            timeout=timedelta(minutes=5),
+            Ask(
+                run_id="run-1",
+                agent_id="agent1",
+                requester="U_REQ",
+                action=Action(kind="command", target="make release"),
+                digest="b" * 64,
+                decision=ask_decision(),
+                approvers=Approvers(users=frozenset({"cli:ops"})),
+                timeout=timedelta(minutes=5),
+            )
         )
         waiter = asyncio.create_task(service.wait(request.id))
         process = await asyncio.create_subprocess_exec(
@@ -256,14 +259,16 @@ async def test_files_command_runs_the_handshake_until_terminated(tmp_path: Path)
     )  # fmt: skip
     try:
         request = await service.request(
-            run_id="run-1",
-            agent_id="agent1",
-            requester_id="U_REQ",
-            action=Action(kind="command", target="make release"),
-            digest="b" * 64,
-            decision=ask_decision(),
-            approvers=Approvers(users=frozenset({"ext:bob"})),
-            timeout=timedelta(minutes=5),
+            Ask(
+                run_id="run-1",
+                agent_id="agent1",
+                requester="U_REQ",
+                action=Action(kind="command", target="make release"),
+                digest="b" * 64,
+                decision=ask_decision(),
+                approvers=Approvers(users=frozenset({"ext:bob"})),
+                timeout=timedelta(minutes=5),
+            )
         )
         req_file = directory / f"req_{request.id}.json"
         async with asyncio.timeout(60):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
+from approvals import Ask
 from approvals.models import Approvers
 from approvals.permissions.actions import Action, action_digest
 from approvals.permissions.decisions import Decision
@@ -33,16 +34,18 @@ async def test_socket_mode_serves_commands_and_approval_clicks(tmp_path: Path) -
             root = bot.services.outbox.post(CHANNEL, text="a run")
             port = ThreadApprovalPort(bot.services.approvals, CHANNEL, root)
             request = await port.request(
-                run_id="run-socket",
-                agent_id="a1",
-                requester_id=REQUESTER,
-                action=Action(kind="command", target="make deploy"),
-                digest=action_digest("run_command", {"command": "make deploy"}),
-                decision=Decision(
-                    verdict="ask", resolved="ask", risk="medium", layer="rule", reason="deploys"
-                ),
-                approvers=Approvers(users=frozenset({APPROVER})),
-                timeout=timedelta(seconds=30),
+                Ask(
+                    run_id="run-socket",
+                    agent_id="a1",
+                    requester=REQUESTER,
+                    action=Action(kind="command", target="make deploy"),
+                    digest=action_digest("run_command", {"command": "make deploy"}),
+                    decision=Decision(
+                        verdict="ask", resolved="ask", risk="medium", layer="rule", reason="deploys"
+                    ),
+                    approvers=Approvers(users=frozenset({APPROVER})),
+                    timeout=timedelta(seconds=30),
+                )
             )
             await bot.slack.socket_send(
                 "interactive", block_actions(ids.APPROVE_ONCE, request.id, user=APPROVER)

@@ -7,6 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from approvals import Ask
 from approvals.models import Approvers
 from approvals.permissions.actions import Action, action_digest
 from approvals.permissions.decisions import Decision
@@ -39,14 +40,18 @@ def _home_opened(user: str) -> dict[str, Any]:
 async def _ask(bot: BotHarness) -> str:
     root = bot.services.outbox.post(CHANNEL, text="a run")
     request = await ThreadApprovalPort(bot.services.approvals, CHANNEL, root).request(
-        run_id="run-home",
-        agent_id="a2",
-        requester_id=REQUESTER,
-        action=Action(kind="command", target="kubectl rollout restart deploy/api"),
-        digest=action_digest("run_command", {"command": "kubectl rollout restart deploy/api"}),
-        decision=Decision(verdict="ask", resolved="ask", risk="medium", layer="risk", reason="restarts prod"),
-        approvers=Approvers(users=frozenset({APPROVER})),
-        timeout=timedelta(minutes=10),
+        Ask(
+            run_id="run-home",
+            agent_id="a2",
+            requester=REQUESTER,
+            action=Action(kind="command", target="kubectl rollout restart deploy/api"),
+            digest=action_digest("run_command", {"command": "kubectl rollout restart deploy/api"}),
+            decision=Decision(
+                verdict="ask", resolved="ask", risk="medium", layer="risk", reason="restarts prod"
+            ),
+            approvers=Approvers(users=frozenset({APPROVER})),
+            timeout=timedelta(minutes=10),
+        )
     )
     return request.id
 

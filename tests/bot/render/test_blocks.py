@@ -31,7 +31,7 @@ from bot.runs.blocks import (
     vote_blocks,
     vote_ignored_blocks,
 )
-from bot.runs.status_view import RunView
+from orchestrator import RunView
 from orchestrator import events as ev
 from tests.fakes.slack_blockkit import (
     find_mentions,
@@ -59,7 +59,7 @@ def running_view() -> RunView:
         ev.AgentStatus(agent_id="a1", status="tool", detail="shell"),
         ev.AnswerSubmitted(agent_id="a2", label="agent2.1", content="answer"),
         ev.VoteCast(agent_id="a3", voted_for="a2", voted_for_label="agent2.1", reason="best"),
-        ev.ApprovalRequested(
+        ev.ToolApprovalRequested(
             agent_id="a1",
             request_id="req-9",
             action="command(git push --force)",

@@ -7,7 +7,7 @@ from rich.console import Console
 
 from bot.cli.run_view import final_panel
 from bot.runs.blocks import final_answer_messages
-from bot.runs.status_view import RunView
+from orchestrator import RunView
 from orchestrator import events as ev
 from tests.bot.render.test_blocks import EVIL, assert_valid_message
 

@@ -1,4 +1,4 @@
-"""RunView: a pure fold over run events."""
+"""The status message's view (`orchestrator.RunView`): a pure fold over run events, as Slack shows it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from bot.runs.status_view import RunView
+from orchestrator import RunView
 from orchestrator import events as ev
 
 AGENTS = (
@@ -100,7 +100,7 @@ def test_restart_clears_the_vote() -> None:
 
 
 def test_approvals_pending_until_resolved() -> None:
-    ask = ev.ApprovalRequested(
+    ask = ev.ToolApprovalRequested(
         agent_id="a2",
         request_id="req-1",
         action="command(rm -rf x)",
@@ -113,7 +113,7 @@ def test_approvals_pending_until_resolved() -> None:
     assert [p.request_id for p in view.pending] == ["req-1"]
     assert view.agent("a2").status == "awaiting_approval"  # type: ignore[union-attr]
     done = view.apply(
-        ev.ApprovalResolved(agent_id="a2", request_id="req-1", status="approved", decided_by="U1")
+        ev.ToolApprovalResolved(agent_id="a2", request_id="req-1", status="approved", decided_by="U1")
     )
     assert done.pending == ()
 
@@ -143,7 +143,7 @@ def test_approvals_pending_until_resolved() -> None:
     ],
 )
 def test_terminal_events_end_the_run(terminal: ev.RunEvent, outcome: str, check: object) -> None:
-    ask = ev.ApprovalRequested(
+    ask = ev.ToolApprovalRequested(
         agent_id="a2",
         request_id="req-1",
         action="x",
@@ -165,7 +165,10 @@ def test_consensus_moves_to_presenting() -> None:
 
 def test_events_without_view_changes_only_advance_seq() -> None:
     view = fold(started())
-    later = view.apply(ev.TextDelta(run_id="run-1", seq=7, agent_id="a1", text="hello"))
+    # Streamed text only feeds the terminal's "latest" column (each card's tail) in the one fold.
+    later = view.apply(
+        ev.ToolCalled(run_id="run-1", seq=7, agent_id="a1", call_id="c1", tool="read_file", arguments={})
+    )
     assert later == dataclasses.replace(view, last_seq=7)
 
 

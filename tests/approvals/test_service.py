@@ -12,6 +12,7 @@ from approvals.audit import AuditEntry
 from approvals.errors import ApprovalMisuseError, ApprovalNotFoundError
 from approvals.events import ApprovalEvent
 from approvals.models import (
+    AlreadyCancelled,
     AlreadyDecided,
     Approvers,
     Ask,
@@ -302,6 +303,24 @@ async def test_cancel_run_cancels_only_that_runs_pending_requests(h: Harness) ->
     assert [(await h.service.get(x.id)).status for x in (a, b, c)] == ["cancelled", "approved", "pending"]
     assert await h.service.cancel_run("r1") == 0
     assert h.kinds().count("approval_cancelled") == 1
+
+
+async def test_a_decision_on_a_cancelled_request_is_refused_and_changes_nothing(h: Harness) -> None:
+    request = await h.ask(run_id="r1")
+    waiting = asyncio.create_task(h.service.wait(request.id))
+    assert await h.service.cancel_run("r1", "the run was finished early by U_REQ") == 1
+    cancelled = await asyncio.wait_for(waiting, timeout=5)  # the waiter wakes at once
+    assert (cancelled.status, cancelled.decision_reason) == (
+        "cancelled",
+        "the run was finished early by U_REQ",
+    )
+    assert await h.service.pending() == []
+    result = await h.service.decide(request.id, ALICE, approve=True)
+    assert result == AlreadyCancelled(request=cancelled)
+    assert await h.service.get(request.id) == cancelled
+    assert h.outcomes()[-2:] == [("cancelled", "engine"), ("rejected", ALICE.id)]
+    assert h.audit.entries[-1].reason == "already cancelled: the run was finished early by U_REQ"
+    assert h.kinds()[-2:] == ["approval_cancelled", "decision_rejected"]
 
 
 async def test_expire_due_and_remind_due(h: Harness) -> None:

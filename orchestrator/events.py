@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field, TypeAdapter, ValidationError
 
 from approvals import ConversationRef
 
@@ -254,8 +254,22 @@ def to_json(event: RunEvent) -> str:
     return RUN_EVENT_ADAPTER.dump_json(event).decode()
 
 
+# Kinds renamed since runs were first stored (issue 8): logs written before still load.
+_RENAMED_KINDS = {
+    "approval_requested": "tool_approval_requested",
+    "approval_resolved": "tool_approval_resolved",
+}
+
+
 def from_json(data: str | bytes) -> RunEvent:
-    return RUN_EVENT_ADAPTER.validate_json(data)
+    """One event from its stored JSON (older kinds are read under their current names)."""
+    try:
+        return RUN_EVENT_ADAPTER.validate_json(data)
+    except ValidationError:
+        raw = json.loads(data)
+        if not isinstance(raw, dict) or raw.get("kind") not in _RENAMED_KINDS:
+            raise
+        return RUN_EVENT_ADAPTER.validate_python({**raw, "kind": _RENAMED_KINDS[raw["kind"]]})
 
 
 def json_schema() -> dict[str, Any]:

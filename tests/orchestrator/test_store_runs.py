@@ -8,11 +8,20 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from approvals import ConversationRef
 from approvals.sql import make_engine
 from orchestrator.errors import RunNotResumable, RunStoreError
-from orchestrator.events import AnswerSubmitted, RunCancelled, RunEvent, RunFinished, RunStarted
+from orchestrator.events import (
+    AnswerSubmitted,
+    RunCancelled,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    ToolApprovalRequested,
+    from_json,
+)
 from orchestrator.ports import RunStore
 from orchestrator.run.coordination import rebuild_state
 from orchestrator.run.supervisor import resume_run, start_run
@@ -212,3 +221,20 @@ async def test_a_runs_table_from_before_issue_8_is_brought_up_to_date(tmp_path: 
     await store.append(RunStarted(run_id="new", seq=1, at=3.0, task="t", agents=(), conversation=where))
     assert [s.run_id for s in await store.find(RunQuery(channel="C1"))] == ["new"]
     await engine.dispose()
+
+
+def test_events_stored_under_their_old_kinds_still_load() -> None:
+    old = (
+        '{"kind": "approval_requested", "run_id": "r", "seq": 4, "at": 1.0, "agent_id": "a0",'
+        ' "request_id": "apr_1", "action": "command(make)", "risk": "medium", "layer": "risk",'
+        ' "reason": "?", "expires_at": 9.0}'
+    )
+    event = from_json(old)
+    assert isinstance(event, ToolApprovalRequested)
+    assert (event.kind, event.request_id) == ("tool_approval_requested", "apr_1")
+    resolved = from_json(
+        '{"kind": "approval_resolved", "agent_id": "a0", "request_id": "apr_1", "status": "denied"}'
+    )
+    assert resolved.kind == "tool_approval_resolved"
+    with pytest.raises(ValidationError):
+        from_json('{"kind": "no_such_kind"}')

@@ -202,7 +202,7 @@ async def _bench(root: Path) -> None:
 
 async def _update_times(slack: SlackEmulator, services: Any) -> dict[str, list[float]]:
     """When Slack received each status-message update, per run id."""
-    runs = await services.store.recent_runs(limit=RUNS + 50)
+    runs = await services.runs.history.recent(limit=RUNS + 50)
     roots = {r.thread_ts: r.run_id for r in runs}
     updates: dict[str, list[float]] = defaultdict(list)
     for call in slack.calls_to("chat.update", ok=True):
@@ -238,7 +238,7 @@ async def _report(
     click_acks: list[float],
     resumes: list[float],
 ) -> None:
-    runs = await services.store.recent_runs(limit=RUNS + 10)
+    runs = await services.runs.history.recent(limit=RUNS + 10)
     updates = await _update_times(slack, services)
     per_run = [
         c

@@ -31,12 +31,14 @@ if TYPE_CHECKING:
     from approvals import ExpiryScheduler
     from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ThreadApprovalPort
     from bot.home import HomeTab
-    from bot.runs import RunUseCases, SharedModels, ToolsBuilder
+    from bot.runs import RunHistory, RunUseCases, SharedModels, ToolsBuilder
     from bot.slack import Outbox
     from bot.tasks import TaskSupervisor
     from orchestrator import RunContext, RunEvent, RunTools
 
 log = logging.getLogger(__name__)
+
+RESTARTED = "the bot restarted"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,16 +138,16 @@ def default_tools(workspace_root: Path | None = None) -> ToolsBuilder:
     return build
 
 
-async def recover(store: BotStore, approvals: ApprovalService, outbox: Outbox) -> int:
+async def recover(history: RunHistory, approvals: ApprovalService, outbox: Outbox) -> int:
     """Runs a previous process left running cannot resume here: mark them failed, cancel their asks.
 
-    Cancelling rewrites their approval messages (the UI finds them in the store), so nobody
+    Cancelling rewrites their approval messages (the presenter finds them in the store), so nobody
     approves an action that no agent is waiting for any more.
     """
-    stale = await store.running_runs()
+    stale = await history.left_running()
     for run in stale:
-        await store.finish_run(run.run_id, state="failed", final_answer=None)
-        await approvals.cancel_run(run.run_id, reason="the bot restarted")
+        await history.mark_failed(run.run_id, RESTARTED)
+        await approvals.cancel_run(run.run_id, RESTARTED)
         if run.thread_ts:
             text = "⚠️ The bot restarted while this run was working; it was stopped. Start it again to retry."
             outbox.post(run.channel, text=text, thread=run.thread_ts)
@@ -226,7 +228,7 @@ async def build_services(
     from approvals import ExpiryScheduler
     from bot.approval_ui import ApprovalsUI, ApprovalUseCases, pending_for
     from bot.home import HomeTab
-    from bot.runs import RunSupervisor, RunUseCases, SharedModels, TeamCatalog
+    from bot.runs import RunHistory, RunSupervisor, RunUseCases, SharedModels, TeamCatalog
     from bot.slack import GroupResolver
     from bot.tasks import TaskSupervisor
     from orchestrator import warm_up
@@ -262,16 +264,15 @@ async def build_services(
     )
     # The Home tab lists exactly what `/massgen approvals` lists: the one "pending for this user" query.
     pending = functools.partial(pending_for, db.approvals, groups_of=groups.groups_of)
-    home = HomeTab(pending=pending, recent_runs=db.store.recent_runs, outbox=box, tasks=tasks, clock=clock)
+    history = RunHistory(db.run_store, db.store)
+    home = HomeTab(pending=pending, recent_runs=history.recent, outbox=box, tasks=tasks, clock=clock)
     approval_ui = ApprovalUseCases(db.approvals, groups, presenter, box, refresh_home=home.publish)
     presenter.on_change = home.refresh
     presenter.attach()
     await box.start()
-    await recover(db.store, db.approvals, box)
+    await recover(history, db.approvals, box)
     await scheduler.start()
-    runs = RunUseCases(
-        supervisor=supervisor, teams=teams, store=db.store, run_store=db.run_store, groups_of=groups.groups_of
-    )
+    runs = RunUseCases(supervisor=supervisor, teams=teams, history=history, groups_of=groups.groups_of)
     return Services(
         settings=settings,
         client=client,

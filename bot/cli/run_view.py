@@ -7,7 +7,7 @@ import functools
 import sys
 from typing import TYPE_CHECKING, Any, Protocol
 
-from orchestrator import RunCancelled, RunEvent, RunFailed, RunFinished, TextDelta, to_line
+from orchestrator import RunCancelled, RunEvent, RunFailed, RunFinished, RunView, to_line
 
 if TYPE_CHECKING:  # rich is imported only when something is drawn: `--json` runs never load it
     from rich.console import Console
@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # rich is imported only when something is drawn: `--json` run
     from rich.table import Table
 
     from approvals import ApprovalRequest, ApprovalService
-    from orchestrator import CoordinationState, RunHandle
+    from orchestrator import RunHandle
 
 Terminal = RunFinished | RunFailed | RunCancelled
 NO_TERMINAL = "no terminal to ask"
@@ -61,19 +61,20 @@ class JsonView:
 
 
 class LiveView:
-    """Agent cards (status, answers, vote, tokens, cost, latest text) redrawn a few times a second."""
+    """Agent cards (status, answers, vote, tokens, cost, latest text) redrawn a few times a second.
+
+    The cards are the run's one fold (`orchestrator.RunView`), the same the Slack status message shows.
+    """
 
     def __init__(self) -> None:
         from rich.console import Console
 
         self._console = Console()
         self._live: Live | None = None
-        self._handle: RunHandle | None = None
-        self._tail: dict[str, str] = {}
+        self.view = RunView()
 
     def on_event(self, event: RunEvent) -> None:
-        if isinstance(event, TextDelta):
-            self._tail[event.agent_id] = (self._tail.get(event.agent_id, "") + event.text)[-80:]
+        self.view = self.view.apply(event)
 
     @property
     def console(self) -> Console:
@@ -82,7 +83,6 @@ class LiveView:
     def start(self, handle: RunHandle) -> None:
         from rich.live import Live
 
-        self._handle = handle
         self._live = Live(console=self.console, get_renderable=self._render, refresh_per_second=8)
         self._live.start()
 
@@ -96,45 +96,43 @@ class LiveView:
 
     def finish(self, terminal: Terminal) -> None:
         self.pause()
-        self.console.print(final_panel(terminal, self._handle.snapshot() if self._handle else None))
+        self.console.print(final_panel(terminal, self.view))
 
     def _render(self) -> Table:
-        assert self._handle is not None
-        return agent_table(self._handle.snapshot(), self._tail)
+        return agent_table(self.view)
 
 
-def agent_table(state: CoordinationState, tail: dict[str, str]) -> Table:
+def agent_table(view: RunView) -> Table:
     """One row per agent."""
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=f"round {state.round} · ${state.cost_usd:.4f}", expand=True)
+    table = Table(title=f"{view.phase} · ${view.cost_usd:.4f}", expand=True)
     for column in ("agent", "model", "status", "answers", "vote", "tokens in/out", "cost", "latest"):
         table.add_column(column, overflow="ellipsis", no_wrap=column != "latest")
-    for view in state.agents.values():
-        vote = state.agents[view.vote].label if view.vote in state.agents else "-"
-        status = f"failed: {view.failed}" if view.failed else view.status
+    for card in view.agents:
+        status = f"failed: {card.detail}" if card.failed else card.status
         table.add_row(
-            f"{view.label} ({view.agent_id})",
-            view.model,
-            Text(status, style="red" if view.failed else ""),
-            str(view.answers),
-            vote,
-            f"{view.input_tokens}/{view.output_tokens}",
-            f"${view.cost_usd:.4f}",
-            " ".join(tail.get(view.agent_id, "").split()),
+            f"{card.label} ({card.agent_id})",
+            card.model,
+            Text(status, style="red" if card.failed else ""),
+            str(card.answers),
+            card.voted_for or "-",
+            f"{card.input_tokens}/{card.output_tokens}",
+            f"${card.cost_usd:.4f}",
+            " ".join(card.tail.split()),
         )
     return table
 
 
-def final_panel(terminal: Terminal, state: CoordinationState | None) -> Panel:
+def final_panel(terminal: Terminal, view: RunView | None) -> Panel:
     """The tally and the answer (or why there is none)."""
     from rich.console import Group
     from rich.markdown import Markdown
     from rich.panel import Panel
     from rich.text import Text
 
-    from bot.runs.blocks import apply_line  # only when the panel is drawn (`--json` skips it)
+    from bot.runs import apply_line  # only when the panel is drawn (`--json` skips it)
 
     if isinstance(terminal, RunCancelled):
         return Panel(
@@ -143,7 +141,7 @@ def final_panel(terminal: Terminal, state: CoordinationState | None) -> Panel:
     if isinstance(terminal, RunFailed):
         reasons = "\n".join(f"- {who}: {why}" for who, why in terminal.reasons.items())
         return Panel(reasons, title="run failed", style="red")
-    labels = {v.agent_id: v.label for v in state.agents.values()} if state else {}
+    labels = {card.agent_id: card.label for card in view.agents} if view else {}
     tally = ", ".join(f"{labels.get(a, a)} ({a}): {n}" for a, n in terminal.tally.items()) or "no votes"
     header = f"winner: {terminal.winner} · votes: {tally} · ${terminal.cost_usd:.4f}"
     if terminal.salvage:

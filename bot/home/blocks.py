@@ -16,7 +16,7 @@ _STATE_ICON = {"running": "⏳", "finished": "✅", "failed": "❌", "cancelled"
 
 
 class RunSummary(Protocol):
-    """What the Home tab shows of a past run (`bot.slack.store.BotRun` has these fields)."""
+    """What the Home tab shows of a past run (`bot.runs.SlackRun` has these fields)."""
 
     @property
     def run_id(self) -> str: ...

@@ -50,6 +50,6 @@ async def _answer(
     elif isinstance(parsed, ListApprovals):
         reply = await services.approval_ui.pending_text(where.user)
     else:
-        reply = await services.runs.history(where.channel)
+        reply = await services.runs.history_text(where.channel)
     if reply:
         await services.outbox.ephemeral(where.channel, where.user, text=reply)

@@ -17,7 +17,7 @@ from typing import Any
 
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from approvals import ApprovalService
+from approvals import ApprovalService, ConversationRef
 from bot.approval_ui.port import ThreadApprovalPort
 from bot.errors import OutboxError
 from bot.runs.blocks import status_blocks
@@ -121,14 +121,8 @@ class RunSupervisor:
     async def _run(self, request: RunRequest) -> None:
         run_id = f"run-{secrets.token_hex(6)}"
         renderer = self._open(run_id, request)
-        await self._store.record_run(
-            run_id=run_id,
-            channel=request.channel,
-            requester=request.requester,
-            team=request.choice.name,
-            task=request.task,
-        )
-        self.spawn(self._remember_thread(run_id, renderer.thread), name=f"thread:{run_id}")
+        await self._store.record_run(run_id, request.channel, thread_ts=request.thread_ts)
+        self.spawn(self._remember_root(run_id, renderer.root), name=f"root-ts:{run_id}")
         try:
             handle = await start_run(
                 request.choice.team,
@@ -140,11 +134,14 @@ class RunSupervisor:
                 requester=request.requester,
                 context=request.context,
                 subscribers=self._subscribers(run_id, renderer),
+                team_name=request.choice.name,
+                conversation=ConversationRef(
+                    surface="slack", channel=request.channel, thread=request.thread_ts
+                ),
             )
         except Exception as exc:
             log.exception("run %s could not start", run_id)
             renderer.failed_to_start(type(exc).__name__)
-            await self._store.finish_run(run_id, state="failed", final_answer=None)
             return
         await self._drive(ActiveRun(request=request, handle=handle, renderer=renderer))
 
@@ -167,7 +164,7 @@ class RunSupervisor:
         )
 
     async def _drive(self, active: ActiveRun) -> None:
-        """Until the run ends: then the last status, and the outcome recorded for follow-ups."""
+        """Until the run ends: then the last status."""
         run_id = active.handle.run_id
         self._active[run_id] = active
         self._no_runs.clear()
@@ -176,10 +173,8 @@ class RunSupervisor:
         if self._ticker is None or self._ticker.done():
             self._ticker = self.spawn(self._tick(), name="status-ticker")
         try:
-            outcome = await active.handle.wait()
+            await active.handle.wait()  # the run store records the outcome (one truth about a run)
             await active.renderer.finish()
-            answer = outcome.answer if outcome.kind == "finished" else None
-            await self._store.finish_run(run_id, state=outcome.kind, final_answer=answer)
         finally:
             self._active.pop(run_id, None)
             if not self._active:
@@ -225,12 +220,12 @@ class RunSupervisor:
             return [renderer.on_event]
         return [renderer.on_event, lambda event: observe(run_id, event)]
 
-    async def _remember_thread(self, run_id: str, thread: MessageRef | str) -> None:
+    async def _remember_root(self, run_id: str, root: MessageRef) -> None:
         try:
-            ts = thread if isinstance(thread, str) else await thread.ts()
+            ts = await root.ts()
         except OutboxError:
             return  # never posted: `_watch_root` tells the requester
-        await self._store.set_thread(run_id, ts)
+        await self._store.set_root(run_id, ts)
 
     def _tools_factory(
         self, channel: str, thread: MessageRef | str

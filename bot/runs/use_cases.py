@@ -8,11 +8,11 @@ from bot.render.escape import code, safe
 from bot.render.kit import Block
 from bot.runs.blocks import answer_modal
 from bot.runs.control import GroupsOf, may_control
+from bot.runs.history import RunHistory
 from bot.runs.supervisor import ActiveRun, RunRequest, RunSupervisor
 from bot.runs.teams import TeamCatalog, TeamNotFound
 from bot.slack.parse import StartRun
-from bot.slack.store import BotStore
-from orchestrator import AnswerSubmitted, RunStore
+from orchestrator import AnswerSubmitted
 
 STILL_RUNNING = "A run is still working in this thread; wait for its answer or cancel it first."
 
@@ -40,14 +40,12 @@ class RunUseCases:
         *,
         supervisor: RunSupervisor,
         teams: TeamCatalog,
-        store: BotStore,
-        run_store: RunStore,
+        history: RunHistory,
         groups_of: GroupsOf,
     ) -> None:
         self.supervisor = supervisor
         self.teams = teams
-        self._store = store
-        self._run_store = run_store
+        self.history = history
         self._groups_of = groups_of
 
     def start(self, parsed: StartRun, where: Where, *, context: str | None = None) -> str | None:
@@ -73,7 +71,7 @@ class RunUseCases:
         """A mention inside a finished run's thread continues from that run's final answer."""
         context = None
         if where.thread_ts is not None:
-            previous = await self._store.run_for_thread(where.channel, where.thread_ts)
+            previous = await self.history.in_thread(where.channel, where.thread_ts)
             if previous is not None and previous.state == "running":
                 return STILL_RUNNING
             if previous is not None:
@@ -91,7 +89,7 @@ class RunUseCases:
             lines = [f"*{len(active)} active run(s):*"]
             lines += [run_line(a.renderer.view.run_id, a.request.task, a.renderer.view.phase) for a in active]
             return "\n".join(lines)
-        stored = await self._store.get_run(run_id)
+        stored = await self.history.get(run_id)
         # Run ids are not secrets: another channel's run is only shown to the person who started it.
         if stored is None or (stored.channel != channel and stored.requester != user):
             return f"No run with id {code(run_id, 64)}."
@@ -99,9 +97,9 @@ class RunUseCases:
         state = active_run.renderer.view.phase if active_run is not None else stored.state
         return run_line(stored.run_id, stored.task, state)
 
-    async def history(self, channel: str) -> str:
+    async def history_text(self, channel: str) -> str:
         """The channel's recent runs."""
-        runs = await self._store.recent_runs(channel=channel, limit=10)
+        runs = await self.history.recent(channel=channel, limit=10)
         if not runs:
             return "No runs in this channel yet."
         return "\n".join(["*Recent runs:*", *(run_line(r.run_id, r.task, r.state) for r in runs)])
@@ -119,7 +117,7 @@ class RunUseCases:
     async def cancel(self, run_id: str, user: str) -> str:
         """`/massgen cancel <id>`: cancel an active run if `user` may (requester or approver)."""
         if self.supervisor.active(run_id) is None:
-            stored = await self._store.get_run(run_id)
+            stored = await self.history.get(run_id)
             state = "does not exist" if stored is None else f"is not running ({safe(stored.state)})"
             return f"Run {code(run_id, 64)} {state}."
         active = await self._controllable(run_id, user)
@@ -144,11 +142,11 @@ class RunUseCases:
     async def answer(self, value: str, channel: str | None) -> Block | None:
         """The full-answer modal for a "Show full" button (`run_id:label`), only in the run's channel."""
         run_id, _, label = value.partition(":")
-        run = await self._store.get_run(run_id)
+        run = await self.history.get(run_id)
         # Button values can be forged: an answer is shown only in the channel its run posted to.
         if run is None or channel is None or run.channel != channel:
             return None
-        for event in await self._run_store.events(run_id):
+        for event in await self.history.run_store.events(run_id):
             if isinstance(event, AnswerSubmitted) and event.label == label:
                 return answer_modal(label, event.content)
         return None

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from bot.slack.groups import GroupResolver
     from bot.slack.outbox import MessageRef, Outbox
-    from bot.slack.store import BotRun, BotStore
+    from bot.slack.store import BotStore, RunCoordinates
 
 _MODULES = {
-    "BotRun": "bot.slack.store",
     "BotStore": "bot.slack.store",
     "GroupResolver": "bot.slack.groups",
     "MessageRef": "bot.slack.outbox",
     "Outbox": "bot.slack.outbox",
+    "RunCoordinates": "bot.slack.store",
 }
 
 
@@ -32,4 +32,4 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["BotRun", "BotStore", "GroupResolver", "MessageRef", "Outbox"]
+__all__ = ["BotStore", "GroupResolver", "MessageRef", "Outbox", "RunCoordinates"]

@@ -47,7 +47,7 @@ async def test_unverified_requests_get_401_and_change_nothing(tmp_path: Path, he
         assert status == 401
         await bot.settle()
         assert bot.slack.calls_to("chat.postMessage") == []
-        assert await bot.services.store.recent_runs() == []
+        assert await bot.services.runs.history.recent() == []
 
 
 async def test_url_verification_and_health(tmp_path: Path) -> None:

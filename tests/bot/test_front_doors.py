@@ -27,10 +27,12 @@ DOORS = {
     ],
     "bot.runs": [
         "ActiveRun",
+        "RunHistory",
         "RunRequest",
         "RunSupervisor",
         "RunUseCases",
         "SharedModels",
+        "SlackRun",
         "TeamCatalog",
         "TeamChoice",
         "TeamNotFound",
@@ -38,7 +40,7 @@ DOORS = {
         "Where",
         "apply_line",
     ],
-    "bot.slack": ["BotRun", "BotStore", "GroupResolver", "MessageRef", "Outbox"],
+    "bot.slack": ["BotStore", "GroupResolver", "MessageRef", "Outbox", "RunCoordinates"],
 }
 
 

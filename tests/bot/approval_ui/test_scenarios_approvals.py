@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from approvals import Ask
+from approvals import Ask, ConversationRef
 from approvals.models import ApprovalRequest, Approvers
 from approvals.permissions.actions import Action, action_digest
 from approvals.permissions.decisions import Decision, Risk
 from approvals.testing import scratch_postgres_database
 from bot.approval_ui import ThreadApprovalPort
 from bot.render import ids
-from orchestrator.events import ToolDecided
+from orchestrator.events import RunStarted, ToolDecided
 from tests.bot.harness import APPROVER, CHANNEL, INTRUDER, REQUESTER, BotHarness, bot_harness
 from tests.conftest import postgres_url
 from tests.fakes.provider_agent import protocol_agent
@@ -263,7 +263,7 @@ async def test_a_run_waits_for_the_click_and_the_tool_runs_after_approval(tmp_pa
         request_id = _buttons(post.params["blocks"])[ids.APPROVE_ONCE]["value"]
         await bot.click(ids.APPROVE_ONCE, request_id, user=APPROVER)
         await bot.settle(30)
-        run = (await bot.services.store.recent_runs())[0]
+        run = (await bot.services.runs.history.recent())[0]
         assert run.state == "finished"
         events = await bot.services.run_store.events(run.run_id)
         decided = [e for e in events if isinstance(e, ToolDecided)]
@@ -290,11 +290,17 @@ async def test_restart_recovery_fails_orphaned_runs_and_cancels_their_asks(tmp_p
 
     async with bot_harness(tmp_path) as bot:
         request, thread = await _ask(bot)
-        store = bot.services.store
-        await store.record_run(run_id="run-test", channel=CHANNEL, requester=REQUESTER, team="t", task="x")
-        await store.set_thread("run-test", thread)
-        assert await recover(store, bot.services.approvals, bot.services.outbox) == 1
-        assert (await store.get_run("run-test")).state == "failed"  # type: ignore[union-attr]
+        # A run the previous process left running: in the run store, and its Slack coordinates.
+        where = ConversationRef(surface="slack", channel=CHANNEL)
+        started = RunStarted(
+            run_id="run-test", seq=1, task="x", agents=(), requester=REQUESTER, conversation=where
+        )
+        await bot.services.run_store.append(started)
+        await bot.services.store.record_run("run-test", CHANNEL)
+        await bot.services.store.set_root("run-test", thread)
+        history = bot.services.runs.history
+        assert await recover(history, bot.services.approvals, bot.services.outbox) == 1
+        assert (await history.get("run-test")).state == "failed"  # type: ignore[union-attr]
         assert (await bot.services.approvals.get(request.id)).status == "cancelled"  # type: ignore[union-attr]
         await bot.settle()
         ts = post_ts_first(bot, thread)
@@ -330,7 +336,7 @@ async def test_click_decides_on_postgresql_too(tmp_path: Path) -> None:
         assert (decided.status, decided.decision_scope) == ("approved", "run")
         await bot.command("ship it")
         await bot.settle()
-        assert (await bot.services.store.recent_runs())[0].state == "finished"
+        assert (await bot.services.runs.history.recent())[0].state == "finished"
 
 
 async def test_quorum_progress_is_shown_on_the_message_until_the_last_approval(tmp_path: Path) -> None:

@@ -180,14 +180,15 @@ async def test_live_view_renders_cards_and_final_panels() -> None:
     from rich.console import Console
 
     from bot.cli.run_view import agent_table, final_panel
-    from orchestrator.run import start_run
+    from orchestrator import RunView, start_run
     from orchestrator.testing import ScriptedModels, scripted_team
 
-    handle = await start_run(scripted_team(2), "task", models=ScriptedModels())
+    events: list[object] = []
+    handle = await start_run(scripted_team(2), "task", models=ScriptedModels(), subscribers=[events.append])
     result = await handle.wait()
-    state = handle.snapshot()
+    state = RunView.of(events).with_agent("a0", tail="some streamed text")  # type: ignore[arg-type]
     console = Console(record=True, width=160)
-    console.print(agent_table(state, {"a0": "some streamed text"}))
+    console.print(agent_table(state))
     console.print(final_panel(result, state))  # type: ignore[arg-type]
     salvaged = RunFinished(winner="a0", answer="best so far", tally={}, salvage="timeout:latest_answer")
     console.print(final_panel(salvaged, state))

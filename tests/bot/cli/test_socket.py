@@ -28,7 +28,7 @@ async def test_socket_mode_serves_commands_and_approval_clicks(tmp_path: Path) -
             assert "/massgen" in str(ack)
             await bot.slack.socket_send("slash_commands", slash_command("summarise the logs"))
             await bot.settle()
-            run = (await bot.services.store.recent_runs())[0]
+            run = (await bot.services.runs.history.recent())[0]
             assert (run.state, run.requester) == ("finished", REQUESTER)
 
             root = bot.services.outbox.post(CHANNEL, text="a run")

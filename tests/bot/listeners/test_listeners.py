@@ -146,7 +146,7 @@ async def test_forged_button_values_from_other_channels_reveal_nothing(tmp_path:
         request_id = await _ask(bot)
         await bot.command("secret roadmap task")
         await bot.settle()
-        run = (await bot.services.store.recent_runs())[0]
+        run = (await bot.services.runs.history.recent())[0]
         outsider = "U0OUTSIDER"
         for action_id, value in [(ids.DETAILS, request_id), (ids.ANSWER_FULL, f"{run.run_id}:agent1.1")]:
             await bot.click(action_id, value, user=outsider, channel="C0OTHER")

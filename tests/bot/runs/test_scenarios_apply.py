@@ -53,7 +53,7 @@ async def test_apply_back_waits_for_a_click_then_writes_the_source(tmp_path: Pat
         assert request_id is not None
         await bot.click(ids.APPROVE_ONCE, request_id, user=APPROVER)
         await bot.settle(30)
-        run = (await bot.services.store.recent_runs())[0]
+        run = (await bot.services.runs.history.recent())[0]
         assert run.state == "finished"
         assert (source / "FIX.md").read_text().startswith("fixed by ")
         assert any("Patch applied to the source" in str(c.params) for c in bot.posts())

@@ -24,7 +24,7 @@ async def test_fifty_concurrent_runs_in_one_channel_stay_within_slack_limits(tmp
             acks.append(time.perf_counter() - started)
             assert (status, body) == (200, "")
         await bot.settle(90)
-        runs = await bot.services.store.recent_runs(limit=RUNS + 1)
+        runs = await bot.services.runs.history.recent(limit=RUNS + 1)
         assert len(runs) == RUNS
         assert {r.state for r in runs} == {"finished"}
         assert bot.slack.violations == []

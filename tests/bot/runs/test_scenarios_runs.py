@@ -26,7 +26,7 @@ async def test_full_run_with_three_agents_posts_status_thread_and_final_answer(t
         status, body = await bot.command("fix the flaky test in billing")
         assert (status, body) == (200, "")
         await bot.settle()
-        run = (await bot.services.store.recent_runs())[0]
+        run = (await bot.services.runs.history.recent())[0]
         assert (run.state, run.requester, run.task) == (
             "finished",
             REQUESTER,
@@ -54,11 +54,11 @@ async def test_mention_starts_a_run_and_a_mention_in_its_thread_follows_up_with_
     async with bot_harness(tmp_path) as bot:
         assert await bot.mention("summarise the incident") == 200
         await bot.settle()
-        first = (await bot.services.store.recent_runs())[0]
+        first = (await bot.services.runs.history.recent())[0]
         assert first.state == "finished"
         assert await bot.mention("now write the postmortem", thread_ts=first.thread_ts) == 200
         await bot.settle()
-        follow_up = (await bot.services.store.recent_runs())[0]
+        follow_up = (await bot.services.runs.history.recent())[0]
         assert follow_up.run_id != first.run_id
         assert follow_up.thread_ts == first.thread_ts  # it posts into the same thread
         started = (await bot.services.run_store.events(follow_up.run_id))[0]
@@ -76,7 +76,7 @@ async def test_duplicate_event_delivery_starts_one_run(tmp_path: Path) -> None:
         assert (await bot.post(body))[0] == 200
         assert (await bot.post(body))[0] == 200  # Slack retries an event it thinks was missed
         await bot.settle()
-        assert len(await bot.services.store.recent_runs()) == 1
+        assert len(await bot.services.runs.history.recent()) == 1
 
 
 def _slow_first_answers(release: asyncio.Event) -> Any:
@@ -103,7 +103,7 @@ async def test_intruder_cannot_cancel_the_requester_can(tmp_path: Path) -> None:
         await bot.click(ids.RUN_CANCEL, run_id, user=REQUESTER)
         await bot.settle()
         release.set()
-        run = await bot.services.store.get_run(run_id)
+        run = await bot.services.runs.history.get(run_id)
         assert run is not None
         assert run.state == "cancelled"
 
@@ -126,7 +126,7 @@ async def test_approver_finish_now_salvages_and_cancel_command_reports_state(tmp
         await bot.click(ids.RUN_FINISH_NOW, run_id, user=APPROVER)
         await bot.settle()
         release.set()
-        run = await bot.services.store.get_run(run_id)
+        run = await bot.services.runs.history.get(run_id)
         assert run is not None
         assert run.state == "finished"
         assert run.final_answer
@@ -162,7 +162,7 @@ async def test_bot_not_in_channel_stops_the_run_and_tells_the_requester_privatel
         assert "not_in_channel" in told["text"]
         assert "/invite" in told["text"]
         assert told["response_type"] == "ephemeral"
-        assert (await bot.services.store.recent_runs())[0].state == "cancelled"
+        assert (await bot.services.runs.history.recent())[0].state == "cancelled"
 
 
 async def test_a_quiet_run_still_refreshes_its_status_message(tmp_path: Path, monkeypatch: Any) -> None:
@@ -198,7 +198,7 @@ async def test_model_and_user_text_cannot_ping_the_channel_or_leak_secrets(tmp_p
     async with bot_harness(tmp_path, handler=handler, agents=2) as bot:
         await bot.command("&lt;!everyone&gt; summarise " + hostile.replace("<", "&lt;").replace(">", "&gt;"))
         await bot.settle()
-        assert (await bot.services.store.recent_runs())[0].state == "finished"
+        assert (await bot.services.runs.history.recent())[0].state == "finished"
         sent = str([c.params for c in bot.slack.calls])
         assert "a" * 40 not in sent  # the key-shaped secret was redacted everywhere
     # Leaving the harness asserts the emulator saw no live mention anywhere (text or blocks).

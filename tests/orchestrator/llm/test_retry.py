@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncGenerator
 
 import pytest
@@ -94,6 +95,7 @@ def test_invalid_policy_is_rejected() -> None:
         (TimeoutError("slow"), True, "timed out"),
         (ConnectionResetError("gone"), True, "connection failed"),
         (KeyError("bug"), False, "unexpected KeyError"),
+        (json.JSONDecodeError("Expecting value", "<html>", 0), True, "malformed response: data is not JSON"),
     ],
 )
 def test_unexpected_errors(exc: Exception, retryable: bool, words: str) -> None:
@@ -159,13 +161,16 @@ async def test_no_retry_after_the_first_item() -> None:
 
 async def test_exhausted_and_non_retryable_errors_raise_at_once() -> None:
     attempts = Attempts([(OSError("x"), False)] * 2)
-    with pytest.raises(ProviderError, match="503"):
+    with pytest.raises(ProviderError, match="503") as exhausted:
         await run(attempts, RetryPolicy(max_attempts=2, base_delay=0.0, max_delay=0.0))
+    assert exhausted.value.message == "boom (after 2 attempts)"  # the drop reason says it was retried
+    assert (exhausted.value.status, exhausted.value.retryable) == (503, True)
     assert attempts.opened == attempts.closed == 2
     attempts = Attempts([(KeyError("bug"), False), None])
     with pytest.raises(ProviderError) as info:
         await run(attempts)
     assert info.value.retryable is False
+    assert "attempts" not in info.value.message
     assert attempts.opened == 1
 
 

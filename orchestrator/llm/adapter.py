@@ -2,7 +2,7 @@
 
 A vendor adapter (`openai.py`, `anthropic.py`) subclasses `SdkAdapter`, names its provider and
 its SDK's error classes, and implements `_attempt`: one streamed HTTP call mapped onto the port,
-opened with `_deadline()` so that a provider that hangs or stalls is cut (a retryable error).
+paced by the call's `Deadline` so that a provider that hangs or stalls is cut (a retryable error).
 """
 
 from __future__ import annotations
@@ -30,12 +30,13 @@ DEFAULT_IDLE_TIMEOUT_S = 30.0
 
 
 class Deadline:
-    """One attempt's clock: the whole call within `call_s`, and never `idle_s` without an event.
+    """One model call's clock: all of it (retries included) within `call_s`, never `idle_s` idle.
 
-    The idle limit covers the wait for the response headers and each wait for the next event the
-    SDK yields (keep-alives do not count: the SDKs drop SSE comments and Anthropic `ping` events,
+    The idle limit covers each wait for response headers and each wait for the next event the SDK
+    yields (keep-alives do not count: the SDKs drop SSE comments and Anthropic `ping` events,
     though they keep the SDK's own HTTP read timeout from firing); the call limit bounds a
-    provider that streams slowly but never finishes. Either one expiring raises a retryable
+    provider that streams slowly but never finishes, and the retries of one that keeps failing,
+    so that `max_attempts` hangs cannot add up. Either one expiring raises a retryable
     `ProviderError` naming the setting.
     """
 
@@ -44,6 +45,10 @@ class Deadline:
         self._call_s, self._idle_s = call_s, idle_s
         self._end = self._loop.time() + call_s
         self._error = error
+
+    def remaining(self) -> float:
+        """Seconds left before the call's deadline (negative once past)."""
+        return self._end - self._loop.time()
 
     async def wait(self, awaitable: Awaitable[T]) -> T:
         """Await one step of the call (opening it, or the next event) within both limits."""
@@ -94,7 +99,7 @@ class SdkAdapter(Generic[SdkClient]):
         self._client = client
         self._model = model
         self._max_tokens = max_tokens or self.default_max_tokens
-        # Per attempt (see `Deadline`); the call limit is also the SDK's own (HTTP-level) backstop.
+        # Per call (see `Deadline`); the call limit is also the SDK's own (HTTP-level) backstop.
         self._timeout_s = call_timeout_s
         self._idle_timeout_s = idle_timeout_s
         self._retry = retry or RetryPolicy()
@@ -112,20 +117,19 @@ class SdkAdapter(Generic[SdkClient]):
         self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> AsyncIterator[StreamItem]:
         """Stream one assistant turn; raises `ProviderError` once retries are exhausted."""
+        clock = Deadline(self._timeout_s, self._idle_timeout_s, self._error)
         return stream_with_retries(
-            lambda: self._attempt(system, messages, tools),
+            lambda: self._attempt(clock, system, messages, tools),
             lambda exc: classify_sdk_error(exc, self.errors, self.provider, self._model),
             self._retry,
+            remaining=clock.remaining,
         )
 
     def _attempt(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, clock: Deadline, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> AsyncGenerator[StreamItem, None]:
+        """One streamed HTTP call: `clock.wait` for the SDK call, `clock.next` for each event."""
         raise NotImplementedError
-
-    def _deadline(self) -> Deadline:
-        """A fresh clock for one attempt: `wait` for the SDK call, `next` for each event."""
-        return Deadline(self._timeout_s, self._idle_timeout_s, self._error)
 
     def _error(self, message: str, *, retryable: bool) -> ProviderError:
         return ProviderError(self.provider, self._model, None, retryable, message)

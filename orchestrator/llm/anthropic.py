@@ -13,7 +13,7 @@ import anthropic
 
 from orchestrator.errors import ProviderError
 from orchestrator.llm import convert
-from orchestrator.llm.adapter import SdkAdapter
+from orchestrator.llm.adapter import Deadline, SdkAdapter
 from orchestrator.llm.base import (
     Message,
     StopReason,
@@ -74,7 +74,7 @@ class AnthropicClient(SdkAdapter[anthropic.AsyncAnthropic]):
     default_max_tokens = DEFAULT_MAX_TOKENS
 
     async def _attempt(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, clock: Deadline, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> AsyncGenerator[StreamItem, None]:
         params: dict[str, Any] = {
             "model": self._model,
@@ -85,7 +85,6 @@ class AnthropicClient(SdkAdapter[anthropic.AsyncAnthropic]):
             params["system"] = system
         if tools:
             params["tools"] = convert.anthropic_tools(tools)
-        clock = self._deadline()
         stream = await clock.wait(
             self._client.messages.create(
                 **params, stream=True, timeout=self._timeout_s, extra_body=self._extra or None

@@ -77,8 +77,9 @@ def make_model_client(
 
     `base_url`/`api_key` default to the SDKs' variables (`OPENAI_BASE_URL`, `OPENAI_API_KEY`,
     `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`; a preset's own key variable, or `api_key_env`).
-    Each attempt must finish within `call_timeout_s` and never wait `idle_timeout_s` for the next
-    event (`adapter.Deadline`); `max_attempts` counts the first. Raises `ProviderConfigError` for an
+    A model call, its retries included, must end within `call_timeout_s`, and never wait
+    `idle_timeout_s` for headers or the next event (`adapter.Deadline`); `max_attempts` counts the
+    first attempt. Raises `ProviderConfigError` for an
     unknown type, an empty model, a missing key or a bad timeout.
     """
     environ = os.environ if env is None else env

@@ -14,7 +14,7 @@ from typing import Any
 import openai
 
 from orchestrator.llm import convert
-from orchestrator.llm.adapter import SdkAdapter
+from orchestrator.llm.adapter import Deadline, SdkAdapter
 from orchestrator.llm.base import (
     Message,
     StreamItem,
@@ -52,7 +52,7 @@ class OpenAIResponsesClient(_OpenAIClient):
     """The Responses API (`POST /responses`), backend type `openai`."""
 
     async def _attempt(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, clock: Deadline, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> AsyncGenerator[StreamItem, None]:
         params: dict[str, Any] = {
             "model": self._model,
@@ -65,7 +65,6 @@ class OpenAIResponsesClient(_OpenAIClient):
             params["tools"] = convert.responses_tools(tools)
         if self._max_tokens is not None:
             params["max_output_tokens"] = self._max_tokens
-        clock = self._deadline()
         stream = await clock.wait(
             self._client.responses.create(
                 **params, stream=True, timeout=self._timeout_s, extra_body=self._extra or None
@@ -115,7 +114,7 @@ class ChatCompletionsClient(_OpenAIClient):
     provider = "chatcompletion"
 
     async def _attempt(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, clock: Deadline, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> AsyncGenerator[StreamItem, None]:
         params: dict[str, Any] = {
             "model": self._model,
@@ -127,7 +126,6 @@ class ChatCompletionsClient(_OpenAIClient):
         if self._max_tokens is not None:
             # `max_tokens` rather than `max_completion_tokens`: compatible servers only know the old name.
             params["max_tokens"] = self._max_tokens
-        clock = self._deadline()
         stream = await clock.wait(
             self._client.chat.completions.create(
                 **params, stream=True, timeout=self._timeout_s, extra_body=self._extra or None

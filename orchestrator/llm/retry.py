@@ -84,11 +84,14 @@ async def stream_with_retries(
     *,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     rand: Callable[[], float] = random.random,
+    remaining: Callable[[], float] | None = None,
 ) -> AsyncIterator[StreamItem]:
     """Yield one attempt's items, opening a new attempt on retryable failures before the first item.
 
-    Each attempt generator is closed (`aclose`) however this generator ends, so cancellation or an
-    early `aclose()` by the caller closes the HTTP response.
+    `remaining` gives the seconds left of the call's own deadline: no attempt is started that
+    would begin after it (the call's failure is then final). Each attempt generator is closed
+    (`aclose`) however this generator ends, so cancellation or an early `aclose()` by the caller
+    closes the HTTP response.
     """
     attempt = 0
     while True:
@@ -102,6 +105,8 @@ async def stream_with_retries(
             except Exception as exc:
                 error = exc if isinstance(exc, ProviderError) else classify(exc)
                 delay = retry_delay(error, attempt, policy, rand())
+                if delay is not None and remaining is not None and delay >= remaining():
+                    delay = None  # the next attempt would start past the call's deadline
                 if delay is None:
                     error = _after(error, attempt)
                     if error is exc:

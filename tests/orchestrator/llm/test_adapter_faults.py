@@ -6,6 +6,7 @@ reached the caller, raised with the attempt count once the policy gives up. Filt
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncIterator
 
@@ -138,6 +139,26 @@ async def test_keep_alives_do_not_outlast_the_call_deadline(api: str, server: Pr
     elapsed = time.monotonic() - started
     await client.aclose()
     assert info.value.retryable
-    assert "the call took over 0.3 s (call_timeout_seconds)" in info.value.message
-    assert 0.6 <= elapsed < 3.0  # two 0.3 s attempts, far from the 5 s idle limit
-    await server.wait_for(requests=2, disconnects=2)  # both abandoned by the client, not left open
+    assert info.value.message == "timed out: the call took over 0.3 s (call_timeout_seconds)"
+    assert 0.3 <= elapsed < 2.0  # far from the 5 s idle limit
+    assert len(server.requests) == 1  # the deadline covers the retries: none starts past it
+    await server.wait_for(disconnects=1)  # abandoned by the client, not left open
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_retries_stop_at_the_call_deadline(api: str, server: ProviderServer) -> None:
+    server.handler = scripted(*[Reply(hang_before_headers=True)] * 10)
+    policy = RetryPolicy(max_attempts=10, base_delay=0.01, max_delay=0.02)
+    client = make_adapter(api, server, idle_timeout_s=0.1, call_timeout_s=0.45, retry=policy)
+    started = time.monotonic()
+    with pytest.raises(ProviderError) as info:
+        await collect(client)
+    elapsed = time.monotonic() - started
+    await client.aclose()
+    assert info.value.retryable
+    assert 2 <= len(server.requests) <= 5  # idle cuts each attempt; the call deadline ends the retries
+    made = re.search(r"\(after (\d+) attempts\)$", info.value.message)
+    assert made is not None
+    # The deadline may cut the last attempt before its request reached the server.
+    assert len(server.requests) <= int(made.group(1)) <= len(server.requests) + 1
+    assert 0.2 <= elapsed < 2.0  # ten hangs do not add up: about the 0.45 s call deadline

@@ -180,3 +180,26 @@ async def test_early_close_closes_the_attempt() -> None:
     assert await anext(stream) == TextDelta(text="a")
     await stream.aclose()  # type: ignore[attr-defined]
     assert attempts.closed == 1
+
+
+async def test_no_attempt_starts_past_the_call_deadline() -> None:
+    attempts = Attempts([(OSError("x"), False)] * 4)
+    left = iter([10.0, 0.3])  # seconds left of the call's deadline at each failure
+    with pytest.raises(ProviderError) as info:
+        await drain(
+            stream_with_retries(
+                attempts.attempt,
+                classify,
+                POLICY,
+                sleep=_no_wait,
+                rand=lambda: 0.0,
+                remaining=lambda: next(left),
+            ),
+            [],
+        )
+    assert attempts.opened == attempts.closed == 2  # the second backoff (0.5 s) would end past it
+    assert info.value.message == "boom (after 2 attempts)"
+
+
+async def _no_wait(_: float) -> None:
+    return None

@@ -24,18 +24,19 @@ AGENTS = {  # agent id -> (backend type, model, provider name in errors)
     "beta": ("claude", "claude-sonnet-4-6", "anthropic"),
     "gamma": ("chatcompletion", "llama3", "chatcompletion"),
 }
-IDLE = 0.2  # short limits keep the tests fast; the run timeout is far above them
+IDLE = 0.2  # the broken agent's short limits keep the tests fast; the run timeout is far above them
 CALL = 5.0  # a call's budget, retries included: here above two idle cuts and a backoff
+HEALTHY = {"call_timeout_seconds": 30.0, "idle_timeout_seconds": 5.0}  # generous on a loaded machine
+BROKEN = {"call_timeout_seconds": CALL, "idle_timeout_seconds": IDLE}
 
 
 def team_for(server: ProviderServer, **limits: dict[str, float]) -> TeamConfig:
-    """The three agents with short limits; `limits[agent_id]` overrides that agent's backend settings."""
+    """The three agents, healthy limits; `limits[agent_id]` overrides that agent's backend settings."""
 
     def agent(agent_id: str) -> AgentConfig:
         kind, model, _ = AGENTS[agent_id]
         url = server.anthropic_base_url if kind == "claude" else server.openai_base_url
-        settings: dict[str, Any] = {"call_timeout_seconds": CALL, "idle_timeout_seconds": IDLE}
-        settings |= limits.get(agent_id, {})
+        settings: dict[str, Any] = HEALTHY | limits.get(agent_id, {})
         backend = BackendConfig(
             type=kind,  # type: ignore[arg-type]
             model=model,
@@ -86,7 +87,7 @@ async def test_a_persistently_broken_provider_is_dropped_and_the_run_finishes(
     async with ProviderServer(faulty(model, fault)) as server:
         events: list[RunEvent] = []
         started = time.monotonic()
-        team = team_for(server, **{agent_id: LIMITS.get(next(iter(fault)), {})})
+        team = team_for(server, **{agent_id: BROKEN | LIMITS.get(next(iter(fault)), {})})
         handle = await start_run(team, "fix the flaky test", subscribers=[events.append])
         result = await asyncio.wait_for(handle.wait(), timeout=30)
         elapsed = time.monotonic() - started
@@ -119,7 +120,8 @@ async def test_transient_faults_are_retried_and_every_agent_converges() -> None:
 
     async with ProviderServer(handler) as server:
         events: list[RunEvent] = []
-        handle = await start_run(team_for(server), "task", subscribers=[events.append])
+        team = team_for(server, alpha=BROKEN)  # only the hang needs a short idle limit
+        handle = await start_run(team, "task", subscribers=[events.append])
         result = await asyncio.wait_for(handle.wait(), timeout=30)
     assert not [e for e in events if isinstance(e, AgentFailed)]
     assert result.kind == "finished", result

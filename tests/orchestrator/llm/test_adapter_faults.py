@@ -29,6 +29,12 @@ FAULTS = {
     "hang_before_headers": (Reply(hang_before_headers=True), "no data for 0.2 s (idle_timeout_seconds)"),
     "stall_mid_stream": (Reply(tool_calls=[CALL], hang=True), "no data for 0.2 s (idle_timeout_seconds)"),
 }
+HANGS = {"hang_before_headers", "stall_mid_stream"}
+
+
+def idle_for(fault: str) -> float:
+    """A short idle limit for the hangs; a generous one elsewhere, so load never trips it."""
+    return 0.2 if fault in HANGS else 5.0
 
 
 @pytest.fixture
@@ -44,7 +50,7 @@ async def test_a_fault_is_retried_and_the_retry_succeeds(
     api: str, fault: str, strict: bool, server: ProviderServer
 ) -> None:
     server.handler = scripted(FAULTS[fault][0], Reply(tool_calls=[CALL]))
-    client = make_adapter(api, server, idle_timeout_s=0.2, retry=TWO_ATTEMPTS, strict=strict)
+    client = make_adapter(api, server, idle_timeout_s=idle_for(fault), retry=TWO_ATTEMPTS, strict=strict)
     items = await collect(client)
     await client.aclose()
     assert [c.arguments for c in calls_of(items)] == [CALL[1]]
@@ -59,7 +65,7 @@ async def test_a_persistent_fault_is_a_retryable_error_after_the_last_attempt(
 ) -> None:
     reply, words = FAULTS[fault]
     server.handler = scripted(reply, reply)
-    client = make_adapter(api, server, idle_timeout_s=0.2, retry=TWO_ATTEMPTS)
+    client = make_adapter(api, server, idle_timeout_s=idle_for(fault), retry=TWO_ATTEMPTS)
     seen: list[StreamItem] = []
     with pytest.raises(ProviderError) as info:
         await drain(client.stream_turn(system="", messages=[], tools=[]), seen)
@@ -156,9 +162,10 @@ async def test_retries_stop_at_the_call_deadline(api: str, server: ProviderServe
     elapsed = time.monotonic() - started
     await client.aclose()
     assert info.value.retryable
-    assert 2 <= len(server.requests) <= 5  # idle cuts each attempt; the call deadline ends the retries
     made = re.search(r"\(after (\d+) attempts\)$", info.value.message)
     assert made is not None
-    # The deadline may cut the last attempt before its request reached the server.
-    assert len(server.requests) <= int(made.group(1)) <= len(server.requests) + 1
+    # Idle cuts each attempt and the call deadline ends the retries, well before ten; a cut may come
+    # before the request reached the server (the last one's, always under load).
+    assert 2 <= int(made.group(1)) <= 6
+    assert 1 <= len(server.requests) <= int(made.group(1))
     assert 0.2 <= elapsed < 2.0  # ten hangs do not add up: about the 0.45 s call deadline

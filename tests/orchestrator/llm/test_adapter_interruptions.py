@@ -30,7 +30,7 @@ def turn(client: Adapter) -> AsyncIterator[StreamItem]:
 
 async def test_timeout_before_first_byte_is_retried_then_raised(api: str, server: ProviderServer) -> None:
     server.handler = scripted(*[Reply(text="late", delay=10.0)] * 2)
-    client = make_adapter(api, server, timeout_s=0.2, retry=RetryPolicy(max_attempts=2, base_delay=0.01))
+    client = make_adapter(api, server, idle_timeout_s=0.2, retry=RetryPolicy(max_attempts=2, base_delay=0.01))
     started = time.monotonic()
     with pytest.raises(ProviderError) as info:
         _ = [item async for item in turn(client)]
@@ -45,7 +45,7 @@ async def test_timeout_before_first_byte_is_retried_then_raised(api: str, server
 
 async def test_stall_after_output_times_out_without_retry(api: str, server: ProviderServer) -> None:
     server.handler = scripted(Reply(text=LONG_TEXT, hang=True), Reply(text="replayed"))
-    client = make_adapter(api, server, timeout_s=0.6)  # generous: the first bytes must beat it under load
+    client = make_adapter(api, server, idle_timeout_s=0.6)  # generous: first bytes must beat it under load
     seen: list[StreamItem] = []
     with pytest.raises(ProviderError) as info:
         await drain(turn(client), seen)
@@ -71,7 +71,7 @@ async def test_mid_stream_disconnect_raises_after_partial_output(api: str, serve
 
 async def test_close_closes_the_http_stream(api: str, server: ProviderServer) -> None:
     server.handler = scripted(Reply(text=LONG_TEXT, hang=True))
-    client = make_adapter(api, server, timeout_s=30.0)
+    client = make_adapter(api, server, idle_timeout_s=30.0)
     stream = turn(client)
     first = await anext(stream)
     assert isinstance(first, TextDelta)
@@ -82,7 +82,7 @@ async def test_close_closes_the_http_stream(api: str, server: ProviderServer) ->
 
 async def test_task_cancellation_closes_the_http_stream(api: str, server: ProviderServer) -> None:
     server.handler = scripted(Reply(text=LONG_TEXT, hang=True))
-    client = make_adapter(api, server, timeout_s=30.0)
+    client = make_adapter(api, server, idle_timeout_s=30.0)
     got_output = asyncio.Event()
 
     async def consume() -> None:

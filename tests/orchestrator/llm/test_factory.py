@@ -73,7 +73,7 @@ async def test_api_key_resolution(kwargs: dict[str, Any], env: dict[str, str], k
         ({"type": "gemini"}, "set GEMINI_API_KEY"),
         ({"type": "bard"}, "unknown backend type 'bard'"),
         ({"type": "openai", "model": ""}, "model must not be empty"),
-        ({"type": "openai", "api_key": "k", "timeout_s": 0}, "timeout_s must be > 0"),
+        ({"type": "openai", "api_key": "k", "idle_timeout_s": 0}, "idle_timeout_s must be > 0"),
     ],
 )
 def test_misconfiguration_fails_with_a_clear_error(kwargs: dict[str, Any], message: str) -> None:

@@ -85,10 +85,13 @@ async def test_forged_button_values_from_other_channels_reveal_nothing(tmp_path:
             await bot.click(action_id, value, user=outsider, channel="C0OTHER")
         await bot.command(f"status {run.run_id}", user=outsider, channel="C0OTHER")
         await bot.settle()
-        assert bot.slack.calls_to("views.open") == []
+        # Details opened its modal at once (the trigger lives 3 s), then said only "no such request".
+        outsider_views = [str(c.params["view"]) for c in bot.slack.calls_to("views.update", ok=True)]
+        assert len(outsider_views) == 1
+        assert "no longer exists" in outsider_views[0]
         told = bot.ephemerals(outsider)
-        assert len(told) == 3
-        assert not any("secret roadmap" in t or "kubectl" in t for t in told)
+        assert len(told) == 2
+        assert not any("secret roadmap" in t or "kubectl" in t for t in told + outsider_views)
         # The requester may ask about their run from anywhere; an approver sees details from Home.
         await bot.command(f"status {run.run_id}", user=REQUESTER, channel="C0OTHER")
         home_click = block_actions(
@@ -97,4 +100,4 @@ async def test_forged_button_values_from_other_channels_reveal_nothing(tmp_path:
         await bot.post(encode_interactive(home_click))
         await bot.settle()
         assert any("secret roadmap" in t for t in bot.ephemerals(REQUESTER))
-        assert "kubectl" in str(bot.slack.calls_to("views.open", ok=True)[-1].params["view"])
+        assert "kubectl" in str(bot.slack.calls_to("views.update", ok=True)[-1].params["view"])

@@ -56,7 +56,7 @@ async def _run(
         box.update(root, text=f"run {n} v{k}")
         if k in answer_steps:
             asked = time.monotonic()
-            ref = box.post(CHANNEL, text=f"run {n} answer {k}", thread=root)  # as bot/runrender.py does
+            ref = box.post(CHANNEL, text=f"run {n} answer {k}", thread=root)  # as bot/runs/presenter.py does
             waiters.append(asyncio.create_task(_record_post(ref, asked, posts)))
     final = box.post(CHANNEL, text=f"run {n} final answer", thread=root, priority=PRIORITY_FINAL)
     changed[(n, steps + 1)] = time.monotonic()

@@ -148,7 +148,7 @@ async def _bench(root: Path) -> None:
         )
         http: TestClient[Any, Any] = TestClient(TestServer(build_web_app(build_app(services), services)))
         await http.start_server()
-        gc.collect()  # as `massgen-bot serve` does once it is wired (bot/cli_serve.py)
+        gc.collect()  # as `massgen-bot serve` does once it is wired (bot/cli/serve.py)
         gc.freeze()
         try:
             started = time.perf_counter()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from bot.approval_ui import full_text
 from bot.render import ids
 from bot.render.escape import code, code_block, group_mention, is_group_id, is_user_id, safe, user_mention
 from bot.render.kit import Block, actions, button, confirm, context, date_token, duration, section
@@ -66,8 +67,9 @@ def _expiry(view: ApprovalView, now: float) -> str:
     return f"{when} (in {duration(left)})" if left > 0 else f"{when} (passed)"
 
 
-def _action_section(view: ApprovalView, limit: int = ACTION_PREVIEW) -> Block:
-    note = "\n_Truncated: tap Details for the full text._" if len(view.action) > limit else ""
+def _action_section(view: ApprovalView, limit: int = ACTION_PREVIEW, *, pointer: bool = True) -> Block:
+    cut = len(view.action) > limit
+    note = "\n_Truncated: tap Details for the full text._" if cut and pointer else ""
     return section(code_block(view.action, limit) + note)
 
 
@@ -76,6 +78,16 @@ def approver_mentions(users: Iterable[str], groups: Iterable[str] = ()) -> str:
     people = [user_mention(u) for u in users if is_user_id(u)]
     teams = [group_mention(g) for g in groups if is_group_id(g)]
     return " ".join(dict.fromkeys(people + teams))
+
+
+def _approve_buttons(view: ApprovalView, sure: Block | None) -> list[Block]:
+    """Approve once (and for this run, when offered); only for actions Details can show whole."""
+    buttons = [
+        button("Approve once", ids.APPROVE_ONCE, view.request_id, style="primary", confirm_dialog=sure)
+    ]
+    if "run" in view.scopes:
+        buttons.append(button("Approve for this run", ids.APPROVE_RUN, view.request_id, confirm_dialog=sure))
+    return buttons
 
 
 def approval_request_blocks(
@@ -88,27 +100,21 @@ def approval_request_blocks(
     if view.risk in HIGH_RISK:
         approve_confirm = confirm(
             "Approve a high-risk action?",
-            f"Let {agent} run this ({safe(view.risk, 20)} risk)?",
+            f"Let {view.agent_id} run this ({view.risk} risk)?",
             "Approve",
             "Back",
             danger=True,
         )
-    buttons = [
-        button(
-            "Approve once", ids.APPROVE_ONCE, view.request_id, style="primary", confirm_dialog=approve_confirm
-        )
-    ]
-    if "run" in view.scopes:
-        buttons.append(
-            button("Approve for this run", ids.APPROVE_RUN, view.request_id, confirm_dialog=approve_confirm)
-        )
+    problem = details_problem(view)
+    buttons = [] if problem is not None else _approve_buttons(view, approve_confirm)
     buttons += [
         button("Deny", ids.DENY, view.request_id, style="danger"),
         button("Details", ids.DETAILS, view.request_id),
     ]
     blocks = [
         section(f"{mentions}\n✋ *Approval needed*: *{agent}* wants to run:".strip()),
-        _action_section(view),
+        _action_section(view, pointer=problem is None),
+        *([section(not_approvable_note(view, problem))] if problem is not None else []),
         section(
             fields=[
                 f"*Risk*\n{_risk(view)}",
@@ -173,22 +179,61 @@ def approval_expired_blocks(view: ApprovalView, *, now: float) -> Rendered:
     return f"Approval {state}: {agent} {code(view.action, 200)}", blocks
 
 
-def approval_details_modal(view: ApprovalView, *, now: float | None = None) -> Block:
-    """`views.open` payload (callback_id `ids.DETAILS_MODAL`): the full action and context."""
-    chunk = 2800
-    parts = [view.action[i : i + chunk] for i in range(0, len(view.action), chunk)][:90] or [""]
-    blocks = [section(f"*{safe(view.agent_id, 60)}* wants to run:")]
-    blocks += [section(code_block(p)) for p in parts]
+def _details_facts(view: ApprovalView, now: float | None) -> list[Block]:
     facts = [
         f"*Risk*\n{_risk(view)}",
         f"*Asked by*\n{_asked_by(view)}",
         f"*Why*\n{safe(view.reason, 1500) or '—'}",
         f"*Status*\n{safe(view.status, 20)}",
     ]
-    blocks.append(section(fields=facts))
     expiry = _expiry(view, now) if now is not None else date_token(view.expires_at)
-    blocks.append(context(f"Request {code(view.request_id, 80)} · expires {expiry}"))
+    return [section(fields=facts), context(f"Request {code(view.request_id, 80)} · expires {expiry}")]
+
+
+def _full_details(view: ApprovalView, now: float | None) -> Block:
+    blocks = [section(f"*{safe(view.agent_id, 60)}* wants to run:"), *full_text.code_sections(view.action)]
+    blocks += _details_facts(view, now)
+    return {
+        "type": "modal",
+        "callback_id": ids.DETAILS_MODAL,
+        "title": {"type": "plain_text", "text": "Approval details"},
+        "close": {"type": "plain_text", "text": "Close"},
+        "blocks": blocks,
+        "private_metadata": view.request_id[:3000],
+    }
+
+
+def details_problem(view: ApprovalView) -> str | None:
+    """Why Details cannot show the whole action (so Slack must not offer Approve), or None."""
+    if (why := full_text.hidden(view.action)) is not None:
+        return why
+    if len(view.action) > full_text.MAX_VIEW_BYTES or not full_text.fits(_full_details(view, None)):
+        return f"it is too long to show in Slack ({len(view.action):,} characters)"
+    return None
+
+
+def not_approvable_note(view: ApprovalView, problem: str) -> str:
+    """What an approver is told instead of an Approve button: why, and where to look instead."""
+    return f"⚠️ *Cannot be approved in Slack*: {problem}. {full_text.inspect_hint(view.request_id)}"
+
+
+def approval_details_modal(view: ApprovalView, *, now: float | None = None) -> Block:
+    """`views.open` payload (callback_id `ids.DETAILS_MODAL`): the whole action, or why it cannot be shown."""
+    problem = details_problem(view)
+    if problem is None:
+        return _full_details(view, now)
+    blocks = [
+        section(f"*{safe(view.agent_id, 60)}* wants to run (beginning shown):"),
+        _action_section(view, pointer=False),
+        section(not_approvable_note(view, problem)),
+        *_details_facts(view, now),
+    ]
     return modal(ids.DETAILS_MODAL, "Approval details", blocks, private_metadata=view.request_id[:3000])
+
+
+def notice_modal(title: str, text: str) -> Block:
+    """A read-only modal with one message: "working…" while a click is handled, or its outcome."""
+    return modal(ids.DETAILS_MODAL, title, [section(text)])
 
 
 def deny_reason_modal(request_id: str) -> Block:
@@ -220,14 +265,8 @@ def home_approval_blocks(view: ApprovalView, now: float) -> list[Block]:
     """One pending request in the App Home: what, risk, time left, and its buttons."""
     sure = None
     if view.risk in HIGH_RISK:
-        sure = confirm(
-            "Approve a high-risk action?", f"{safe(view.risk, 20)} risk", "Approve", "Back", danger=True
-        )
-    buttons = [
-        button("Approve once", ids.APPROVE_ONCE, view.request_id, style="primary", confirm_dialog=sure)
-    ]
-    if "run" in view.scopes:
-        buttons.append(button("Approve for this run", ids.APPROVE_RUN, view.request_id, confirm_dialog=sure))
+        sure = confirm("Approve a high-risk action?", f"{view.risk} risk", "Approve", "Back", danger=True)
+    buttons = [] if details_problem(view) is not None else _approve_buttons(view, sure)
     buttons += [
         button("Deny", ids.DENY, view.request_id, style="danger"),
         button("Details", ids.DETAILS, view.request_id),

@@ -20,6 +20,8 @@ from bot.slack.parse import is_user_id
 
 NO_SUCH_REQUEST = "That approval request no longer exists."
 ONLY_THE_DENIER = "Only the approver who denied this request can add its reason."
+WORKING = "⏳ One moment…"
+TOO_BIG = "This is too large to show in Slack. Inspect it in a terminal with `massgen-bot approvals show`."
 NOT_AUTHORISED = "You are not authorised to decide this request. Nothing changed; the attempt was recorded."
 
 

@@ -8,14 +8,30 @@ its typed results into replies.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from approvals import ApprovalRequest, ApprovalService, AuditEntry, Principal, Scope
-from bot.approval_ui.blocks import approval_details_modal, deny_reason_modal
+from bot.approval_ui import full_text
+from bot.approval_ui.blocks import (
+    approval_details_modal,
+    deny_reason_modal,
+    details_problem,
+    not_approvable_note,
+    notice_modal,
+)
 from bot.approval_ui.pending import pending_for, principal_for
 from bot.approval_ui.port import slack_conversation
 from bot.approval_ui.presenter import ApprovalsUI, approval_view
-from bot.approval_ui.texts import NO_SUCH_REQUEST, ONLY_THE_DENIER, pending_text, result_text
+from bot.approval_ui.texts import (
+    NO_SUCH_REQUEST,
+    ONLY_THE_DENIER,
+    TOO_BIG,
+    WORKING,
+    pending_text,
+    result_text,
+)
 from bot.slack.groups import GroupResolver
 from bot.slack.outbox import Outbox
 
@@ -75,6 +91,11 @@ class ApprovalUseCases:
         self, request_id: str, user_id: str, *, approve: bool, scope: Scope, from_home: bool
     ) -> str | None:
         """An Approve click; from the App Home the refreshed tab shows the outcome instead of a reply."""
+        request = await self.service.get(request_id) if approve else None
+        if request is not None and request.status == "pending":
+            view = approval_view(request)
+            if (problem := details_problem(view)) is not None:  # no button was shown: a forged click
+                return not_approvable_note(view, problem)
         text = await self.decide(request_id, user_id, approve=approve, scope=scope)
         if from_home:
             await self._refresh_home(user_id)
@@ -84,21 +105,24 @@ class ApprovalUseCases:
     async def deny(self, request_id: str, user_id: str, trigger: str | None) -> str | None:
         """Deny at the click (the agent moves on at once), then offer the denier a reason modal.
 
+        The modal opens first, while the click's trigger_id is fresh (it expires 3 s after the
+        click and works once), and is updated once the group lookup and the write are done.
         Anyone not authorised is refused and audited by `decide`, and nothing changes.
         """
+        view_id = await self._open(trigger, notice_modal("Deny", WORKING))
         text = await self.decide(request_id, user_id, approve=False)
-        if text is not None or trigger is None:
-            return text
-        try:
-            await self._outbox.call("views.open", trigger_id=trigger, view=deny_reason_modal(request_id))
-        except Exception:  # the trigger expired or Slack refused the modal: denied without a reason
-            log.warning("deny reason modal could not open for %s", request_id)
+        if view_id is None:
+            return text  # no modal: the reply goes where the click came from
+        await self._update(
+            view_id, deny_reason_modal(request_id) if text is None else notice_modal("Deny", text)
+        )
         return None
 
     async def details(
         self, request_id: str, user_id: str | None, channel: str | None, trigger: str
     ) -> str | None:
         """Open the Details modal where the request was posted, or for its approvers."""
+        view_id = await self._open(trigger, notice_modal("Approval details", WORKING))
         request = await self.service.get(request_id)
         # Button values can be forged: show a request only where it was posted, or to its approvers.
         where = None if request is None else slack_conversation(request)
@@ -106,12 +130,35 @@ class ApprovalUseCases:
             (channel is not None and where is not None and where.channel == channel)
             or (user_id is not None and await self.is_approver(user_id, request))
         )
+        if view_id is None:
+            return None if visible else NO_SUCH_REQUEST
         if request is None or not visible:
-            return NO_SUCH_REQUEST
-        await self._outbox.call(
-            "views.open", trigger_id=trigger, view=approval_details_modal(approval_view(request))
-        )
+            await self._update(view_id, notice_modal("Approval details", NO_SUCH_REQUEST))
+        else:
+            await self._update(view_id, approval_details_modal(approval_view(request), now=time.time()))
         return None
+
+    async def _open(self, trigger: str | None, view: dict[str, Any]) -> str | None:
+        """`views.open` with a click's trigger_id, before any slow work; the view's id, or None."""
+        if trigger is None:
+            return None
+        try:
+            response = await self._outbox.call("views.open", trigger_id=trigger, view=view)
+        except Exception as exc:  # an expired trigger or a refused view: the caller replies instead
+            log.warning("views.open failed: %s", exc)
+            return None
+        opened = response.get("view")
+        view_id = opened.get("id") if isinstance(opened, dict) else None
+        return view_id if isinstance(view_id, str) else None
+
+    async def _update(self, view_id: str, view: dict[str, Any]) -> None:
+        """Replace an open modal's content (views.update by id; no trigger needed)."""
+        if not full_text.fits(view):  # never send a view Slack refuses (250 kB, 100 blocks)
+            view = notice_modal("Approval details", TOO_BIG)
+        try:
+            await self._outbox.call("views.update", view_id=view_id, view=view)
+        except Exception as exc:  # the user closed the modal, or Slack refused: nothing more to do
+            log.warning("views.update of %s failed: %s", view_id, exc)
 
     async def add_deny_reason(self, request_id: str, user_id: str, reason: str | None) -> str | None:
         """The optional reason a denier gives after the click: audited and shown on the message.

@@ -74,6 +74,7 @@ class LiveView:
         self.view = RunView()
 
     def on_event(self, event: RunEvent) -> None:
+        """The run's subscriber: fold the event into the view the cards are drawn from."""
         self.view = self.view.apply(event)
 
     @property

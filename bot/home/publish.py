@@ -15,7 +15,9 @@ from bot.tasks import TaskSupervisor
 class RecentRuns(Protocol):
     """The latest runs, newest first."""
 
-    async def __call__(self, *, limit: int) -> Sequence[RunSummary]: ...
+    async def __call__(self, *, limit: int) -> Sequence[RunSummary]:
+        """At most `limit` runs."""
+        ...
 
 
 class HomeTab:

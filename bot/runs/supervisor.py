@@ -251,8 +251,10 @@ class RunSupervisor:
         self._closing = True
         self._no_runs.set()
         for active in list(self._active.values()):
+            # The run's own close cancels its asks ("the run was cancelled by shutdown"); this catches
+            # any its close could not reach before the process goes.
             await active.handle.cancel(by="shutdown")
-            await self._approvals.cancel_run(active.handle.run_id)
+            await self._approvals.cancel_run(active.handle.run_id, "the bot shut down")
 
 
 __all__ = ["ActiveRun", "RunRequest", "RunSupervisor", "ToolsBuilder"]

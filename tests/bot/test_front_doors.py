@@ -61,3 +61,16 @@ def test_the_cli_door_imports_no_subcommand() -> None:
     code = "import sys, bot.cli; print(sorted(m for m in sys.modules if m.startswith('bot.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['bot.cli']"
+
+
+def test_the_terminal_runner_and_its_storage_never_load_slack() -> None:
+    """`massgen-bot run` builds its stores through the composition root without the Slack SDK."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, bot.cli.run, bot.cli.run_view, bot.wiring; "
+        "print([m for m in ('slack_sdk', 'slack_bolt', 'aiohttp') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -9,7 +9,7 @@ from bot.cli.run_view import final_panel
 from bot.runs.blocks import final_answer_messages
 from orchestrator import RunView
 from orchestrator import events as ev
-from tests.bot.render.test_blocks import EVIL, assert_valid_message
+from tests.bot.blockkit import EVIL, assert_valid_message
 
 PATCH = "--- a/fix.py\n+++ b/fix.py\n@@ -1 +1 @@\n-BUG = True\n+BUG = False\n"
 

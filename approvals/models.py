@@ -61,6 +61,7 @@ class Approvers:
 
     @property
     def empty(self) -> bool:
+        """True when no user and no group is listed (nobody may decide)."""
         return not self.users and not self.groups
 
 
@@ -128,6 +129,7 @@ class ApprovalRequest:
 
     @property
     def terminal(self) -> bool:
+        """True once the request is approved, denied, expired or cancelled."""
         return self.status in TERMINAL
 
     def summary(self) -> dict[str, object]:

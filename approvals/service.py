@@ -91,6 +91,7 @@ class ApprovalService:
 
     @property
     def clock(self) -> Clock:
+        """The clock the lifecycle reads (the scheduler reads it too)."""
         return self._clock
 
     def use_timer(self, timer: ExpiryTimer | None) -> None:
@@ -170,6 +171,7 @@ class ApprovalService:
                 self._wakeups.pop(request_id, None)
 
     async def get(self, request_id: str) -> ApprovalRequest | None:
+        """The request with this id as stored now, or None."""
         return await self._store.get(request_id)
 
     async def pending(

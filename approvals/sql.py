@@ -53,6 +53,7 @@ class UtcDateTime(TypeDecorator[datetime]):
     cache_ok = True
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """To the database: refuse a naive datetime, store UTC (without a zone on SQLite)."""
         if value is None:
             return None
         _require_aware(value)
@@ -60,6 +61,7 @@ class UtcDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """From the database: an aware UTC datetime."""
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
@@ -332,16 +334,19 @@ class SqlApprovalStore:
         self._engine = engine
 
     async def insert(self, request: ApprovalRequest) -> None:
+        """Persist a new request (ApprovalStore.insert)."""
         async with self._engine.begin() as conn:
             await conn.execute(insert(requests_table).values(**_request_row(request)))
 
     async def get(self, request_id: str) -> ApprovalRequest | None:
+        """The request with this id, or None (ApprovalStore.get)."""
         async with self._engine.connect() as conn:
             result = await conn.execute(select(requests_table).where(requests_table.c.id == request_id))
             row = result.mappings().first()
         return None if row is None else _request_from_row(row)
 
     async def replace(self, request: ApprovalRequest, *, expected_version: int) -> bool:
+        """Compare-and-set on the row's `version` (ApprovalStore.replace)."""
         values = _request_row(request)
         values.pop("id")
         values["version"] = expected_version + 1
@@ -362,6 +367,7 @@ class SqlApprovalStore:
         run_id: str | None = None,
         expires_before: datetime | None = None,
     ) -> list[ApprovalRequest]:
+        """Requests matching every given filter, oldest first (ApprovalStore.query)."""
         statement = select(requests_table).order_by(requests_table.c.created_at, requests_table.c.id)
         if status is not None:
             statement = statement.where(requests_table.c.status == status)
@@ -374,6 +380,7 @@ class SqlApprovalStore:
         return [_request_from_row(row) for row in rows]
 
     async def add_always_rule(self, rule: str, *, request_id: str, decided_by: str, at: datetime) -> None:
+        """Persist an allow rule; an existing one is left as it is (ApprovalStore.add_always_rule)."""
         row = {"rule": rule, "request_id": request_id, "decided_by": decided_by, "created_at": at}
         try:
             async with self._engine.begin() as conn:
@@ -382,6 +389,7 @@ class SqlApprovalStore:
             pass  # the rule already exists: approving it again adds nothing
 
     async def always_rules(self) -> list[str]:
+        """Every persisted allow rule, sorted (ApprovalStore.always_rules)."""
         async with self._engine.connect() as conn:
             rows = await conn.execute(select(rules_table.c.rule).order_by(rules_table.c.rule))
             return [r[0] for r in rows]
@@ -394,12 +402,14 @@ class SqlAuditLog:
         self._engine = engine
 
     async def record(self, entry: AuditEntry) -> None:
+        """Append one entry; a naive time is refused (AuditLog.record)."""
         _require_aware(entry.at)
         values = asdict(entry)
         async with self._engine.begin() as conn:
             await conn.execute(insert(audit_table).values(**values))
 
     async def query(self, run_id: str | None = None, limit: int | None = None) -> list[AuditEntry]:
+        """Entries oldest first; with `limit`, the most recent `limit` of them (AuditLog.query)."""
         statement = select(audit_table).order_by(audit_table.c.seq.desc())
         if run_id is not None:
             statement = statement.where(audit_table.c.run_id == run_id)

@@ -48,6 +48,8 @@ class _Model(BaseModel):
 
 
 class BackendConfig(_Model):
+    """One agent's model backend: provider type, model, endpoint, key and passed-through parameters."""
+
     type: BackendType
     model: str = Field(min_length=1)
     base_url: str | None = None
@@ -62,12 +64,16 @@ class BackendConfig(_Model):
 
 
 class AgentConfig(_Model):
+    """One agent of the team: its id, its backend and an optional system message."""
+
     id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     backend: BackendConfig
     system_message: str | None = None
 
 
 class OrchestratorConfig(_Model):
+    """The `orchestrator:` section: coordination limits, timeout, budget and final-answer strategy."""
+
     max_new_answers_per_agent: int | None = Field(default=3, ge=1)
     max_rounds: int = Field(default=8, ge=1)  # coordination turns (answer or vote) per agent
     timeout_seconds: float = Field(default=600.0, gt=0)
@@ -78,6 +84,8 @@ class OrchestratorConfig(_Model):
 
 
 class PermissionsConfig(_Model):
+    """The `permissions:` section: the policy and its allow/ask/deny rule lists."""
+
     policy: Policy = "human"
     # Rule strings like "command(git push *)" or {rule, match, not_match} mappings (approvals.permissions).
     rules: dict[str, list[str | dict[str, Any]]] = Field(default_factory=dict)
@@ -94,6 +102,8 @@ class PermissionsConfig(_Model):
 
 
 class ApprovalsConfig(_Model):
+    """The `approvals:` section: who may approve, how many must, how long they have, when to remind."""
+
     approvers: list[str] = Field(default_factory=list)
     approver_groups: list[str] = Field(default_factory=list)
     timeout_seconds: float = Field(default=900.0, gt=0)
@@ -103,6 +113,8 @@ class ApprovalsConfig(_Model):
 
 
 class WorkspaceConfig(_Model):
+    """The `workspace:` section: the source copied for each agent; whether the winner's patch goes back."""
+
     source: Path | None = None  # resolved against the team file's folder
     # `ask`: at the end of the run the winner's patch is written back to `source` if the permission
     # gate allows it (a write outside the run, so usually an approval request); `never`: only shown.
@@ -110,17 +122,23 @@ class WorkspaceConfig(_Model):
 
 
 class ToolsConfig(_Model):
+    """The `tools:` section: the command timeout and the cap on captured output."""
+
     command_timeout_seconds: float = Field(default=120.0, gt=0)
     output_limit_bytes: int = Field(default=65536, ge=1024)
 
 
 class PriceConfig(_Model):
+    """One `prices:` entry: USD per million input, output and cached input tokens."""
+
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
     cached_input_per_mtok: float | None = Field(default=None, ge=0)
 
 
 class TeamConfig(_Model):
+    """A whole team file, validated: agents, limits, permissions, approvals, workspace, sandbox, prices."""
+
     agents: list[AgentConfig] = Field(min_length=1)
     orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)

@@ -44,6 +44,8 @@ Phase = Literal["coordinating", "presenting", "done"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Answer:
+    """One agent's current answer, with its label and its place among the run's answers."""
+
     agent_id: str
     label: str  # e.g. "agent2.3"
     content: str
@@ -72,6 +74,7 @@ class AgentView:
 
     @property
     def live(self) -> bool:
+        """True until the agent fails."""
         return self.failed is None
 
 
@@ -88,6 +91,8 @@ class Choice:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CoordinationState:
+    """One run's coordination, folded from its events: agents, current answers, phase, winner, spend."""
+
     run_id: str = ""
     task: str = ""
     agents: dict[str, AgentView] = field(default_factory=dict)  # team-file order; never mutated
@@ -193,6 +198,7 @@ class CoordinationState:
 
     @property
     def live(self) -> list[AgentView]:
+        """The agents that have not failed, in team-file order."""
         return [view for view in self.agents.values() if view.live]
 
     def next_label(self, agent_id: str) -> str:
@@ -228,6 +234,7 @@ class CoordinationState:
 
     @property
     def converged(self) -> bool:
+        """True when every live agent holds a vote and at least one answer exists."""
         live = self.live
         return bool(live) and bool(self.latest) and all(view.vote is not None for view in live)
 

@@ -46,6 +46,7 @@ class GateResult:
 
     @property
     def network(self) -> bool:
+        """True when the call runs with the sandbox's network open (allowed, and the engine said egress)."""
         return self.allowed and self.decision.egress
 
 

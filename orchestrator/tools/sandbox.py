@@ -330,8 +330,10 @@ async def _execute(argv: list[str], *, env: Mapping[str, str], cwd: Path, spec: 
 
 
 class _Capture:
-    """The first `limit` bytes of the output, and a count of the rest (still drained, so the command
-    never blocks on a full pipe)."""
+    """The first `limit` bytes of the output, and a count of the rest.
+
+    The rest is still drained, so the command never blocks on a full pipe.
+    """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit

@@ -50,6 +50,7 @@ _CONTEXT_INPUT_CHARS = 3000  # raw tool input shown with an approval request (pi
 
 
 def default_engine(config: PermissionConfig) -> Evaluator:
+    """A `PermissionEngine` on the config (the default `EngineFactory`)."""
     return PermissionEngine(config)
 
 
@@ -173,6 +174,7 @@ class WorkspaceRunTools:
 
     @property
     def grants(self) -> RunGrants:
+        """The run's "for this run" approvals, shared by every agent."""
         return self.gate.grants
 
     def workspace(self, agent_id: str) -> Path:
@@ -180,12 +182,14 @@ class WorkspaceRunTools:
         return self.spaces.path(agent_id)
 
     def for_agent(self, agent_id: str) -> AgentTools:
+        """The toolbox of `agent_id` (RunTools.for_agent); an unknown agent raises `OrchestratorError`."""
         try:
             return self._toolboxes[agent_id]
         except KeyError:
             raise OrchestratorError(f"no toolbox for agent {agent_id!r} in run {self.ctx.run_id}") from None
 
     async def winner_patch(self, agent_id: str) -> str | None:
+        """Unified diff of the agent's workspace against the source, or None (RunTools.winner_patch)."""
         return await asyncio.to_thread(self.spaces.patch, agent_id)
 
     async def apply_patch(self, agent_id: str, patch: str) -> ToolOutcome:
@@ -266,6 +270,7 @@ class AgentTools:
         self._ctx = ctx
 
     def specs(self, phase: ToolPhase) -> Sequence[ToolSpec]:
+        """Every tool, in both phases (AgentToolbox.specs); the gate decides what may run when."""
         # Same tools in both phases; the gate decides what may run in which phase.
         return tool_specs()
 

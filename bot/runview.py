@@ -193,19 +193,20 @@ class RunView:
             case FinalDelta():
                 return replace(self, phase="presenting", winner=self.winner or event.agent_id)
             case RunFinished():
-                tally = MappingProxyType(dict(event.tally)) if event.tally else self.tally
-                totals = {}
-                if event.input_tokens or event.output_tokens or event.cost_usd:
-                    totals = {
-                        "input_tokens": event.input_tokens,
-                        "output_tokens": event.output_tokens,
-                        "cost_usd": event.cost_usd,
-                    }
-                return self._end(
-                    event, "finished", winner=event.winner, tally=tally, salvage=event.salvage, **totals
-                )
+                return self._finished(event)
             case RunFailed():
                 return self._end(event, "failed", failure=MappingProxyType(dict(event.reasons)))
             case RunCancelled():
                 return self._end(event, "cancelled", cancelled_by=event.by)
         return self
+
+    def _finished(self, event: RunFinished) -> RunView:
+        tally = MappingProxyType(dict(event.tally)) if event.tally else self.tally
+        totals = {}
+        if event.input_tokens or event.output_tokens or event.cost_usd:
+            totals = {
+                "input_tokens": event.input_tokens,
+                "output_tokens": event.output_tokens,
+                "cost_usd": event.cost_usd,
+            }
+        return self._end(event, "finished", winner=event.winner, tally=tally, salvage=event.salvage, **totals)

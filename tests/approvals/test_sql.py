@@ -180,7 +180,7 @@ async def test_corrupt_rows_raise_instead_of_guessing(engine) -> None:
 async def test_naive_datetimes_are_refused(engine) -> None:
     store = SqlApprovalStore(engine)
     with pytest.raises(StoreError, match="naive"):
-        await store.insert(sample_request(created_at=datetime(2026, 1, 1)))
+        await store.insert(sample_request(created_at=datetime(2026, 1, 1)))  # noqa: DTZ001 - on purpose
     assert await store.query() == []
 
 

@@ -76,9 +76,8 @@ def _subcommand(inv: Invocation, skip_valued: frozenset[str] = frozenset()) -> s
     return ""
 
 
-def classify(inv: Invocation) -> RiskInfo:
-    """Risk of one program run."""
-    program = _normalise(inv.program)
+def _shell_code_risk(inv: Invocation, program: str) -> RiskInfo | None:
+    """Risk of a shell, a `source` of run-time text or an `eval`; None for any other program."""
     if program in SHELLS:
         return _shell_risk(inv)
     if program in ("source", ".") and (
@@ -87,6 +86,15 @@ def classify(inv: Invocation) -> RiskInfo:
         return RiskInfo("high", "sources code produced at run time (decode-and-execute)", broad=True)
     if program == "eval":
         return RiskInfo("high", "eval runs text as shell code", broad=True)
+    return None
+
+
+def classify(inv: Invocation) -> RiskInfo:
+    """Risk of one program run."""
+    program = _normalise(inv.program)
+    shell_code = _shell_code_risk(inv, program)
+    if shell_code is not None:
+        return shell_code
     if program == "git":
         return _git_risk(inv)
     sub = _subcommand(inv)

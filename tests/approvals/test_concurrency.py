@@ -17,7 +17,16 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from approvals.models import AlreadyDecided, Approvers, Ask, Decided, DecideResult, Principal, QuorumPending
+from approvals.models import (
+    AlreadyDecided,
+    ApprovalRequest,
+    Approvers,
+    Ask,
+    Decided,
+    DecideResult,
+    Principal,
+    QuorumPending,
+)
 from approvals.permissions.actions import Action
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
@@ -57,7 +66,7 @@ async def race(replicas: list[ApprovalService], request_id: str, approve: list[b
     return await asyncio.gather(*tasks)
 
 
-async def open_request(service: ApprovalService, quorum: int = 1):
+async def open_request(service: ApprovalService, quorum: int = 1) -> ApprovalRequest:
     return await service.request(
         Ask(
             run_id="run-race",

@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from approvals.audit import AuditEntry
 from approvals.errors import ApprovalMisuseError, ApprovalNotFoundError
-from approvals.events import ApprovalEvent
+from approvals.events import ApprovalEvent, DecisionRejected
 from approvals.models import (
     AlreadyCancelled,
     AlreadyDecided,
+    ApprovalRequest,
     Approvers,
     Ask,
     ConversationRef,
@@ -25,7 +27,7 @@ from approvals.models import (
     ScopeNotOffered,
 )
 from approvals.permissions.actions import Action, action_digest
-from approvals.permissions.decisions import Decision
+from approvals.permissions.decisions import Decision, Risk
 from approvals.service import ApprovalService
 from approvals.testing import EPOCH, FrozenClock, InMemoryApprovalStore, InMemoryAuditLog, ask_decision
 
@@ -45,8 +47,8 @@ class Harness:
         self.events: list[ApprovalEvent] = []
         self.service.subscribe(self.events.append)
 
-    async def ask(self, **overrides: object):
-        arguments: dict[str, object] = {
+    async def ask(self, **overrides: Any) -> ApprovalRequest:
+        arguments: dict[str, Any] = {
             "run_id": "run-1",
             "agent_id": "agent1",
             "requester": "U_REQ",
@@ -59,13 +61,22 @@ class Harness:
             "conversation": ConversationRef(surface="slack", channel="C1", thread="1.2"),
         }
         arguments.update(overrides)
-        return await self.service.request(Ask(**arguments))  # type: ignore[arg-type]
+        return await self.service.request(Ask(**arguments))
+
+    async def stored(self, request_id: str) -> ApprovalRequest:
+        found = await self.service.get(request_id)
+        assert found is not None
+        return found
 
     def outcomes(self) -> list[tuple[str, str]]:
         return [(e.outcome, e.actor) for e in self.audit.entries]
 
     def kinds(self) -> list[str]:
         return [e.kind for e in self.events]
+
+
+def request_id(event: ApprovalEvent) -> str:
+    return event.request_id if isinstance(event, DecisionRejected) else event.request.id
 
 
 @pytest.fixture
@@ -116,11 +127,13 @@ async def test_ids_and_nonces_are_unique(h: Harness) -> None:
         ({"digest": ""}, "digest"),
     ],
 )
-async def test_bad_requests_fail_closed_and_store_nothing(h: Harness, overrides, message) -> None:
+async def test_bad_requests_fail_closed_and_store_nothing(
+    h: Harness, overrides: dict[str, Any], message: str
+) -> None:
     with pytest.raises(ApprovalMisuseError, match=message):
         await h.ask(**overrides)
     assert await h.service.pending() == []
-    assert h.audit.entries == h.events == []
+    assert (h.audit.entries, h.events) == ([], [])
 
 
 async def test_first_decision_wins_and_later_ones_change_nothing(h: Harness) -> None:
@@ -156,7 +169,9 @@ async def test_deny_records_reason(h: Harness) -> None:
         (Principal(id="U_REQ"), "requester may not approve"),
     ],
 )
-async def test_unauthorised_attempts_are_refused_audited_and_announced(h: Harness, principal, why) -> None:
+async def test_unauthorised_attempts_are_refused_audited_and_announced(
+    h: Harness, principal: Principal, why: str
+) -> None:
     request = await h.ask()
     result = await h.service.decide(request.id, principal, approve=True)
     assert isinstance(result, NotAuthorised)
@@ -214,7 +229,7 @@ async def test_always_persists_an_allow_rule(h: Harness) -> None:
 
 
 @pytest.mark.parametrize("risk", ["high", "critical"])
-async def test_always_is_refused_when_not_offered(h: Harness, risk) -> None:
+async def test_always_is_refused_when_not_offered(h: Harness, risk: Risk) -> None:
     request = await h.ask(decision=ask_decision(risk=risk, always_offerable=True))
     result = await h.service.decide(request.id, ALICE, approve=True, scope="always")
     assert result == ScopeNotOffered(request=request, scope="always")
@@ -300,7 +315,7 @@ async def test_cancel_run_cancels_only_that_runs_pending_requests(h: Harness) ->
     c = await h.ask(run_id="r2")
     await h.service.decide(b.id, ALICE, approve=True)
     assert await h.service.cancel_run("r1") == 1
-    assert [(await h.service.get(x.id)).status for x in (a, b, c)] == ["cancelled", "approved", "pending"]
+    assert [(await h.stored(x.id)).status for x in (a, b, c)] == ["cancelled", "approved", "pending"]
     assert await h.service.cancel_run("r1") == 0
     assert h.kinds().count("approval_cancelled") == 1
 
@@ -336,15 +351,17 @@ async def test_expire_due_and_remind_due(h: Harness) -> None:
     h.clock.advance(timedelta(minutes=2))
     assert [r.id for r in await h.service.expire_due()] == [short.id]
     assert await h.service.expire_due() == []
-    assert (await h.service.get(long.id)).status == "pending"
-    assert [(e.kind, e.request.id) for e in h.events if e.kind != "approval_requested"] == [
+    assert (await h.stored(long.id)).status == "pending"
+    assert [(e.kind, request_id(e)) for e in h.events if e.kind != "approval_requested"] == [
         ("approval_expired", brief.id),
         ("approval_reminder", short.id),
         ("approval_expired", short.id),
     ]
 
 
-async def test_failing_subscriber_does_not_break_decisions(h: Harness, caplog) -> None:
+async def test_failing_subscriber_does_not_break_decisions(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
     def broken(_event: ApprovalEvent) -> None:
         raise RuntimeError("renderer down")
 

@@ -82,7 +82,7 @@ def assert_valid_message(rendered: tuple[str, list[dict[str, Any]]]) -> None:
     assert validate_text(text) == []
     assert validate_blocks(blocks) == []
     for block in blocks:
-        assert Block.parse(block) is not None  # type: ignore[arg-type]
+        assert Block.parse(block) is not None
     assert find_mentions([text, *iter_texts(blocks)], ALLOWED) == []
     assert "SECRETSECRET" not in str(rendered)
 

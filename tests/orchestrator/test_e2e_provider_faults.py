@@ -115,7 +115,10 @@ async def test_transient_faults_are_retried_and_every_agent_converges() -> None:
     def handler(request: ProviderRequest) -> Reply:
         reply = protocol_agent(request)
         first = sum(r.model == request.model for r in server.requests) == 1
-        faults = {"gpt-4o-mini": {"hang_before_headers": True}, "claude-sonnet-4-6": {"malformed": "data"}}
+        faults: dict[str, dict[str, Any]] = {
+            "gpt-4o-mini": {"hang_before_headers": True},
+            "claude-sonnet-4-6": {"malformed": "data"},
+        }
         return dataclasses.replace(reply, **faults.get(request.model, {"cut": True})) if first else reply
 
     async with ProviderServer(handler) as server:

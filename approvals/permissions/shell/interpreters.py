@@ -85,26 +85,30 @@ def reads_code_from_pipe(inv: Invocation) -> bool:
     return not script_flag and (not operands or operands == ["-"])
 
 
+def _shell_program_text(inv: Invocation) -> str | None:
+    """Text a shell program runs: its `-c` argument, a here-doc, or what `echo`/`printf` pipes in."""
+    words = inv.words
+    for i, word in enumerate(words[1:], start=1):
+        if word.text.startswith("-") and "c" in word.text[1:] and not word.text.startswith("--"):
+            return words[i + 1].text if i + 1 < len(words) else ""
+        if not word.text.startswith(("-", "+")):
+            return None
+    if inv.command.stdin in ("heredoc", "herestring"):
+        return inv.command.heredoc or ""
+    upstream = inv.command.upstream
+    if inv.command.stdin == "pipe" and upstream and posixpath.basename(upstream[0]) in ("echo", "printf"):
+        # `echo 'rm -rf /' | sh`: the text is right there, so judge it (still an ask at least).
+        text = " ".join(a for a in upstream[1:] if not a.startswith("-"))
+        escapes = upstream[0].endswith("printf") or any(a.startswith("-") and "e" in a for a in upstream[1:])
+        return decode_ansi_c(text) if escapes else text
+    return None
+
+
 def nested_shell_text(inv: Invocation) -> str | None:
     """Shell text an invocation runs: `bash -c '…'`, `eval …`, `su -c`, `watch …`, a here-doc to sh."""
     program, words = inv.program, inv.words
     if program in SHELLS:
-        for i, word in enumerate(words[1:], start=1):
-            if word.text.startswith("-") and "c" in word.text[1:] and not word.text.startswith("--"):
-                return words[i + 1].text if i + 1 < len(words) else ""
-            if not word.text.startswith(("-", "+")):
-                return None
-        if inv.command.stdin in ("heredoc", "herestring"):
-            return inv.command.heredoc or ""
-        upstream = inv.command.upstream
-        if inv.command.stdin == "pipe" and upstream and posixpath.basename(upstream[0]) in ("echo", "printf"):
-            # `echo 'rm -rf /' | sh`: the text is right there, so judge it (still an ask at least).
-            text = " ".join(a for a in upstream[1:] if not a.startswith("-"))
-            escapes = upstream[0].endswith("printf") or any(
-                a.startswith("-") and "e" in a for a in upstream[1:]
-            )
-            return decode_ansi_c(text) if escapes else text
-        return None
+        return _shell_program_text(inv)
     if inv.inline_code:
         # Shell strings handed to system()/exec()/backticks inside interpreter code.
         found = [m.group(2) for m in _CODE_SHELL.finditer(inv.inline_code)]

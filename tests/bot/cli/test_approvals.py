@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
 from approvals import Ask
+from approvals.audit import AuditEntry
 from approvals.models import ApprovalRequest, Approvers
 from approvals.permissions.actions import Action
 from approvals.service import ApprovalService
@@ -21,6 +23,9 @@ from bot.cli import main
 
 REPO = Path(__file__).resolve().parents[3]
 
+T = TypeVar("T")
+Cli = Callable[..., tuple[int, str, str]]
+
 
 class Db:
     """A SQLite database the bot would use; helpers run the async service from sync tests."""
@@ -28,7 +33,7 @@ class Db:
     def __init__(self, path: Path) -> None:
         self.url = f"sqlite:///{path}"
 
-    async def _service(self, work):
+    async def _service(self, work: Callable[[ApprovalService], Awaitable[T]]) -> T:
         engine = make_engine(self.url)
         try:
             await create_schema(engine)
@@ -36,10 +41,8 @@ class Db:
         finally:
             await engine.dispose()
 
-    def ask(
-        self, *, run_id: str = "run-1", target: str = "make deploy", **overrides: object
-    ) -> ApprovalRequest:
-        arguments: dict[str, object] = {
+    def ask(self, *, run_id: str = "run-1", target: str = "make deploy", **overrides: Any) -> ApprovalRequest:
+        arguments: dict[str, Any] = {
             "run_id": run_id,
             "agent_id": "agent1",
             "requester": "U_REQ",
@@ -57,7 +60,7 @@ class Db:
         assert found is not None
         return found
 
-    def audit(self):
+    def audit(self) -> list[AuditEntry]:
         return asyncio.run(self._service(lambda s: s.audit_trail()))
 
 
@@ -67,7 +70,7 @@ def db(tmp_path: Path) -> Db:
 
 
 @pytest.fixture
-def cli(db: Db, capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+def cli(db: Db, capsys: pytest.CaptureFixture[str]) -> Cli:
     def run(*argv: str) -> tuple[int, str, str]:
         code = main([*argv, "--database-url", db.url])
         out, err = capsys.readouterr()
@@ -76,7 +79,7 @@ def cli(db: Db, capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, 
     return run
 
 
-def test_approve_as_a_listed_principal(db: Db, cli) -> None:
+def test_approve_as_a_listed_principal(db: Db, cli: Cli) -> None:
     request = db.ask()
     code, out, _ = cli("approvals", "approve", request.id, "--as", "cli:alice", "--reason", "lgtm")
     assert code == 0
@@ -86,7 +89,7 @@ def test_approve_as_a_listed_principal(db: Db, cli) -> None:
     assert [(e.outcome, e.actor) for e in db.audit()] == [("ask", "engine"), ("approved", "cli:alice")]
 
 
-def test_default_principal_is_cli_user(db: Db, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_principal_is_cli_user(db: Db, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
         monkeypatch.setenv(name, "carol")
     request = db.ask()
@@ -103,7 +106,9 @@ def test_default_principal_is_cli_user(db: Db, cli, monkeypatch: pytest.MonkeyPa
         ({}, ("approve", "--as", "cli:alice", "--scope", "always"), 6, "scope 'always' was not offered"),
     ],
 )
-def test_refusals_exit_non_zero_and_change_nothing(db: Db, cli, overrides, argv, code, message) -> None:
+def test_refusals_exit_non_zero_and_change_nothing(
+    db: Db, cli: Cli, overrides: dict[str, Any], argv: tuple[str, ...], code: int, message: str
+) -> None:
     request = db.ask(**overrides)
     action, *rest = argv
     result = cli("approvals", action, request.id, *rest)
@@ -113,7 +118,7 @@ def test_refusals_exit_non_zero_and_change_nothing(db: Db, cli, overrides, argv,
     assert db.audit()[-1].outcome == "rejected"
 
 
-def test_deny_needs_a_reason(db: Db, cli) -> None:
+def test_deny_needs_a_reason(db: Db, cli: Cli) -> None:
     request = db.ask()
     with pytest.raises(SystemExit) as exc:
         cli("approvals", "deny", request.id, "--as", "cli:alice")
@@ -124,7 +129,7 @@ def test_deny_needs_a_reason(db: Db, cli) -> None:
     assert (db.get(request.id).status, db.get(request.id).decision_reason) == ("denied", "not today")
 
 
-def test_second_decision_and_unknown_id(db: Db, cli) -> None:
+def test_second_decision_and_unknown_id(db: Db, cli: Cli) -> None:
     request = db.ask()
     assert cli("approvals", "approve", request.id, "--as", "cli:alice")[0] == 0
     code, _, err = cli("approvals", "deny", request.id, "--as", "cli:carol", "--reason", "late")
@@ -135,7 +140,7 @@ def test_second_decision_and_unknown_id(db: Db, cli) -> None:
     assert db.get(request.id).status == "approved"
 
 
-def test_list_shows_what_the_principal_may_decide(db: Db, cli) -> None:
+def test_list_shows_what_the_principal_may_decide(db: Db, cli: Cli) -> None:
     mine = db.ask(run_id="run-a", target="make deploy")
     theirs = db.ask(run_id="run-b", target="rm -rf build", approvers=Approvers(users=frozenset({"U_B"})))
     code, out, _ = cli("approvals", "list", "--as", "cli:alice")
@@ -160,7 +165,7 @@ def test_list_shows_what_the_principal_may_decide(db: Db, cli) -> None:
     assert out.strip() == "no pending requests for cli:nobody"
 
 
-def test_show_prints_the_full_action_and_the_outcome(db: Db, cli) -> None:
+def test_show_prints_the_full_action_and_the_outcome(db: Db, cli: Cli) -> None:
     long_command = "make deploy ENV=prod && " + "echo x; " * 40
     request = db.ask(target=long_command)
     code, out, _ = cli("approvals", "show", request.id)
@@ -174,7 +179,7 @@ def test_show_prints_the_full_action_and_the_outcome(db: Db, cli) -> None:
     assert cli("approvals", "show", "apr_nope")[0] == 4
 
 
-def test_audit_table_and_jsonl(db: Db, cli) -> None:
+def test_audit_table_and_jsonl(db: Db, cli: Cli) -> None:
     first = db.ask(run_id="run-a")
     db.ask(run_id="run-b")
     cli("approvals", "approve", first.id, "--as", "cli:alice", "--scope", "run")
@@ -198,14 +203,18 @@ def test_audit_table_and_jsonl(db: Db, cli) -> None:
     assert [json.loads(line)["actor"] for line in out.splitlines()] == ["cli:mallory"]
 
 
-def test_missing_database_is_an_error_and_creates_nothing(tmp_path: Path, capsys) -> None:
+def test_missing_database_is_an_error_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     missing = tmp_path / "nope.db"
     assert main(["audit", "--database-url", f"sqlite:///{missing}"]) == 1
     assert "no approvals database" in capsys.readouterr().err
     assert not missing.exists()
 
 
-def test_database_url_from_the_environment(db: Db, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+def test_database_url_from_the_environment(
+    db: Db, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     request = db.ask()
     monkeypatch.setenv("DATABASE_URL", db.url)
     monkeypatch.chdir(db.url.removeprefix("sqlite:///").rsplit("/", 1)[0])  # no stray .env is read

@@ -73,8 +73,8 @@ async def test_json_run_without_terminal_denies_asks(tmp_path: Path) -> None:
     assert events[-1].kind == "finished"
     denied = [e for e in events if e.kind == "tool_approval_resolved"]
     assert len(denied) >= 2  # each agent asked once while coordinating (the winner may ask again)
-    assert all(e.status == "denied" and e.reason == "no terminal to ask" for e in denied)  # type: ignore[union-attr]
-    assert all(not e.executed for e in events if e.kind == "tool_decision")  # type: ignore[union-attr]
+    assert all(e.status == "denied" and e.reason == "no terminal to ask" for e in denied)
+    assert all(not e.executed for e in events if e.kind == "tool_decision")
 
 
 async def test_asks_are_answered_at_the_terminal(tmp_path: Path) -> None:
@@ -189,7 +189,7 @@ async def test_live_view_renders_cards_and_final_panels() -> None:
     state = RunView.of(events).with_agent("a0", tail="some streamed text")  # type: ignore[arg-type]
     console = Console(record=True, width=160)
     console.print(agent_table(state))
-    console.print(final_panel(result, state))  # type: ignore[arg-type]
+    console.print(final_panel(result, state))
     salvaged = RunFinished(winner="a0", answer="best so far", tally={}, salvage="timeout:latest_answer")
     console.print(final_panel(salvaged, state))
     console.print(final_panel(RunFailed(reasons={"a0": "quota exceeded"}), state))

@@ -33,5 +33,6 @@ async def test_fifty_concurrent_runs_in_one_channel_stay_within_slack_limits(tmp
         assert sorted(acks)[int(RUNS * 0.99) - 1] < 1.5
         # Every run's status message ended in its final state (the last update is never dropped).
         for run in runs:
+            assert run.thread_ts is not None
             root = bot.slack.messages["C0CHAN"][run.thread_ts]
             assert "run_cancel" not in str(root.get("blocks"))

@@ -120,9 +120,12 @@ async def test_approver_finish_now_salvages_and_cancel_command_reports_state(tmp
     async with bot_harness(tmp_path, handler=handler) as bot:
         await bot.command("long task")
         run_id = await _running(bot)
-        await bot.wait_for(
-            lambda: bool(bot.services.runs.supervisor.active(run_id).renderer.view.agents[0].answers)
-        )  # type: ignore[union-attr]
+
+        def answered() -> bool:
+            active = bot.services.runs.supervisor.active(run_id)
+            return active is not None and bool(active.renderer.view.agents[0].answers)
+
+        await bot.wait_for(answered)
         await bot.click(ids.RUN_FINISH_NOW, run_id, user=APPROVER)
         await bot.settle()
         release.set()

@@ -53,7 +53,7 @@ def test_apply_returns_a_new_view_and_keeps_the_old_one() -> None:
         after.phase = "done"  # type: ignore[misc]
 
 
-AGENT_CASES = [
+AGENT_CASES: list[tuple[ev.RunEvent, dict[str, object]]] = [
     (
         ev.AnswerSubmitted(agent_id="a1", label="agent1.1", content="x"),
         {"answers": 1, "latest_answer": "agent1.1", "status": "answered"},
@@ -173,6 +173,11 @@ def test_events_without_view_changes_only_advance_seq() -> None:
 
 
 def test_fold_of_serialised_log_matches_live_fold() -> None:
-    log = [started(), AGENT_CASES[0][0], AGENT_CASES[1][0], ev.RunFinished(winner="a2", answer="ok")]
+    log: list[ev.RunEvent] = [
+        started(),
+        AGENT_CASES[0][0],
+        AGENT_CASES[1][0],
+        ev.RunFinished(winner="a2", answer="ok"),
+    ]
     replayed = [ev.from_json(ev.to_json(e)) for e in log]
     assert fold(*replayed) == fold(*log)

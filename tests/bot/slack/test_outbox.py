@@ -26,7 +26,9 @@ async def slack() -> AsyncIterator[SlackEmulator]:
 
 
 def make_outbox(slack: SlackEmulator, **overrides: float) -> Outbox:
-    client = AsyncWebClient(token="xoxb-test", base_url=slack.api_url, timeout=overrides.pop("timeout", 5))
+    timeout = overrides.pop("timeout", 5)
+    # slack_sdk annotates `timeout` as int, but it is aiohttp's seconds and fractions work.
+    client = AsyncWebClient(token="xoxb-test", base_url=slack.api_url, timeout=timeout)  # type: ignore[arg-type]
     options: dict[str, float] = {"update_interval": 0.2, "channel_interval": 0.06, "budget_window": 3.0}
     options.update(overrides)
     return Outbox(client, **options)  # type: ignore[arg-type]
@@ -58,9 +60,13 @@ async def test_updates_coalesce_latest_state_wins(slack: SlackEmulator, outbox: 
 async def test_at_most_one_update_per_interval_per_message(slack: SlackEmulator, outbox: Outbox) -> None:
     ref = outbox.post(CHANNEL, text="v0")
     await ref.ts()
+
+    def updates_reach(n: int) -> Callable[[], bool]:
+        return lambda: len(slack.calls_to("chat.update")) >= n
+
     for i in range(1, 5):
         outbox.update(ref, text=f"v{i}")
-        await slack.wait_for(lambda n=i: len(slack.calls_to("chat.update")) >= n)
+        await slack.wait_for(updates_reach(i))
     times = [c.at for c in slack.calls_to("chat.update")]
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert len(times) == 4

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,8 @@ from orchestrator.events import (
     VoteIgnored,
 )
 from orchestrator.llm.base import ToolResultMessage, Usage
-from orchestrator.run.supervisor import RunHandle, start_run
+from orchestrator.ports import RunToolsFactory
+from orchestrator.run import RunHandle, start_run
 from orchestrator.testing import (
     FakeToolsConfig,
     FakeToolsFactory,
@@ -79,11 +81,12 @@ def assert_no_stray_tasks() -> None:
     assert asyncio.all_tasks() == {asyncio.current_task()}
 
 
-async def run(n: int, models: ScriptedModels, **kw: object) -> tuple[RunHandle, Recorder]:
-    tools = kw.pop("tools", None)
+async def run(
+    n: int, models: ScriptedModels, *, tools: RunToolsFactory | None = None, **kw: Any
+) -> tuple[RunHandle, Recorder]:
     team = scripted_team(n, **kw)
     recorder = Recorder()
-    handle = await start_run(team, "fix the flaky test", models=models, tools=tools, subscribers=[recorder])  # type: ignore[arg-type]
+    handle = await start_run(team, "fix the flaky test", models=models, tools=tools, subscribers=[recorder])
     return handle, recorder
 
 
@@ -220,7 +223,7 @@ async def test_timeout_without_answers_fails() -> None:
 
 
 async def test_budget_cap_salvages_and_starts_no_further_call() -> None:
-    team_kw = {"budget_usd": 0.0001}
+    team_kw: dict[str, Any] = {"budget_usd": 0.0001}
     models = ScriptedModels()
     team = scripted_team(3, **team_kw)
     team = team.model_copy(update={"prices": {}})  # "scripted" is unknown: the conservative default price

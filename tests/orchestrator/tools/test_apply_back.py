@@ -68,7 +68,7 @@ async def _start(
     return handle, source
 
 
-def _apply_events(harness: Harness) -> list[object]:
+def _apply_events(harness: Harness) -> list[RunEvent]:
     return [
         e
         for e in harness.events

@@ -231,9 +231,12 @@ async def build_services(
     from bot.runs import RunHistory, RunSupervisor, RunUseCases, SharedModels, TeamCatalog
     from bot.slack import GroupResolver
     from bot.tasks import TaskSupervisor
-    from orchestrator import warm_up
+    from orchestrator import sandbox_status, warm_up
 
     teams = TeamCatalog.load(team_file or settings.team_file, settings.teams_dir)
+    # Say before any run whether agents' commands can run confined here, not after an approver said yes.
+    if (problem := await sandbox_status(teams.default.team.sandbox)) is not None:
+        log.warning("sandbox: %s", problem)
     # Import the model SDKs and stream one canned turn through each, off the event loop: done lazily
     # by the first run, the imports and the SDKs' schema builds would stall acks and transactions.
     await asyncio.to_thread(warm_up, [a.backend.type for a in teams.default.team.agents])

@@ -75,7 +75,7 @@ from orchestrator.store import InMemoryRunStore, RunQuery, RunStatus, RunSummary
 if TYPE_CHECKING:
     from orchestrator.llm.warmup import warm_up
     from orchestrator.sql import SqlRunStore, create_run_schema
-    from orchestrator.tools import build_run_tools
+    from orchestrator.tools import build_run_tools, sandbox_status
 
 # name -> module, imported on first access (PEP 562): SQLAlchemy, tree-sitter and httpx stay unloaded
 # until a command needs them.
@@ -83,6 +83,7 @@ _LAZY = {
     "SqlRunStore": "orchestrator.sql",
     "build_run_tools": "orchestrator.tools",
     "create_run_schema": "orchestrator.sql",
+    "sandbox_status": "orchestrator.tools",
     "warm_up": "orchestrator.llm.warmup",
 }
 
@@ -159,6 +160,7 @@ __all__ = [
     "parse_team",
     "rebuild_state",
     "resume_run",
+    "sandbox_status",
     "start_run",
     "to_line",
     "warm_up",

@@ -81,8 +81,11 @@ async def _main(args: argparse.Namespace, settings: BotSettings, team: TeamConfi
     import signal
 
     from bot.cli.run_view import JsonView, LiveView, TerminalApprover
-    from orchestrator import start_run
+    from orchestrator import sandbox_status, start_run
 
+    # `sandbox: none` warns when its sandbox is made; a broken bubblewrap is said here, before any ask.
+    if team.sandbox == "bwrap" and (problem := await sandbox_status("bwrap")) is not None:
+        print(f"warning: {problem}", file=sys.stderr)
     user = f"cli:{getpass.getuser()}"
     team = _terminal_approver(team, user)
     from bot.wiring import open_storage

@@ -4,7 +4,7 @@
 """
 
 from orchestrator.tools.gate import DEFERRED, GateCall, GateResult, PermissionGate, RunGrants
-from orchestrator.tools.sandbox import CommandResult, Sandbox, SandboxSpec, scrubbed_env
+from orchestrator.tools.sandbox import CommandResult, Sandbox, SandboxSpec, sandbox_status, scrubbed_env
 from orchestrator.tools.specs import (
     TOOL_NAMES,
     ToolArgumentError,
@@ -48,6 +48,7 @@ __all__ = [
     "execute",
     "parse_args",
     "patch_paths",
+    "sandbox_status",
     "scrubbed_env",
     "tool_specs",
 ]

@@ -93,14 +93,17 @@ class BotHarness:
         return response.status, await response.text()
 
     async def command(self, text: str, *, user: str = REQUESTER, channel: str = CHANNEL) -> tuple[int, str]:
-        return await self.post(encode_form(slash_command(text, user=user, channel=channel)))
+        hook = self.slack.response_url(f"cmd-{len(self.slack.hooks) + 1}", channel=channel, user=user)
+        return await self.post(
+            encode_form(slash_command(text, user=user, channel=channel, response_url=hook))
+        )
 
     async def click(
         self, action_id: str, value: str, *, user: str, channel: str = CHANNEL
     ) -> tuple[int, str]:
-        return await self.post(
-            encode_interactive(block_actions(action_id, value, user=user, channel=channel))
-        )
+        hook = self.slack.response_url(f"click-{len(self.slack.hooks) + 1}", channel=channel, user=user)
+        payload = block_actions(action_id, value, user=user, channel=channel, response_url=hook)
+        return await self.post(encode_interactive(payload))
 
     async def submit(self, callback_id: str, values: dict[str, Any], *, user: str, metadata: str) -> int:
         body = encode_interactive(view_submission(callback_id, values, user=user, private_metadata=metadata))

@@ -42,6 +42,9 @@ class BotSettings(BaseSettings):
     broadcast_final: bool = Field(default=False, validation_alias="MASSGEN_BROADCAST_FINAL")
     # Seconds between status-message refreshes of a run that emits nothing (e.g. waiting for approval).
     status_refresh: float = Field(default=30.0, gt=0, validation_alias="MASSGEN_STATUS_REFRESH")
+    # A run posts its live progress message in the thread only once it has run this long: a quick run's
+    # status message already shows each agent live, and in a busy channel every post waits ~1 s.
+    progress_after: float = Field(default=20.0, ge=0, validation_alias="MASSGEN_PROGRESS_AFTER")
     # Seconds an approver's group membership (usergroups.users.list) is trusted before asking Slack again.
     group_cache_ttl: float = Field(default=60.0, gt=0, validation_alias="MASSGEN_GROUP_CACHE_TTL")
 

@@ -256,6 +256,7 @@ async def build_services(
         observe=observe,
         broadcast_final=settings.broadcast_final,
         status_refresh=settings.status_refresh,
+        progress_after=settings.progress_after,
         models=models,
     )
     groups = GroupResolver(box.call, ttl=settings.group_cache_ttl)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
+from bot.listeners.replies import response_url, tell
 from bot.render import ids
 from bot.slack.parse import action_value, conversation, user_id
 
@@ -59,10 +60,12 @@ def register(app: AsyncApp, services: Services) -> None:
 
 
 async def _tell(services: Services, body: dict[str, Any], text: str | None) -> None:
-    """An ephemeral reply to the clicker, in the channel they clicked in."""
+    """A reply only the clicker sees: through the click's response_url, else an ephemeral."""
     where, user = conversation(body), user_id(body)
-    if text and where is not None and user is not None:
-        await services.outbox.ephemeral(where.channel, user, text=text, thread_ts=where.thread_ts)
+    if text and user is not None:
+        channel, thread_ts = (None, None) if where is None else (where.channel, where.thread_ts)
+        hook = response_url(body)
+        await tell(services, user=user, channel=channel, text=text, response_url=hook, thread_ts=thread_ts)
 
 
 def _from_home(body: dict[str, Any]) -> bool:

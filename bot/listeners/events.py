@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncApp
 
+from bot.listeners.replies import tell
 from bot.render import help_text
 from bot.runs import Where
 from bot.slack.parse import Help, UsageError, parse_task, strip_mentions
@@ -55,7 +56,8 @@ async def _mention(services: Services, event: dict[str, Any]) -> None:
     user, channel = event.get("user"), event.get("channel")
     if not isinstance(user, str) or not isinstance(channel, str):
         return
-    thread_ts = event.get("thread_ts")
+    thread = event.get("thread_ts")
+    thread_ts = thread if isinstance(thread, str) else None
     parsed = parse_task(strip_mentions(str(event.get("text") or "")))
     reply: str | None
     if isinstance(parsed, UsageError):
@@ -63,7 +65,7 @@ async def _mention(services: Services, event: dict[str, Any]) -> None:
     elif isinstance(parsed, Help):
         reply = help_text()
     else:
-        where = Where(user=user, channel=channel, thread_ts=thread_ts if isinstance(thread_ts, str) else None)
+        where = Where(user=user, channel=channel, thread_ts=thread_ts)
         reply = await services.runs.mention(parsed, where)
     if reply:
-        await services.outbox.ephemeral(channel, user, text=reply, thread_ts=thread_ts)
+        await tell(services, user=user, channel=channel, text=reply, thread_ts=thread_ts)

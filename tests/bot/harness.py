@@ -117,11 +117,8 @@ class BotHarness:
         return [c for c in calls if thread is None or c.params.get("thread_ts") == thread]
 
     def ephemerals(self, user: str) -> list[str]:
-        return [
-            str(c.params.get("text"))
-            for c in self.slack.calls_to("chat.postEphemeral")
-            if c.params["user"] == user
-        ]
+        """What only `user` was shown: chat.postEphemeral and ephemeral response_url replies."""
+        return [str(e.get("text")) for e in self.slack.ephemerals if e.get("user") == user]
 
     async def wait_for(self, predicate: Any, timeout: float = 10.0) -> None:
         await self.slack.wait_for(predicate, timeout)

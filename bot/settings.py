@@ -32,6 +32,9 @@ class BotSettings(BaseSettings):
     slack_signing_secret: SecretStr | None = Field(default=None, validation_alias="SLACK_SIGNING_SECRET")
     slack_app_token: SecretStr | None = Field(default=None, validation_alias="SLACK_APP_TOKEN")
     slack_api_url: str = Field(default=DEFAULT_SLACK_API_URL, validation_alias="SLACK_API_URL")
+    # Team (T…) and Enterprise Grid org (E…) ids whose users may use the bot, comma separated; empty:
+    # the bot token's own team and org (auth.test). Users of other companies (Slack Connect) are refused.
+    slack_allowed_team_ids: str = Field(default="", validation_alias="SLACK_ALLOWED_TEAM_IDS")
     database_url: str | None = Field(default=None, validation_alias="DATABASE_URL")
     state_dir: Path | None = Field(default=None, validation_alias="MASSGEN_STATE_DIR")
     teams_dir: Path = Field(default=Path("teams"), validation_alias="MASSGEN_TEAMS_DIR")

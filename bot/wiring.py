@@ -169,7 +169,8 @@ async def identify(client: AsyncWebClient, *, within: float = 3.0) -> dict[str, 
     except Exception as exc:  # a stand-in without auth.test, or no network yet: run without the ids
         log.warning("auth.test failed (%s); continuing without the bot's identity", exc)
         return {}
-    return {k: str(response.get(k)) for k in ("user_id", "bot_id", "team_id") if response.get(k)}
+    keys = ("user_id", "bot_id", "team_id", "enterprise_id")
+    return {k: str(response.get(k)) for k in keys if response.get(k)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from typing import Protocol
 
 from approvals import ApprovalRequest
 from bot.approval_ui.presenter import approval_view
-from bot.home.blocks import RunSummary, home_view
+from bot.home.blocks import RunSummary, home_view, refused_view
 from bot.slack.outbox import Outbox
 from bot.tasks import TaskSupervisor
 
@@ -46,6 +46,10 @@ class HomeTab:
         runs = await self._recent_runs(limit=10)
         view = home_view(mine, runs, now=self._clock())
         await self._outbox.call("views.publish", user_id=user, view=view)
+
+    async def refuse(self, user: str, text: str) -> None:
+        """The Home tab of someone the bot does not serve: why, and nothing else (no runs, no asks)."""
+        await self._outbox.call("views.publish", user_id=user, view=refused_view(text))
 
     async def opened(self, user: str) -> None:
         """`app_home_opened`: remember the viewer, then publish."""

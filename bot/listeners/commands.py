@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from bot.listeners.replies import response_url, tell
+from bot.listeners.workspaces import REFUSED, Workspaces
 from bot.render import help_text
 from bot.runs import Where
 from bot.slack.parse import Cancel, History, ListApprovals, StartRun, Status, UsageError, parse_command
@@ -19,10 +20,14 @@ COMMAND = "/massgen"
 
 def register(app: AsyncApp, services: Services) -> None:
     """Attach the slash command listener."""
+    workspaces = Workspaces.of(services.settings.slack_allowed_team_ids, services.identity)
 
     @app.command(COMMAND)
     async def massgen(ack: AsyncAck, command: dict[str, Any]) -> None:
         """Ack with help or a usage error (pure parsing), else ack empty and answer in a task."""
+        if not workspaces.admits(command):
+            await ack(text=REFUSED)
+            return
         parsed = parse_command(str(command.get("text") or ""))
         user, channel = str(command.get("user_id", "")), str(command.get("channel_id", ""))
         if isinstance(parsed, UsageError):

@@ -52,6 +52,8 @@ class OutboxOptions:
     tier3_per_minute: int = 40
     tier2_per_minute: int = 18
     budget_window: float = 60.0
+    # Per Web API call; a post answered later is looked up by its marker, never posted twice.
+    call_timeout: float = 10.0
 
     def scaled(self, factor: float) -> OutboxOptions:
         """The same budgets over `factor` times the time (0.02: a minute lasts 1.2 s)."""
@@ -202,8 +204,8 @@ async def open_storage(settings: BotSettings) -> Storage:
     return Storage(engine, store, SqlRunStore(engine), audit, approvals)
 
 
-def _make_outbox(client: AsyncWebClient, options: OutboxOptions) -> Outbox:
-    from bot.slack import Outbox
+def _make_outbox(client: AsyncWebClient, options: OutboxOptions, engine: AsyncEngine) -> Outbox:
+    from bot.slack import Outbox, OutboxStore
 
     return Outbox(
         client,
@@ -212,6 +214,8 @@ def _make_outbox(client: AsyncWebClient, options: OutboxOptions) -> Outbox:
         tier3_per_minute=options.tier3_per_minute,
         tier2_per_minute=options.tier2_per_minute,
         budget_window=options.budget_window,
+        call_timeout=options.call_timeout,
+        store=OutboxStore(engine),  # every post saved before it is sent; start() sends what was left
     )
 
 
@@ -239,8 +243,8 @@ async def build_services(
     # by the first run, the imports and the SDKs' schema builds would stall acks and transactions.
     await asyncio.to_thread(warm_up, [a.backend.type for a in teams.default.team.agents])
     client = client or make_client(settings)
-    box = _make_outbox(client, outbox or OutboxOptions())
     db = await open_storage(settings)
+    box = _make_outbox(client, outbox or OutboxOptions(), db.engine)
     remind = timedelta(seconds=teams.default.team.approvals.remind_before_seconds)
     scheduler = ExpiryScheduler(db.approvals, remind_before=remind)
     models = SharedModels()

@@ -8,7 +8,7 @@ button clicks, modal submissions and events. No test lives here; scenario module
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -143,37 +143,42 @@ async def bot_harness(
     run_timeout: float = 60,
     database_url: str | None = None,
     state_dir: Path | None = None,
+    slack: SlackEmulator | None = None,
+    grace: float = 5.0,
 ) -> AsyncIterator[BotHarness]:
-    """Start the emulator, the provider server and the bot (HTTP app); close all at exit."""
-    slack_emulator = SlackEmulator(
+    """Start the emulator (or reuse `slack`: a restart), the provider server and the bot; close at exit."""
+    own = slack is None
+    emulator = slack or SlackEmulator(
         bot_token=TOKEN, allowed_mentions={APPROVER, REQUESTER}, limits=limits or scaled_limits()
     )
-    async with slack_emulator as slack, ProviderServer(handler) as provider:
-        if True:
-            team = tmp_path / "team.yaml"
-            text = team_yaml(
-                provider,
-                agents=agents,
-                extra=team_extra,
-                remind_before=remind_before,
-                run_timeout=run_timeout,
-            )
-            team.write_text(text)
-            settings = BotSettings.with_values(
-                SLACK_BOT_TOKEN=TOKEN,
-                SLACK_SIGNING_SECRET=SECRET,
-                SLACK_API_URL=slack.api_url,
-                DATABASE_URL=database_url or f"sqlite:///{tmp_path / 'bot.db'}",
-                MASSGEN_TEAMS_DIR=tmp_path / "teams",
-                MASSGEN_STATE_DIR=state_dir,
-            )
-            services = await build_services(settings, team_file=team, tools=tools, outbox=options)
-            app = build_app(services)
-            http: TestClient[Any, Any] = TestClient(TestServer(build_web_app(app, services)))
-            await http.start_server()
-            try:
-                yield BotHarness(slack=slack, provider=provider, services=services, http=http)
-            finally:
-                await http.close()
-                await services.close(grace=5.0)
-            slack.assert_clean()
+    async with AsyncExitStack() as stack:
+        if own:
+            await stack.enter_async_context(emulator)
+        provider = await stack.enter_async_context(ProviderServer(handler))
+        team = tmp_path / "team.yaml"
+        text = team_yaml(
+            provider,
+            agents=agents,
+            extra=team_extra,
+            remind_before=remind_before,
+            run_timeout=run_timeout,
+        )
+        team.write_text(text)
+        settings = BotSettings.with_values(
+            SLACK_BOT_TOKEN=TOKEN,
+            SLACK_SIGNING_SECRET=SECRET,
+            SLACK_API_URL=emulator.api_url,
+            DATABASE_URL=database_url or f"sqlite:///{tmp_path / 'bot.db'}",
+            MASSGEN_TEAMS_DIR=tmp_path / "teams",
+            MASSGEN_STATE_DIR=state_dir,
+        )
+        services = await build_services(settings, team_file=team, tools=tools, outbox=options)
+        app = build_app(services)
+        http: TestClient[Any, Any] = TestClient(TestServer(build_web_app(app, services)))
+        await http.start_server()
+        try:
+            yield BotHarness(slack=emulator, provider=provider, services=services, http=http)
+        finally:
+            await http.close()
+            await services.close(grace=grace)
+        emulator.assert_clean()

@@ -40,7 +40,15 @@ DOORS = {
         "Where",
         "apply_line",
     ],
-    "bot.slack": ["BotStore", "GroupResolver", "MessageRef", "Outbox", "RunCoordinates"],
+    "bot.slack": [
+        "BotStore",
+        "GiveUp",
+        "GroupResolver",
+        "MessageRef",
+        "Outbox",
+        "OutboxStore",
+        "RunCoordinates",
+    ],
 }
 
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from approvals import ExpiryScheduler
     from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ThreadApprovalPort
-    from bot.home import HomeTab
+    from bot.home import ChannelAccess, HomeTab
     from bot.runs import RunHistory, RunUseCases, SharedModels, ToolsBuilder
     from bot.slack import Outbox
     from bot.tasks import TaskSupervisor
@@ -232,7 +232,7 @@ async def build_services(
     """Wire every layer for one process. `tools="none"` runs agents with the workflow tools only."""
     from approvals import ExpiryScheduler
     from bot.approval_ui import ApprovalsUI, ApprovalUseCases, pending_for
-    from bot.home import HomeTab
+    from bot.home import ChannelAccess, HomeTab
     from bot.runs import RunHistory, RunSupervisor, RunUseCases, SharedModels, TeamCatalog
     from bot.slack import GroupResolver
     from bot.tasks import TaskSupervisor
@@ -271,7 +271,10 @@ async def build_services(
     # The Home tab lists exactly what `/massgen approvals` lists: the one "pending for this user" query.
     pending = functools.partial(pending_for, db.approvals, groups_of=groups.groups_of)
     history = RunHistory(db.run_store, db.store)
-    home = HomeTab(pending=pending, recent_runs=history.recent, outbox=box, tasks=tasks, clock=clock)
+    access = ChannelAccess(box.call)  # who may see which runs in their Home tab
+    home = HomeTab(
+        pending=pending, recent_runs=history.recent, outbox=box, tasks=tasks, clock=clock, access=access
+    )
     approval_ui = ApprovalUseCases(db.approvals, groups, presenter, box, refresh_home=home.publish)
     presenter.on_change = home.refresh
     presenter.attach()

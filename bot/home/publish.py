@@ -7,15 +7,23 @@ from typing import Protocol
 
 from approvals import ApprovalRequest
 from bot.approval_ui.presenter import approval_view
+from bot.home.access import ChannelAccess
 from bot.home.blocks import RunSummary, home_view, refused_view
 from bot.slack.outbox import Outbox
 from bot.tasks import TaskSupervisor
 
 
+class VisibleRun(RunSummary, Protocol):
+    """A run the Home tab lists, and who asked for it (to show people their own runs)."""
+
+    @property
+    def requester(self) -> str | None: ...
+
+
 class RecentRuns(Protocol):
     """The latest runs, newest first."""
 
-    async def __call__(self, *, limit: int) -> Sequence[RunSummary]:
+    async def __call__(self, *, limit: int) -> Sequence[VisibleRun]:
         """At most `limit` runs."""
         ...
 
@@ -31,7 +39,9 @@ class HomeTab:
         outbox: Outbox,
         tasks: TaskSupervisor,
         clock: Callable[[], float],
+        access: ChannelAccess,
     ) -> None:
+        self._access = access
         self._pending = pending
         self._recent_runs = recent_runs
         self._outbox = outbox
@@ -43,9 +53,19 @@ class HomeTab:
     async def publish(self, user: str) -> None:
         """Render and publish the Home tab for `user`."""
         mine = [approval_view(request) for request in await self._pending(user)]
-        runs = await self._recent_runs(limit=10)
+        runs = await self._visible_runs(user)
         view = home_view(mine, runs, now=self._clock())
         await self._outbox.call("views.publish", user_id=user, view=view)
+
+    async def _visible_runs(self, user: str, *, show: int = 10, scan: int = 50) -> list[VisibleRun]:
+        """The newest runs `user` may see: their own, public channels', and their channels' (see access)."""
+        shown: list[VisibleRun] = []
+        for run in await self._recent_runs(limit=scan):
+            if await self._access.may_see(user, run):
+                shown.append(run)
+                if len(shown) == show:
+                    break
+        return shown
 
     async def refuse(self, user: str, text: str) -> None:
         """The Home tab of someone the bot does not serve: why, and nothing else (no runs, no asks)."""

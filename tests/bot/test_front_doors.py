@@ -9,7 +9,7 @@ import pytest
 DOORS = {
     "bot.approval_ui": ["ApprovalUseCases", "ApprovalsUI", "ThreadApprovalPort", "pending_for"],
     "bot.cli": ["build_parser", "main"],
-    "bot.home": ["HomeTab", "RecentRuns"],
+    "bot.home": ["ChannelAccess", "HomeTab", "RecentRuns"],
     "bot.listeners": ["actions", "commands", "events", "views"],
     "bot.render": [
         "code",

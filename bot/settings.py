@@ -48,6 +48,11 @@ class BotSettings(BaseSettings):
     # A run posts its live progress message in the thread only once it has run this long: a quick run's
     # status message already shows each agent live, and in a busy channel every post waits ~1 s.
     progress_after: float = Field(default=20.0, ge=0, validation_alias="MASSGEN_PROGRESS_AFTER")
+    # Who also gets an approval request as a DM (same buttons, kept in sync with the thread copy):
+    # approvers not in the run's channel (default), every approver, or nobody.
+    approval_dms: Literal["non_members", "always", "never"] = Field(
+        default="non_members", validation_alias="MASSGEN_APPROVAL_DMS"
+    )
     # Seconds an approver's group membership (usergroups.users.list) is trusted before asking Slack again.
     group_cache_ttl: float = Field(default=60.0, gt=0, validation_alias="MASSGEN_GROUP_CACHE_TTL")
 

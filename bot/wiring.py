@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from approvals import ExpiryScheduler
     from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ThreadApprovalPort
-    from bot.home import ChannelAccess, HomeTab
+    from bot.home import HomeTab
     from bot.runs import RunHistory, RunUseCases, SharedModels, ToolsBuilder
     from bot.slack import Outbox
     from bot.tasks import TaskSupervisor
@@ -231,7 +231,7 @@ async def build_services(
 ) -> Services:
     """Wire every layer for one process. `tools="none"` runs agents with the workflow tools only."""
     from approvals import ExpiryScheduler
-    from bot.approval_ui import ApprovalsUI, ApprovalUseCases, pending_for
+    from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ApproverDMs, pending_for
     from bot.home import ChannelAccess, HomeTab
     from bot.runs import RunHistory, RunSupervisor, RunUseCases, SharedModels, TeamCatalog
     from bot.slack import GroupResolver
@@ -265,9 +265,9 @@ async def build_services(
         models=models,
     )
     groups = GroupResolver(box.call, ttl=settings.group_cache_ttl)
-    presenter = ApprovalsUI(
-        db.approvals, box, db.store, spawn=functools.partial(tasks.spawn, name="approvals-ui"), clock=clock
-    )
+    dms = ApproverDMs(box, db.store, groups.members, policy=settings.approval_dms)
+    spawn_ui = functools.partial(tasks.spawn, name="approvals-ui")
+    presenter = ApprovalsUI(db.approvals, box, db.store, spawn=spawn_ui, clock=clock, dms=dms)
     # The Home tab lists exactly what `/massgen approvals` lists: the one "pending for this user" query.
     pending = functools.partial(pending_for, db.approvals, groups_of=groups.groups_of)
     history = RunHistory(db.run_store, db.store)

@@ -55,6 +55,15 @@ bot_approval_messages = Table(
     Column("ts", String(32), nullable=False),
 )
 
+# DM copies of an approval request (approvers who cannot see the run's thread), kept in sync with it.
+bot_approval_copies = Table(
+    "bot_approval_copies",
+    metadata,
+    Column("request_id", String(128), primary_key=True),
+    Column("channel", String(32), primary_key=True),
+    Column("ts", String(32), nullable=False),
+)
+
 slack_outbox = Table(
     "slack_outbox",
     metadata,
@@ -156,6 +165,22 @@ class BotStore:
             await conn.execute(
                 insert(bot_approval_messages).values(request_id=request_id, channel=channel, ts=ts)
             )
+
+    async def record_approval_copy(self, request_id: str, channel: str, ts: str) -> None:
+        """A DM copy of an approval request (one per DM channel)."""
+        row = {"request_id": request_id, "channel": channel, "ts": ts}
+        async with self._engine.begin() as conn:
+            await conn.execute(insert(bot_approval_copies).values(**row))
+
+    async def approval_copies(self, request_id: str) -> list[tuple[str, str]]:
+        """Every DM copy of a request: (channel, ts), oldest channel id first."""
+        query = (
+            select(bot_approval_copies.c.channel, bot_approval_copies.c.ts)
+            .where(bot_approval_copies.c.request_id == request_id)
+            .order_by(bot_approval_copies.c.channel)
+        )
+        async with self._engine.connect() as conn:
+            return [(row.channel, row.ts) for row in (await conn.execute(query)).all()]
 
     async def approval_message(self, request_id: str) -> tuple[str, str] | None:
         """(channel, ts) of the message showing this request, if one was posted."""

@@ -7,7 +7,13 @@ import importlib
 import pytest
 
 DOORS = {
-    "bot.approval_ui": ["ApprovalUseCases", "ApprovalsUI", "ThreadApprovalPort", "pending_for"],
+    "bot.approval_ui": [
+        "ApprovalUseCases",
+        "ApprovalsUI",
+        "ApproverDMs",
+        "ThreadApprovalPort",
+        "pending_for",
+    ],
     "bot.cli": ["build_parser", "main"],
     "bot.home": ["ChannelAccess", "HomeTab", "RecentRuns"],
     "bot.listeners": ["actions", "commands", "events", "views"],

@@ -78,6 +78,7 @@ ALL_SCOPES = frozenset(
         "users:read",
         "reactions:write",
         "files:write",
+        "im:write",
         *(f"{kind}:{what}" for kind in ("channels", "groups", "im", "mpim") for what in ("history", "read")),
     }
 )

@@ -34,6 +34,7 @@ METHOD_SCOPES: dict[str, frozenset[str] | str] = {
     "conversations.replies": "history",
     "conversations.info": "read",
     "conversations.members": "read",
+    "conversations.open": frozenset({"im:write"}),
 }
 
 
@@ -107,6 +108,7 @@ class MethodsMixin:
             "conversations.replies": self._replies,
             "conversations.history": self._history,
             "conversations.members": self._members,
+            "conversations.open": self._open_dm,
             "reactions.add": self._reactions_add,
         }
 
@@ -328,6 +330,16 @@ class MethodsMixin:
         ]
         msgs = [_public(m, with_md) for m in top if float(m["ts"]) > float(oldest)]
         return {"ok": True, "messages": msgs, "has_more": False}
+
+    def _open_dm(self, p: Body) -> Body:
+        """A DM with one user: the same `D…` id each time, an im the bot is a member of."""
+        user = str(p.get("users", ""))
+        if not _USER_ID.fullmatch(user):
+            return {"ok": False, "error": "user_not_found"}
+        dm = f"D{user[1:]}"
+        if dm not in self.channels:
+            self.add_channel(dm, im=True, members={user})
+        return {"ok": True, "channel": {"id": dm}}
 
     def _members(self, p: Body) -> Body:
         channel = str(p.get("channel", ""))

@@ -85,7 +85,12 @@ class RunRenderer:
             self._outbox.update(self.progress_message, text=text, blocks=blocks)
         elif self._progress_due():
             self.progress_message = self._outbox.post(
-                self._channel, text=text, blocks=blocks, thread=self.thread, priority=PRIORITY_THREAD
+                self._channel,
+                text=text,
+                blocks=blocks,
+                thread=self.thread,
+                priority=PRIORITY_THREAD,
+                run_id=self.view.run_id or None,
             )
         else:
             return
@@ -97,6 +102,8 @@ class RunRenderer:
         return thread_known and long_enough and self.view.outcome is None
 
     def _post_final(self, event: RunFinished) -> None:
+        # The answer waits for its thread: a root still queued behind other runs' goes out next.
+        self._outbox.hasten(self.root, PRIORITY_FINAL)
         for i, (text, blocks) in enumerate(final_answer_messages(event, self.view)):
             if i == 0 and self.progress_message is None and not self.progress.empty:
                 blocks = [*blocks[:2], context(self.progress.summary()), *blocks[2:]]
@@ -107,6 +114,7 @@ class RunRenderer:
                 thread=self.thread,
                 priority=PRIORITY_FINAL,
                 broadcast=self._broadcast and i == 0,
+                run_id=self.view.run_id or None,  # a give-up is logged with the run
             )
 
     def failed_to_start(self, error: str) -> None:

@@ -152,7 +152,9 @@ class RunSupervisor:
         initial = RunView.initial(task=request.task, requester=request.requester, now=self._clock())
         view = dataclasses.replace(initial, run_id=run_id)
         text, blocks = status_blocks(view, now=self._clock())
-        root = self._outbox.post(request.channel, text=text, blocks=blocks, thread=request.thread_ts)
+        root = self._outbox.post(
+            request.channel, text=text, blocks=blocks, thread=request.thread_ts, run_id=run_id
+        )
         # A follow-up's status message sits in its parent's thread, so its posts go there too.
         thread: MessageRef | str = request.thread_ts or root
         return RunRenderer(

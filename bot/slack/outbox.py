@@ -298,6 +298,18 @@ class Outbox:
         slot.text, slot.blocks = text, blocks
         self._wake.set()
 
+    def hasten(self, ref: MessageRef, priority: int) -> None:
+        """Raise a still-queued post to at least `priority`, behind posts hastened earlier (no-op once sent).
+
+        A run that ends before its status message went out hastens it, so in a busy channel roots go
+        out in the order their runs finish and each final answer (which waits for its root) follows.
+        """
+        for post in self._posts.get(ref.channel, []):
+            if post.ref is ref and post.priority < priority:
+                self._seq += 1
+                post.priority, post.seq = priority, self._seq
+                self._wake.set()
+
     async def ephemeral(
         self,
         channel: str,

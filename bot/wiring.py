@@ -273,7 +273,13 @@ async def build_services(
     history = RunHistory(db.run_store, db.store)
     access = ChannelAccess(box.call)  # who may see which runs in their Home tab
     home = HomeTab(
-        pending=pending, recent_runs=history.recent, outbox=box, tasks=tasks, clock=clock, access=access
+        pending=pending,
+        recent_runs=history.recent,
+        outbox=box,
+        tasks=tasks,
+        clock=clock,
+        access=access,
+        groups_of=groups.groups_of,
     )
     approval_ui = ApprovalUseCases(db.approvals, groups, presenter, box, refresh_home=home.publish)
     presenter.on_change = home.refresh

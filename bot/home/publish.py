@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from approvals import ApprovalRequest
+from bot.approval_ui.pending import GroupsOf
 from bot.approval_ui.presenter import approval_view
 from bot.home.access import ChannelAccess
 from bot.home.blocks import RunSummary, home_view, refused_view
@@ -40,8 +41,10 @@ class HomeTab:
         tasks: TaskSupervisor,
         clock: Callable[[], float],
         access: ChannelAccess,
+        groups_of: GroupsOf | None = None,
     ) -> None:
         self._access = access
+        self._groups_of = groups_of  # approvers through a group are refreshed too
         self._pending = pending
         self._recent_runs = recent_runs
         self._outbox = outbox
@@ -77,6 +80,17 @@ class HomeTab:
         await self.publish(user)
 
     def refresh(self, request: ApprovalRequest) -> None:
-        """Republish the Home tab of listed approvers who use it (a views.publish each, Tier 4)."""
-        for user in sorted(self.viewers & request.approvers.users):
+        """Republish the Home tab of approvers who use it, listed or in a group (views.publish, Tier 4)."""
+        listed = self.viewers & request.approvers.users
+        for user in sorted(listed):
             self._tasks.spawn(self.publish(user), name=f"home:{user}")
+        others = self.viewers - listed
+        if request.approvers.groups and others and self._groups_of is not None:
+            self._tasks.spawn(self._refresh_members(request.approvers.groups, others), name="home:groups")
+
+    async def _refresh_members(self, groups: frozenset[str], users: set[str]) -> None:
+        """Republish for the viewers in one of `groups` (membership is cached per group)."""
+        assert self._groups_of is not None
+        for user in sorted(users):
+            if await self._groups_of(user, groups):
+                await self.publish(user)

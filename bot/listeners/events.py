@@ -67,7 +67,8 @@ async def _mention(services: Services, event: dict[str, Any]) -> None:
         return
     thread = event.get("thread_ts")
     thread_ts = thread if isinstance(thread, str) else None
-    parsed = parse_task(strip_mentions(str(event.get("text") or "")))
+    # Only the bot's own mention goes: "@massgen ask @alice about the outage" keeps Alice.
+    parsed = parse_task(strip_mentions(str(event.get("text") or ""), services.identity.get("user_id")))
     reply: str | None
     if isinstance(parsed, UsageError):
         reply = parsed.message

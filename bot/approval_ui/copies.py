@@ -73,6 +73,8 @@ class ApproverDMs:
 
     async def _channel_members(self, channel: str) -> frozenset[str]:
         """Who is in `channel`; nobody if Slack will not say (then every approver gets a DM)."""
+        if channel.startswith("D"):  # a run in someone's DM with the bot: no approver can see it
+            return frozenset()
         members: set[str] = set()
         cursor = ""
         for _ in range(_MEMBER_PAGES):

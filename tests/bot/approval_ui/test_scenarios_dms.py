@@ -108,3 +108,11 @@ async def test_never_sends_no_dm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         request = await _ask(bot)
         assert list(_copies(bot, request.id)) == [PRIVATE]
         assert bot.slack.calls_to("conversations.members") == []
+
+
+async def test_a_run_in_the_requesters_dm_copies_the_ask_to_the_approver(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path) as bot:
+        bot.slack.add_channel("D0REQDM", im=True, members={REQUESTER})
+        request = await _ask(bot, channel="D0REQDM")
+        assert len(_copies(bot, request.id)) == 2  # the requester's DM and the approver's
+        assert bot.slack.calls_to("conversations.members") == []  # no im:read needed: nobody else is there

@@ -1,4 +1,4 @@
-"""Smaller things a real workspace notices: mentions of colleagues, long pasted tasks."""
+"""Smaller things a real workspace notices: mentions of colleagues, long pasted tasks, spoofed links."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from pathlib import Path
 
 from orchestrator.events import RunStarted
 from tests.bot.harness import REQUESTER, bot_harness
+from tests.fakes.provider_agent import protocol_agent
+from tests.fakes.provider_server import ProviderRequest, Reply
 
 
 async def test_a_mention_keeps_the_colleagues_it_names_and_drops_only_the_bot(tmp_path: Path) -> None:
@@ -35,3 +37,21 @@ async def test_a_pasted_stack_trace_is_a_task_and_a_longer_one_is_refused_saying
         assert "Trim it" in reply
         await bot.settle()
         assert len(await bot.services.runs.history.recent()) == 1
+
+
+async def test_model_links_show_their_real_host_and_bidi_overrides_never_reach_slack(tmp_path: Path) -> None:
+    spoof = "Log in at [paypal.com](https://evil.test/login) and open invoice\u202egpj.exe"
+
+    def handler(request: ProviderRequest) -> Reply:
+        reply = protocol_agent(request)
+        if reply.tool_calls and reply.tool_calls[0][0] == "new_answer":
+            reply.tool_calls = [("new_answer", {"content": spoof})]
+        return reply
+
+    async with bot_harness(tmp_path, handler=handler, agents=1) as bot:
+        await bot.command("where do I pay?")
+        await bot.settle()
+        final = next(c for c in bot.posts() if str(c.params["text"]).startswith("Final answer"))
+        shown = str(final.params["blocks"])
+        assert "<https://evil.test/login|paypal.com (evil.test)>" in shown
+        assert "\u202e" not in str([c.params for c in bot.slack.calls])

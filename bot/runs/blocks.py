@@ -182,6 +182,9 @@ def final_answer_messages(event: RunFinished, view: RunView) -> list[Rendered]:
         part = f" (part {i + 1}/{len(groups)})" if len(groups) > 1 else ""
         first = " ".join(redact(event.answer).split())
         text = f"Final answer{part}: {safe(first, 200)}" if i == 0 else f"Final answer{part}"
+        if i == 0 and view.requester:  # the person who asked is notified that the answer is here
+            text += f" · for {user_mention(view.requester)}"
+            blocks.insert(2, context(f"Requested by {user_mention(view.requester)}"))
         messages.append((text, blocks))
     return messages
 

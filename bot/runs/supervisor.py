@@ -207,10 +207,16 @@ class RunSupervisor:
         active = self._active.get(run_id)
         if active is not None:
             await active.handle.cancel(by="slack")
-        text = (
-            f"I could not post in this channel ({reason}), so the run was stopped. "
-            "Invite me with `/invite @MassGen` (private channels need it), then try again."
-        )
+        if request.channel.startswith("D"):  # a DM cannot be joined with /invite
+            text = (
+                f"I could not post in this conversation ({reason}), so the run was stopped. "
+                "Start it in a channel I am in, or in a direct message with me (my Messages tab)."
+            )
+        else:
+            text = (
+                f"I could not post in this channel ({reason}), so the run was stopped. "
+                "Invite me with `/invite @MassGen` (private channels need it), then try again."
+            )
         await self._tell_requester(request, text)
 
     async def _tell_requester(self, request: RunRequest, text: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from orchestrator.events import RunStarted
@@ -55,3 +56,30 @@ async def test_model_links_show_their_real_host_and_bidi_overrides_never_reach_s
         shown = str(final.params["blocks"])
         assert "<https://evil.test/login|paypal.com (evil.test)>" in shown
         assert "\u202e" not in str([c.params for c in bot.slack.calls])
+
+
+async def test_the_requester_is_mentioned_when_the_answer_arrives(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path, agents=1) as bot:
+        await bot.command("name the release")
+        await bot.settle()
+        final = next(c for c in bot.posts() if str(c.params["text"]).startswith("Final answer"))
+        assert f"<@{REQUESTER}>" in str(final.params["text"])  # the notification rings the requester
+
+
+async def test_a_dm_the_bot_cannot_post_in_gets_no_invite_advice(tmp_path: Path) -> None:
+    release = asyncio.Event()
+
+    async def handler(request: ProviderRequest) -> Reply:
+        await release.wait()
+        return protocol_agent(request)
+
+    async with bot_harness(tmp_path, handler=handler) as bot:
+        bot.slack.add_channel("D0ELSEWHERE", im=True, bot_member=False)
+        assert await bot.command("audit the secrets", channel="D0ELSEWHERE") == (200, "")
+        await bot.wait_for(lambda: bool(bot.ephemerals(REQUESTER)))
+        release.set()
+        await bot.settle()
+        (told,) = bot.ephemerals(REQUESTER)
+        assert "channel_not_found" in told
+        assert "/invite" not in told
+        assert "Messages tab" in told

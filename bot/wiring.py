@@ -146,10 +146,14 @@ async def recover(history: RunHistory, approvals: ApprovalService, outbox: Outbo
     Cancelling rewrites their approval messages (the presenter finds them in the store), so nobody
     approves an action that no agent is waiting for any more.
     """
+    from bot.runs import retire_status
+
     stale = await history.left_running()
     for run in stale:
         await history.mark_failed(run.run_id, RESTARTED)
         await approvals.cancel_run(run.run_id, RESTARTED)
+        if run.root_ts:  # its status message loses the live Cancel / Finish now buttons
+            retire_status(outbox, run.channel, run.root_ts, await history.view(run.run_id), now=time.time())
         if run.thread_ts:
             text = "⚠️ The bot restarted while this run was working; it was stopped. Start it again to retry."
             outbox.post(run.channel, text=text, thread=run.thread_ts)

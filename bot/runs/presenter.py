@@ -124,3 +124,12 @@ class RunRenderer:
     async def finish(self) -> None:
         """After the terminal event: send the last status."""
         self.refresh()
+
+
+def retire_status(outbox: Outbox, channel: str, root_ts: str, view: RunView, *, now: float) -> None:
+    """Rewrite the status message of a run this process no longer drives (after a restart) to its end.
+
+    Its Cancel / Finish now buttons would otherwise stay live for a run that no longer exists.
+    """
+    text, blocks = status_blocks(view, now=now)
+    outbox.update(MessageRef.existing(channel, root_ts), text=text, blocks=blocks)

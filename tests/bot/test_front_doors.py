@@ -45,6 +45,7 @@ DOORS = {
         "ToolsBuilder",
         "Where",
         "apply_line",
+        "retire_status",
     ],
     "bot.slack": [
         "BotStore",

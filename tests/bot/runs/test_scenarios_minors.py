@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 from pathlib import Path
 
+from approvals import ConversationRef
+from bot.render import ids
+from bot.runs.blocks import status_blocks
+from bot.wiring import recover
+from orchestrator import RunView
 from orchestrator.events import RunStarted
-from tests.bot.harness import REQUESTER, bot_harness
+from tests.bot.harness import CHANNEL, REQUESTER, bot_harness
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, Reply
 
@@ -83,3 +90,33 @@ async def test_a_dm_the_bot_cannot_post_in_gets_no_invite_advice(tmp_path: Path)
         assert "channel_not_found" in told
         assert "/invite" not in told
         assert "Messages tab" in told
+
+
+async def test_after_a_restart_a_lost_runs_status_message_loses_its_live_buttons(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path) as bot:
+        # What a killed process left behind: a live status message and a run marked running.
+        initial = RunView.initial(task="migrate the db", requester=REQUESTER)
+        view = dataclasses.replace(initial, run_id="run-lost")
+        text, blocks = status_blocks(view, now=time.time())
+        ts = await bot.services.outbox.post(CHANNEL, text=text, blocks=blocks).ts()
+        assert ids.RUN_CANCEL in str(bot.slack.messages[CHANNEL][ts]["blocks"])
+        where = ConversationRef(surface="slack", channel=CHANNEL)
+        await bot.services.run_store.append(
+            RunStarted(
+                run_id="run-lost",
+                seq=1,
+                task="migrate the db",
+                agents=(),
+                requester=REQUESTER,
+                conversation=where,
+            )
+        )
+        await bot.services.store.record_run("run-lost", CHANNEL)
+        await bot.services.store.set_root("run-lost", ts)
+        assert await recover(bot.services.runs.history, bot.services.approvals, bot.services.outbox) == 1
+        await bot.settle()
+        shown = str(bot.slack.messages[CHANNEL][ts]["blocks"])
+        assert ids.RUN_CANCEL not in shown
+        assert ids.RUN_FINISH_NOW not in shown
+        assert "Failed" in shown
+        assert "restarted" in shown

@@ -55,7 +55,7 @@ from bot.slack.outbox_state import (
 )
 
 if TYPE_CHECKING:
-    from bot.slack.store import OutboxStore
+    from bot.slack.store import OutboxStore, PendingUpdate
 
 __all__ = [
     "PRIORITY_APPROVAL",
@@ -109,6 +109,8 @@ class Outbox:
         self._store = store
         self._saves: set[asyncio.Task[None]] = set()
         self.on_give_up: list[Callable[[GiveUp], None]] = []
+        self._update_states: dict[str, PendingUpdate] = {}
+        self._update_writers: dict[str, asyncio.Task[None]] = {}
         self.update_interval = update_interval
         self.channel_interval = channel_interval
         self._clock = clock
@@ -259,6 +261,18 @@ class Outbox:
             self.stats.resumed_posts += 1
         if rows:
             log.info("outbox resumed %d unsent posts", self.stats.resumed_posts)
+        states = await store.pending_updates()
+        self._version = max([self._version, *(state.version for state in states)])
+        for state in states:
+            target = (
+                MessageRef.existing(state.channel, state.ts) if state.ts else refs.get(state.marker or "")
+            )
+            if target is None:  # its post was given up: nothing to update
+                await store.update_sent([state.id], state.version)
+                continue
+            self.update(target, text=state.text, blocks=state.blocks)
+            self._slots[slot_key(target)].row_ids.add(state.id)
+            self.stats.resumed_updates += 1
 
     async def _store_call(self, what: str, *args: Any, **kwargs: Any) -> None:
         """A bookkeeping write; a failing database must not stop delivery."""
@@ -296,7 +310,45 @@ class Outbox:
         else:
             slot.dirty, slot.dirty_since = True, self._clock()
         slot.text, slot.blocks = text, blocks
+        if self._store is not None:
+            self._persist_update(self._store, slot, ref)
         self._wake.set()
+
+    def _persist_update(self, store: OutboxStore, slot: Slot, ref: MessageRef) -> None:
+        """Save the message's newest wanted state (one writer per message, newest state last)."""
+        from bot.slack.store import PendingUpdate
+
+        if ref.known_ts is not None:
+            row_id = f"u:{ref.channel}:{ref.known_ts}"
+        elif ref.marker is not None:
+            row_id = f"u:{ref.marker}"
+        else:
+            return
+        slot.row_ids.add(row_id)
+        self._update_states[row_id] = PendingUpdate(
+            id=row_id,
+            channel=ref.channel,
+            ts=ref.known_ts,
+            marker=None if ref.known_ts else ref.marker,
+            text=slot.text,
+            blocks=slot.blocks,
+            version=slot.version,
+        )
+        if row_id not in self._update_writers:
+            task = asyncio.create_task(self._write_updates(store, row_id))
+            self._update_writers[row_id] = task
+            self._saves.add(task)
+            task.add_done_callback(self._saves.discard)
+
+    async def _write_updates(self, store: OutboxStore, row_id: str) -> None:
+        try:
+            while (state := self._update_states.pop(row_id, None)) is not None:
+                try:
+                    await store.save_update(state)
+                except Exception:  # still sent; only a restart would miss it
+                    log.exception("outbox could not save the wanted state of %s", row_id)
+        finally:
+            del self._update_writers[row_id]
 
     def hasten(self, ref: MessageRef, priority: int) -> None:
         """Raise a still-queued post to at least `priority`, behind posts hastened earlier (no-op once sent).
@@ -435,7 +487,7 @@ class Outbox:
                 continue
             self._budgets.take("chat.update", now)
             slot.in_flight, slot.dirty, slot.last_sent = True, False, now
-            self._spawn(self._deliver_update(slot, slot.text, slot.blocks))
+            self._spawn(self._deliver_update(slot, slot.text, slot.blocks, slot.version))
         return soonest
 
     async def _finished(self) -> None:
@@ -445,13 +497,16 @@ class Outbox:
 
     # -- sending ---------------------------------------------------------------------------------
 
-    async def _deliver_update(self, slot: Slot, text: str, blocks: list[dict[str, Any]] | None) -> None:
+    async def _deliver_update(
+        self, slot: Slot, text: str, blocks: list[dict[str, Any]] | None, version: int
+    ) -> None:
         kwargs: dict[str, Any] = {"channel": slot.ref.channel, "ts": slot.ref.known_ts, "text": text}
         if blocks is not None:
             kwargs["blocks"] = blocks
         try:
             await self._send("chat.update", kwargs)
             slot.failures = slot.rate_limited = 0
+            await self._mark_shown(slot, version)
         except Exception as exc:  # an update is idempotent, so retry is safe
             kind, retry_after = classify(exc)
             if kind == "ratelimited":  # waited out, not a failed attempt
@@ -460,7 +515,8 @@ class Outbox:
                 slot.failures += 1
             if kind == "fatal" or slot.failures > _MAX_ATTEMPTS or slot.rate_limited > _MAX_RATE_LIMITED:
                 self.stats.dropped_updates += 1
-                log.warning("chat.update of %r dropped: %s", slot.ref, _error_code(exc) or exc)
+                log.warning("chat.update of %r given up: %s", slot.ref, _error_code(exc) or exc)
+                await self._mark_shown(slot, version)
             else:
                 self._note_retry("chat.update", kind, retry_after, slot.failures)
                 if not slot.dirty:  # nothing newer arrived meanwhile: resend this state
@@ -469,6 +525,16 @@ class Outbox:
         finally:
             slot.in_flight = False
             await self._finished()
+
+    async def _mark_shown(self, slot: Slot, version: int) -> None:
+        """State `version` is on Slack (or never will be): its rows need no resend after a restart."""
+        if not slot.row_ids:
+            return
+        # A save of this state still running would turn the row back to pending after the mark.
+        writers = [self._update_writers[i] for i in slot.row_ids if i in self._update_writers]
+        if writers:
+            await asyncio.gather(*writers, return_exceptions=True)
+        await self._store_call("update_sent", sorted(slot.row_ids), version)
 
     async def _deliver_post(self, post: Post) -> None:
         channel = post.ref.channel

@@ -73,6 +73,7 @@ class OutboxStats:
     duplicates_avoided: int = 0  # ambiguous post failures found already delivered
     dropped_updates: int = 0  # updates Slack refused (e.g. message_not_found)
     resumed_posts: int = 0  # posts a previous process left unsent, sent by this one
+    resumed_updates: int = 0  # message states a previous process had not shown yet
     split_posts: int = 0  # posts Slack refused as too long / invalid, sent as several text messages
     given_up: int = 0  # posts finally not delivered (each logged with its run and reason)
 
@@ -117,6 +118,7 @@ class Slot:
     failures: int = 0
     rate_limited: int = 0  # 429s in a row (waited out, not failures)
     version: int = 0  # order of update() calls, to merge slots keeping the newest state
+    row_ids: set[str] = field(default_factory=set)  # its rows in the store (marked sent once shown)
 
 
 def next_post(queue: list[Post]) -> tuple[Post | None, list[Post]]:
@@ -155,6 +157,8 @@ def rekey_slots(slots: dict[object, Slot]) -> None:
         if key.failed:
             continue
         other = slots.setdefault((key.channel, key.known_ts), slot)
+        if other is not slot:
+            other.row_ids |= slot.row_ids
         if other is not slot and slot.dirty and slot.version > other.version:
             other.text, other.blocks, other.version = slot.text, slot.blocks, slot.version
             if not other.dirty:

@@ -67,7 +67,8 @@ bot_approval_copies = Table(
 slack_outbox = Table(
     "slack_outbox",
     metadata,
-    Column("id", String(64), primary_key=True),  # the post's marker (metadata event_payload.id)
+    Column("id", String(96), primary_key=True),  # a post's marker; "u:…" for a message's wanted state
+    Column("kind", String(8), nullable=False, default="post"),  # post | update
     Column("seq", Integer, nullable=False),  # send order within a channel (with priority)
     Column("channel", String(32), nullable=False),
     Column("kwargs", Text, nullable=False),  # the chat.postMessage arguments, JSON
@@ -79,7 +80,7 @@ slack_outbox = Table(
     Column("attempts", Integer, nullable=False, default=0),  # > 0: it may have reached Slack
     Column("next_attempt_at", Float, nullable=False),
     Column("last_error", Text),
-    Column("ts", String(32)),
+    Column("ts", String(32)),  # a post's ts once sent; an update's message, once known
     Column("created_at", Float, nullable=False),
     Index("ix_slack_outbox_status", "status", "seq"),
 )
@@ -207,6 +208,19 @@ class OutboxRow:
     ts: str | None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingUpdate:
+    """The wanted state of one message (`ts`, or the outbox post `marker` while its ts is unknown)."""
+
+    id: str
+    channel: str
+    ts: str | None
+    marker: str | None
+    text: str
+    blocks: list[dict[str, Any]] | None
+    version: int
+
+
 class OutboxStore:
     """The outbox's table: posts are saved before they are sent and marked once Slack answered."""
 
@@ -222,6 +236,7 @@ class OutboxStore:
         """Write a new pending post (inside `conn`'s transaction when given: the transactional outbox)."""
         values = {
             "id": row.id,
+            "kind": "post",
             "seq": row.seq,
             "channel": row.channel,
             "kwargs": json.dumps(row.kwargs),
@@ -280,7 +295,7 @@ class OutboxStore:
         query = (
             select(slack_outbox, roots.c.ts.label("root_ts"), roots.c.status.label("root_status"))
             .select_from(slack_outbox.outerjoin(roots, roots.c.id == slack_outbox.c.root_id))
-            .where(slack_outbox.c.status == "pending")
+            .where(slack_outbox.c.status == "pending", slack_outbox.c.kind == "post")
             .order_by(slack_outbox.c.seq)
         )
         async with self._engine.connect() as conn:
@@ -302,16 +317,78 @@ class OutboxStore:
             for r in rows
         ]
 
+    async def save_update(self, state: PendingUpdate) -> None:
+        """The newest wanted state of one message (replaces an unsent older one)."""
+        values = {
+            "kwargs": json.dumps({"text": state.text, "blocks": state.blocks}),
+            "ts": state.ts,
+            "root_id": state.marker,
+            "seq": state.version,
+            "status": "pending",
+        }
+        async with self._engine.begin() as conn:
+            changed = await conn.execute(
+                update(slack_outbox).where(slack_outbox.c.id == state.id).values(**values)
+            )
+            if changed.rowcount == 0:
+                now = time.time()
+                row = {"id": state.id, "kind": "update", "channel": state.channel, "priority": 0}
+                await conn.execute(
+                    insert(slack_outbox).values(
+                        **row, **values, attempts=0, next_attempt_at=now, created_at=now
+                    )
+                )
+
+    async def update_sent(self, ids: list[str], version: int) -> None:
+        """The message shows state `version` (or newer): those rows need no resend."""
+        query = (
+            update(slack_outbox)
+            .where(slack_outbox.c.id.in_(ids), slack_outbox.c.seq <= version)
+            .values(status="sent")
+        )
+        async with self._engine.begin() as conn:
+            await conn.execute(query)
+
+    async def pending_updates(self) -> list[PendingUpdate]:
+        """Wanted message states not yet shown, oldest first (with their post's ts once it was sent)."""
+        posts = slack_outbox.alias("posts")
+        query = (
+            select(slack_outbox, posts.c.ts.label("post_ts"))
+            .select_from(slack_outbox.outerjoin(posts, posts.c.id == slack_outbox.c.root_id))
+            .where(slack_outbox.c.status == "pending", slack_outbox.c.kind == "update")
+            .order_by(slack_outbox.c.seq)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        out: list[PendingUpdate] = []
+        for r in rows:
+            state = json.loads(r.kwargs)
+            ts = r.ts or r.post_ts
+            out.append(
+                PendingUpdate(
+                    id=r.id,
+                    channel=r.channel,
+                    ts=ts,
+                    marker=None if ts else r.root_id,
+                    text=state["text"],
+                    blocks=state["blocks"],
+                    version=r.seq,
+                )
+            )
+        return out
+
     async def last_seq(self) -> int:
         """The highest sequence number used so far (0 for an empty table)."""
         async with self._engine.connect() as conn:
-            value = (await conn.execute(select(func.max(slack_outbox.c.seq)))).scalar_one_or_none()
+            query = select(func.max(slack_outbox.c.seq)).where(slack_outbox.c.kind == "post")
+            value = (await conn.execute(query)).scalar_one_or_none()
         return int(value or 0)
 
     async def rows(self) -> list[OutboxRow]:
         """Every row, for tests and diagnostics."""
         async with self._engine.connect() as conn:
-            rows = (await conn.execute(select(slack_outbox).order_by(slack_outbox.c.seq))).all()
+            query = select(slack_outbox).where(slack_outbox.c.kind == "post").order_by(slack_outbox.c.seq)
+            rows = (await conn.execute(query)).all()
         return [
             OutboxRow(
                 id=r.id,

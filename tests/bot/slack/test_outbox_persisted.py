@@ -199,3 +199,33 @@ async def test_a_give_up_is_logged_with_its_run_and_reported(
         "run=run-9" in r.getMessage() and "channel_not_found" in r.getMessage() for r in caplog.records
     )
     assert [r.status for r in await OutboxStore(engine).rows()] == ["failed"]
+
+
+async def test_a_wanted_state_not_yet_shown_at_shutdown_is_shown_by_the_next_process(
+    slack: SlackEmulator, engine: AsyncEngine
+) -> None:
+    first = make_outbox(slack, engine, update_interval=30.0, channel_interval=30.0)
+    await first.start()
+    root = first.post(CHANNEL, text="Starting agents…")
+    await root.ts()
+    first.update(root, text="working")  # sent at once
+    await slack.wait_for(lambda: len(slack.calls_to("chat.update")) == 1)
+    first.update(root, text="✅ Finished")  # waits out the update interval
+    later = first.post(CHANNEL, text="second run")  # waits out the channel interval
+    first.update(later, text="second run: ✅ Finished")
+    await first.close(drain=True, timeout=0.2)
+    assert slack.messages[CHANNEL][str(root.known_ts)]["text"] == "working"
+
+    second = make_outbox(slack, engine)
+    await second.start()
+    await second.flush()
+    await second.close()
+    assert second.stats.resumed_updates == 2
+    texts = sorted(m["text"] for m in slack.messages[CHANNEL].values())
+    assert texts == ["second run: ✅ Finished", "✅ Finished"]
+
+    third = make_outbox(slack, engine)  # nothing is left to send
+    await third.start()
+    await third.flush()
+    await third.close()
+    assert (third.stats.resumed_posts, third.stats.resumed_updates) == (0, 0)

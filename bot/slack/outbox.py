@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import OutboxError
@@ -640,6 +641,21 @@ class Outbox:
                 self._note_retry("chat.postMessage", kind, retry_after, attempt)
         raise OutboxError(f"post failed after {_MAX_ATTEMPTS} attempts", method="chat.postMessage")
 
+    async def _read_history(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        """A history read; in a public channel the bot posted to uninvited (`chat:write.public`),
+        Slack answers `not_in_channel`: join it (`channels:join`) and read again."""
+        await self._gate(method)
+        try:
+            return await self._send(method, args)
+        except SlackApiError as exc:
+            if _error_code(exc) != "not_in_channel":
+                raise
+        log.info("joining %s to look up a post whose answer was lost", args["channel"])
+        await self._gate("conversations.join")
+        await self._send("conversations.join", {"channel": args["channel"]})
+        await self._gate(method)
+        return await self._send(method, args)
+
     async def _find_posted(self, channel: str, marker: str, thread: str | None, oldest: str) -> str:
         """The ts of a post that may have reached Slack, found by its marker; "" if surely absent."""
         args: dict[str, Any]
@@ -648,8 +664,9 @@ class Outbox:
                 method, args = "conversations.replies", {"ts": thread, "limit": 1000}
             else:
                 method, args = "conversations.history", {"oldest": oldest, "limit": 200}
-            await self._gate(method)
-            data = await self._send(method, {"channel": channel, "include_all_metadata": True, **args})
+            data = await self._read_history(
+                method, {"channel": channel, "include_all_metadata": True, **args}
+            )
         except Exception as exc:  # any failure here means "unknown"
             raise OutboxError(
                 "post outcome unknown and not retried (it may have been delivered)",

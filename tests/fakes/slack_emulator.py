@@ -79,6 +79,7 @@ ALL_SCOPES = frozenset(
         "reactions:write",
         "files:write",
         "im:write",
+        "channels:join",
         *(f"{kind}:{what}" for kind in ("channels", "groups", "im", "mpim") for what in ("history", "read")),
     }
 )
@@ -106,6 +107,7 @@ METHOD_TIERS = {
     "conversations.replies": 3,
     "conversations.history": 3,
     "conversations.members": 4,
+    "conversations.join": 3,
     "reactions.add": 3,
 }
 _JSON_FIELDS = ("blocks", "view", "metadata", "attachments")

@@ -34,6 +34,7 @@ METHOD_SCOPES: dict[str, frozenset[str] | str] = {
     "conversations.replies": "history",
     "conversations.info": "read",
     "conversations.members": "read",
+    "conversations.join": frozenset({"channels:join"}),
     "conversations.open": frozenset({"im:write"}),
 }
 
@@ -108,6 +109,7 @@ class MethodsMixin:
             "conversations.replies": self._replies,
             "conversations.history": self._history,
             "conversations.members": self._members,
+            "conversations.join": self._join,
             "conversations.open": self._open_dm,
             "reactions.add": self._reactions_add,
         }
@@ -340,6 +342,17 @@ class MethodsMixin:
         if dm not in self.channels:
             self.add_channel(dm, im=True, members={user})
         return {"ok": True, "channel": {"id": dm}}
+
+    def _join(self, p: Body) -> Body:
+        """The bot joins a public channel (private ones and DMs cannot be joined)."""
+        channel = str(p.get("channel", ""))
+        if not _CHANNEL_ID.fullmatch(channel):
+            return {"ok": False, "error": "channel_not_found"}
+        info = self.channels.get(channel) or self.add_channel(channel)
+        if channel_kind(info, channel) != "channels":
+            return {"ok": False, "error": "method_not_supported_for_channel_type"}
+        info["is_member"] = True
+        return {"ok": True, "channel": info}
 
     def _members(self, p: Body) -> Body:
         channel = str(p.get("channel", ""))

@@ -229,3 +229,18 @@ async def test_a_wanted_state_not_yet_shown_at_shutdown_is_shown_by_the_next_pro
     await third.flush()
     await third.close()
     assert (third.stats.resumed_posts, third.stats.resumed_updates) == (0, 0)
+
+
+async def test_a_timed_out_post_in_a_public_channel_the_bot_is_not_in_is_found_after_joining(
+    slack: SlackEmulator, engine: AsyncEngine
+) -> None:
+    slack.add_channel("C0PUBLIC", bot_member=False)  # posted to via chat:write.public
+    box = make_outbox(slack, engine, call_timeout=0.2)
+    await box.start()
+    slack.answer_late("chat.postMessage", 0.6)
+    ref = box.post("C0PUBLIC", text="run started")
+    assert await ref.ts() in slack.messages["C0PUBLIC"]
+    await box.close()
+    assert len(slack.messages["C0PUBLIC"]) == 1
+    assert [c.error for c in slack.calls_to("conversations.history")] == ["not_in_channel", None]
+    assert slack.calls_to("conversations.join", ok=True)

@@ -32,6 +32,9 @@ class BotSettings(BaseSettings):
     slack_signing_secret: SecretStr | None = Field(default=None, validation_alias="SLACK_SIGNING_SECRET")
     slack_app_token: SecretStr | None = Field(default=None, validation_alias="SLACK_APP_TOKEN")
     slack_api_url: str = Field(default=DEFAULT_SLACK_API_URL, validation_alias="SLACK_API_URL")
+    # Team (T…) and Enterprise Grid org (E…) ids whose users may use the bot, comma separated; empty:
+    # the bot token's own team and org (auth.test). Users of other companies (Slack Connect) are refused.
+    slack_allowed_team_ids: str = Field(default="", validation_alias="SLACK_ALLOWED_TEAM_IDS")
     database_url: str | None = Field(default=None, validation_alias="DATABASE_URL")
     state_dir: Path | None = Field(default=None, validation_alias="MASSGEN_STATE_DIR")
     teams_dir: Path = Field(default=Path("teams"), validation_alias="MASSGEN_TEAMS_DIR")
@@ -42,6 +45,14 @@ class BotSettings(BaseSettings):
     broadcast_final: bool = Field(default=False, validation_alias="MASSGEN_BROADCAST_FINAL")
     # Seconds between status-message refreshes of a run that emits nothing (e.g. waiting for approval).
     status_refresh: float = Field(default=30.0, gt=0, validation_alias="MASSGEN_STATUS_REFRESH")
+    # A run posts its live progress message in the thread only once it has run this long: a quick run's
+    # status message already shows each agent live, and in a busy channel every post waits ~1 s.
+    progress_after: float = Field(default=20.0, ge=0, validation_alias="MASSGEN_PROGRESS_AFTER")
+    # Who also gets an approval request as a DM (same buttons, kept in sync with the thread copy):
+    # approvers not in the run's channel (default), every approver, or nobody.
+    approval_dms: Literal["non_members", "always", "never"] = Field(
+        default="non_members", validation_alias="MASSGEN_APPROVAL_DMS"
+    )
     # Seconds an approver's group membership (usergroups.users.list) is trusted before asking Slack again.
     group_cache_ttl: float = Field(default=60.0, gt=0, validation_alias="MASSGEN_GROUP_CACHE_TTL")
 

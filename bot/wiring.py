@@ -52,6 +52,8 @@ class OutboxOptions:
     tier3_per_minute: int = 40
     tier2_per_minute: int = 18
     budget_window: float = 60.0
+    # Per Web API call; a post answered later is looked up by its marker, never posted twice.
+    call_timeout: float = 10.0
 
     def scaled(self, factor: float) -> OutboxOptions:
         """The same budgets over `factor` times the time (0.02: a minute lasts 1.2 s)."""
@@ -144,10 +146,14 @@ async def recover(history: RunHistory, approvals: ApprovalService, outbox: Outbo
     Cancelling rewrites their approval messages (the presenter finds them in the store), so nobody
     approves an action that no agent is waiting for any more.
     """
+    from bot.runs import retire_status
+
     stale = await history.left_running()
     for run in stale:
         await history.mark_failed(run.run_id, RESTARTED)
         await approvals.cancel_run(run.run_id, RESTARTED)
+        if run.root_ts:  # its status message loses the live Cancel / Finish now buttons
+            retire_status(outbox, run.channel, run.root_ts, await history.view(run.run_id), now=time.time())
         if run.thread_ts:
             text = "⚠️ The bot restarted while this run was working; it was stopped. Start it again to retry."
             outbox.post(run.channel, text=text, thread=run.thread_ts)
@@ -169,7 +175,8 @@ async def identify(client: AsyncWebClient, *, within: float = 3.0) -> dict[str, 
     except Exception as exc:  # a stand-in without auth.test, or no network yet: run without the ids
         log.warning("auth.test failed (%s); continuing without the bot's identity", exc)
         return {}
-    return {k: str(response.get(k)) for k in ("user_id", "bot_id", "team_id") if response.get(k)}
+    keys = ("user_id", "bot_id", "team_id", "enterprise_id")
+    return {k: str(response.get(k)) for k in keys if response.get(k)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,8 +208,8 @@ async def open_storage(settings: BotSettings) -> Storage:
     return Storage(engine, store, SqlRunStore(engine), audit, approvals)
 
 
-def _make_outbox(client: AsyncWebClient, options: OutboxOptions) -> Outbox:
-    from bot.slack import Outbox
+def _make_outbox(client: AsyncWebClient, options: OutboxOptions, engine: AsyncEngine) -> Outbox:
+    from bot.slack import Outbox, OutboxStore
 
     return Outbox(
         client,
@@ -211,6 +218,8 @@ def _make_outbox(client: AsyncWebClient, options: OutboxOptions) -> Outbox:
         tier3_per_minute=options.tier3_per_minute,
         tier2_per_minute=options.tier2_per_minute,
         budget_window=options.budget_window,
+        call_timeout=options.call_timeout,
+        store=OutboxStore(engine),  # every post saved before it is sent; start() sends what was left
     )
 
 
@@ -226,8 +235,8 @@ async def build_services(
 ) -> Services:
     """Wire every layer for one process. `tools="none"` runs agents with the workflow tools only."""
     from approvals import ExpiryScheduler
-    from bot.approval_ui import ApprovalsUI, ApprovalUseCases, pending_for
-    from bot.home import HomeTab
+    from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ApproverDMs, pending_for
+    from bot.home import ChannelAccess, HomeTab
     from bot.runs import RunHistory, RunSupervisor, RunUseCases, SharedModels, TeamCatalog
     from bot.slack import GroupResolver
     from bot.tasks import TaskSupervisor
@@ -241,8 +250,8 @@ async def build_services(
     # by the first run, the imports and the SDKs' schema builds would stall acks and transactions.
     await asyncio.to_thread(warm_up, [a.backend.type for a in teams.default.team.agents])
     client = client or make_client(settings)
-    box = _make_outbox(client, outbox or OutboxOptions())
     db = await open_storage(settings)
+    box = _make_outbox(client, outbox or OutboxOptions(), db.engine)
     remind = timedelta(seconds=teams.default.team.approvals.remind_before_seconds)
     scheduler = ExpiryScheduler(db.approvals, remind_before=remind)
     models = SharedModels()
@@ -259,16 +268,26 @@ async def build_services(
         observe=observe,
         broadcast_final=settings.broadcast_final,
         status_refresh=settings.status_refresh,
+        progress_after=settings.progress_after,
         models=models,
     )
     groups = GroupResolver(box.call, ttl=settings.group_cache_ttl)
-    presenter = ApprovalsUI(
-        db.approvals, box, db.store, spawn=functools.partial(tasks.spawn, name="approvals-ui"), clock=clock
-    )
+    dms = ApproverDMs(box, db.store, groups.members, policy=settings.approval_dms)
+    spawn_ui = functools.partial(tasks.spawn, name="approvals-ui")
+    presenter = ApprovalsUI(db.approvals, box, db.store, spawn=spawn_ui, clock=clock, dms=dms)
     # The Home tab lists exactly what `/massgen approvals` lists: the one "pending for this user" query.
     pending = functools.partial(pending_for, db.approvals, groups_of=groups.groups_of)
     history = RunHistory(db.run_store, db.store)
-    home = HomeTab(pending=pending, recent_runs=history.recent, outbox=box, tasks=tasks, clock=clock)
+    access = ChannelAccess(box.call)  # who may see which runs in their Home tab
+    home = HomeTab(
+        pending=pending,
+        recent_runs=history.recent,
+        outbox=box,
+        tasks=tasks,
+        clock=clock,
+        access=access,
+        groups_of=groups.groups_of,
+    )
     approval_ui = ApprovalUseCases(db.approvals, groups, presenter, box, refresh_home=home.publish)
     presenter.on_change = home.refresh
     presenter.attach()

@@ -1,5 +1,6 @@
 """An approval in Slack: the port that asks, the presenter that shows, the use cases that decide."""
 
+from bot.approval_ui.copies import ApproverDMs
 from bot.approval_ui.pending import pending_for
 from bot.approval_ui.port import ThreadApprovalPort
 from bot.approval_ui.presenter import ApprovalsUI
@@ -8,6 +9,7 @@ from bot.approval_ui.use_cases import ApprovalUseCases
 __all__ = [
     "ApprovalUseCases",
     "ApprovalsUI",
+    "ApproverDMs",
     "ThreadApprovalPort",
     "pending_for",
 ]

@@ -20,9 +20,12 @@ from bot.approval_ui.blocks import (
     approval_request_blocks,
     approver_mentions,
 )
+from bot.approval_ui.copies import ApproverDMs
 from bot.approval_ui.port import slack_conversation
+from bot.approval_ui.texts import post_failed_text
+from bot.errors import OutboxError
 from bot.render.kit import date_token
-from bot.slack.outbox import MessageRef, Outbox
+from bot.slack.outbox import GiveUp, MessageRef, Outbox
 from bot.slack.parse import is_user_id
 from bot.slack.store import BotStore
 
@@ -62,13 +65,16 @@ class ApprovalsUI:
         *,
         spawn: Callable[[Coroutine[Any, Any, Any]], object],
         clock: Callable[[], float] = time.time,
+        dms: ApproverDMs | None = None,
     ) -> None:
         self.service = service
+        self._dms = dms if dms is not None and dms.policy != "never" else None
         self._spawn = spawn
         self._outbox = outbox
         self._store = store
         self._clock = clock
         self._messages: dict[str, MessageRef] = {}
+        self._asks: dict[str, ApprovalRequest] = {}  # outbox post id -> the ask it carries, until sent
         self._unsubscribe: Callable[[], None] | None = None
         # Called with each request that appeared or left the pending set (App Home refreshes).
         self.on_change: Callable[[ApprovalRequest], None] | None = None
@@ -76,12 +82,14 @@ class ApprovalsUI:
     def attach(self) -> None:
         """Start rendering the service's events."""
         self._unsubscribe = self.service.subscribe(self.on_event)
+        self._outbox.on_give_up.append(self._on_give_up)
 
     def detach(self) -> None:
         """Stop rendering (shutdown)."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+            self._outbox.on_give_up.remove(self._on_give_up)
 
     def on_event(self, event: ApprovalEvent) -> None:
         """Post a new ask; rewrite its message when decided, expired or cancelled.
@@ -110,9 +118,28 @@ class ApprovalsUI:
         if where is None:
             return  # not a Slack run (CLI, file handshake): nothing to show here
         text, blocks = self._request_blocks(request)
-        ref = self._outbox.post(where.channel, text=text, blocks=blocks, thread=where.thread, priority=10)
+        ref = self._outbox.post(
+            where.channel, text=text, blocks=blocks, thread=where.thread, priority=10, run_id=request.run_id
+        )
         self._messages[request.id] = ref
-        self._spawn(self._remember(request.id, where.channel, ref))
+        if ref.marker is not None:
+            self._asks[ref.marker] = request
+        self._spawn(self._remember(request, where.channel, ref))
+        if self._dms is not None:
+            self._spawn(self._copy(request, where.channel, text, blocks))
+
+    async def _copy(
+        self, request: ApprovalRequest, channel: str, text: str, blocks: list[dict[str, Any]]
+    ) -> None:
+        """DM copies for approvers who cannot see the thread; decided meanwhile: rewrite them at once."""
+        assert self._dms is not None
+        if not await self._dms.send(request, channel, _approver_ids(request), text, blocks):
+            return
+        latest = await self.service.get(request.id)
+        if latest is not None and latest.status != "pending":
+            await self._dms.rewrite(
+                latest.id, *approval_decided_blocks(approval_view(latest), now=self._clock())
+            )
 
     def _request_blocks(self, request: ApprovalRequest) -> tuple[str, list[dict[str, Any]]]:
         return approval_request_blocks(
@@ -130,16 +157,47 @@ class ApprovalsUI:
         who = approver_mentions(_approver_ids(request), sorted(request.approvers.groups)) or "Approvers"
         at = date_token(request.expires_at.timestamp())
         text = f"⏰ {who}: an approval request in this thread expires at {at}; unanswered, it is denied."
-        self._outbox.post(where.channel, text=text, thread=where.thread, priority=10)
+        self._outbox.post(where.channel, text=text, thread=where.thread, priority=10, run_id=request.run_id)
 
-    async def _remember(self, request_id: str, channel: str, ref: MessageRef) -> None:
-        await self._store.record_approval_message(request_id, channel, await ref.ts())
+    async def _remember(self, request: ApprovalRequest, channel: str, ref: MessageRef) -> None:
+        try:
+            ts = await ref.ts()
+        except OutboxError:  # a give-up is handled by `_on_give_up`; a shutdown keeps the post for later
+            return
+        finally:
+            self._asks.pop(ref.marker or "", None)
+        await self._store.record_approval_message(request.id, channel, ts)
+
+    def _on_give_up(self, event: GiveUp) -> None:
+        """The outbox retried an ask's post and gave up: nobody can see it, so do not wait for anyone."""
+        request = self._asks.pop(event.post_id, None)
+        if request is not None:
+            self._spawn(self._post_failed(request, event.channel, event.error))
+
+    async def _post_failed(self, request: ApprovalRequest, channel: str, error: str | None) -> None:
+        """Deny now (not at the deadline) an ask Slack never showed, and say so in the thread if it can."""
+        self._messages.pop(request.id, None)
+        why = f"the approval request could not be posted in Slack ({error or 'the outbox gave up'})"
+        log.error("approval %s of run %s: %s", request.id, request.run_id, why)
+        # Cancelling is audited with the reason and tells the waiting agent it was denied.
+        await self.service.cancel_run(request.run_id, why)
+        where = slack_conversation(request)
+        text = post_failed_text(request.agent_id, error)
+        self._outbox.post(
+            channel,
+            text=text,
+            thread=None if where is None else where.thread,
+            priority=10,
+            run_id=request.run_id,
+        )
 
     def _rewrite(
         self, request: ApprovalRequest, text: str, blocks: list[dict[str, Any]], *, final: bool = True
     ) -> None:
         if slack_conversation(request) is None:
             return
+        if self._dms is not None:
+            self._spawn(self._dms.rewrite(request.id, text, blocks))
         ref = self._messages.pop(request.id, None) if final else self._messages.get(request.id)
         if ref is not None:
             self._outbox.update(ref, text=text, blocks=blocks)

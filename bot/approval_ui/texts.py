@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 from approvals import (
     AlreadyCancelled,
@@ -22,7 +23,35 @@ NO_SUCH_REQUEST = "That approval request no longer exists."
 ONLY_THE_DENIER = "Only the approver who denied this request can add its reason."
 WORKING = "⏳ One moment…"
 TOO_BIG = "This is too large to show in Slack. Inspect it in a terminal with `massgen-bot approvals show`."
+OUTSIDER = (
+    "You belong to another Slack workspace than this bot's, so you cannot decide its approval requests. "
+    "Nothing changed; the attempt was recorded."
+)
 NOT_AUTHORISED = "You are not authorised to decide this request. Nothing changed; the attempt was recorded."
+
+
+def groups_unavailable_text(groups: Iterable[str], code_: str) -> str:
+    """A refusal caused by approver groups Slack will not resolve (a Free workspace has none)."""
+    names = ", ".join(code(g, 40) for g in sorted(groups)[:10])
+    why = (
+        "user groups need a paid Slack plan"
+        if code_ == "plan_upgrade_required"
+        else "the bot may not read them"
+    )
+    return (
+        f"You were not recognised as an approver: this request names approver groups ({names}), and Slack "
+        f"refuses to tell the bot who is in them (`{code_}`: {why}). Nothing changed. An admin can list "
+        "approvers by Slack user id in the team file instead (`approvals: {approvers: [U…]}`)."
+    )
+
+
+def post_failed_text(agent_id: str, error: str | None) -> str:
+    """The thread note for an ask Slack never showed (it was denied at once, not at its deadline)."""
+    what = code(error or "gave up", 60)
+    return (
+        f"⛔ An approval request from *{safe(agent_id, 60)}* could not be posted here ({what}), "
+        "so it was denied at once; nothing was run."
+    )
 
 
 def cancelled_text(request: ApprovalRequest) -> str:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from approvals import ApprovalRequest, ApprovalService, AuditEntry, Principal, Scope
+from approvals import ApprovalRequest, ApprovalService, AuditEntry, NotAuthorised, Principal, Scope
 from bot.approval_ui import full_text
 from bot.approval_ui.blocks import (
     approval_details_modal,
@@ -27,8 +27,10 @@ from bot.approval_ui.presenter import ApprovalsUI, approval_view
 from bot.approval_ui.texts import (
     NO_SUCH_REQUEST,
     ONLY_THE_DENIER,
+    OUTSIDER,
     TOO_BIG,
     WORKING,
+    groups_unavailable_text,
     pending_text,
     result_text,
 )
@@ -85,7 +87,20 @@ class ApprovalUseCases:
         request = await self.service.get(request_id)
         principal = await self.principal(user_id, request)
         result = await self.service.decide(request_id, principal, approve=approve, scope=scope, reason=reason)
+        unavailable = self._groups.unavailable
+        if (
+            isinstance(result, NotAuthorised)
+            and request is not None
+            and request.approvers.groups
+            and unavailable
+        ):
+            return groups_unavailable_text(request.approvers.groups, unavailable)
         return result_text(result)
+
+    async def refuse_outsider(self, request_id: str, user_id: str, workspace: str) -> str:
+        """A click by a user of another workspace: never an approver; audited, and told why."""
+        await self.service.reject(request_id, user_id, f"user of another Slack workspace ({workspace})")
+        return OUTSIDER
 
     async def click(
         self, request_id: str, user_id: str, *, approve: bool, scope: Scope, from_home: bool

@@ -1,8 +1,10 @@
-"""The App Home tab: what waits for this user's approval, and recent runs."""
+"""The App Home tab: what waits for this user's approval, and the recent runs they may see."""
 
+from bot.home.access import ChannelAccess
 from bot.home.publish import HomeTab, RecentRuns
 
 __all__ = [
+    "ChannelAccess",
     "HomeTab",
     "RecentRuns",
 ]

@@ -55,3 +55,8 @@ def home_view(pending: Sequence[ApprovalView], recent_runs: Sequence[RunSummary]
     blocks.append(section("*Recent runs*\n" + ("\n".join(lines) if lines else "_No runs yet._")))
     blocks.append(context("Start a run with `/massgen <task>` · `/massgen help` for more"))
     return {"type": "home", "blocks": blocks}
+
+
+def refused_view(text: str) -> Block:
+    """`views.publish` payload for a user the bot does not serve (another workspace): the reason only."""
+    return {"type": "home", "blocks": [header("MassGen"), section(safe(text))]}

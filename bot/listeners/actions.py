@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
+from bot.listeners.replies import response_url, tell
+from bot.listeners.workspaces import Workspaces, user_team
 from bot.render import ids
 from bot.slack.parse import action_value, conversation, user_id
 
@@ -59,10 +61,12 @@ def register(app: AsyncApp, services: Services) -> None:
 
 
 async def _tell(services: Services, body: dict[str, Any], text: str | None) -> None:
-    """An ephemeral reply to the clicker, in the channel they clicked in."""
+    """A reply only the clicker sees: through the click's response_url, else an ephemeral."""
     where, user = conversation(body), user_id(body)
-    if text and where is not None and user is not None:
-        await services.outbox.ephemeral(where.channel, user, text=text, thread_ts=where.thread_ts)
+    if text and user is not None:
+        channel, thread_ts = (None, None) if where is None else (where.channel, where.thread_ts)
+        hook = response_url(body)
+        await tell(services, user=user, channel=channel, text=text, response_url=hook, thread_ts=thread_ts)
 
 
 def _from_home(body: dict[str, Any]) -> bool:
@@ -75,9 +79,18 @@ def _trigger(body: dict[str, Any]) -> str | None:
     return trigger if isinstance(trigger, str) else None
 
 
+async def _outsider(services: Services, body: dict[str, Any], request_id: str, user: str) -> bool:
+    """A user of another workspace (Slack Connect) never counts as an approver: refused, audited."""
+    if Workspaces.of(services.settings.slack_allowed_team_ids, services.identity).admits(body):
+        return False
+    where = user_team(body) or "unknown"
+    await _tell(services, body, await services.approval_ui.refuse_outsider(request_id, user, where))
+    return True
+
+
 async def _approve(services: Services, body: dict[str, Any], scope: Any) -> None:
     request_id, user = action_value(body), user_id(body)
-    if request_id is None or user is None:
+    if request_id is None or user is None or await _outsider(services, body, request_id, user):
         return
     text = await services.approval_ui.click(
         request_id, user, approve=True, scope=scope, from_home=_from_home(body)
@@ -87,7 +100,7 @@ async def _approve(services: Services, body: dict[str, Any], scope: Any) -> None
 
 async def _deny(services: Services, body: dict[str, Any]) -> None:
     request_id, user = action_value(body), user_id(body)
-    if request_id is None or user is None:
+    if request_id is None or user is None or await _outsider(services, body, request_id, user):
         return
     await _tell(services, body, await services.approval_ui.deny(request_id, user, _trigger(body)))
 

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
+from bot.listeners.replies import response_url, tell
+from bot.listeners.workspaces import REFUSED, Workspaces
 from bot.render import help_text
 from bot.runs import Where
 from bot.slack.parse import Cancel, History, ListApprovals, StartRun, Status, UsageError, parse_command
@@ -18,10 +20,14 @@ COMMAND = "/massgen"
 
 def register(app: AsyncApp, services: Services) -> None:
     """Attach the slash command listener."""
+    workspaces = Workspaces.of(services.settings.slack_allowed_team_ids, services.identity)
 
     @app.command(COMMAND)
     async def massgen(ack: AsyncAck, command: dict[str, Any]) -> None:
         """Ack with help or a usage error (pure parsing), else ack empty and answer in a task."""
+        if not workspaces.admits(command):
+            await ack(text=REFUSED)
+            return
         parsed = parse_command(str(command.get("text") or ""))
         user, channel = str(command.get("user_id", "")), str(command.get("channel_id", ""))
         if isinstance(parsed, UsageError):
@@ -31,10 +37,9 @@ def register(app: AsyncApp, services: Services) -> None:
             await ack(text=help_text())
             return
         await ack()
-        hook = command.get("response_url")  # from the signed payload, like everything else here
-        where = Where(
-            user=user, channel=channel, response_url=hook if isinstance(hook, str) and hook else None
-        )
+        # From the signed payload, like everything else here; replies go through it (works in DMs,
+        # private channels and channels the bot is not in, where chat.postEphemeral fails).
+        where = Where(user=user, channel=channel, response_url=response_url(command))
         services.tasks.spawn(_answer(services, parsed, where), name=f"command:{type(parsed).__name__}")
 
 
@@ -52,4 +57,5 @@ async def _answer(
     else:
         reply = await services.runs.history_text(where.channel)
     if reply:
-        await services.outbox.ephemeral(where.channel, where.user, text=reply)
+        hook = where.response_url
+        await tell(services, user=where.user, channel=where.channel, text=reply, response_url=hook)

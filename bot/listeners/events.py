@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncApp
 
+from bot.listeners.replies import tell
+from bot.listeners.workspaces import REFUSED, Workspaces
 from bot.render import help_text
 from bot.runs import Where
 from bot.slack.parse import Help, UsageError, parse_task, strip_mentions
@@ -37,33 +39,51 @@ class SeenEvents:
 def register(app: AsyncApp, services: Services) -> None:
     """Attach the event listeners (Bolt acks events before they run)."""
     seen = SeenEvents()
+    workspaces = Workspaces.of(services.settings.slack_allowed_team_ids, services.identity)
 
     @app.event("app_mention")
     async def mention(body: dict[str, Any], event: dict[str, Any]) -> None:
         if not seen.first_time(body.get("event_id")) or event.get("bot_id"):
             return
+        if not workspaces.admits(body):
+            services.tasks.spawn(_refuse(services, event), name="event:refuse")
+            return
         services.tasks.spawn(_mention(services, event), name="event:mention")
 
     @app.event("app_home_opened")
-    async def home(event: dict[str, Any]) -> None:
+    async def home(body: dict[str, Any], event: dict[str, Any]) -> None:
         user = event.get("user")
-        if event.get("tab", "home") == "home" and isinstance(user, str):
-            services.tasks.spawn(services.home.opened(user), name="event:home")
+        if event.get("tab", "home") != "home" or not isinstance(user, str):
+            return
+        if not workspaces.admits(body):
+            services.tasks.spawn(services.home.refuse(user, REFUSED), name="event:home-refused")
+            return
+        services.tasks.spawn(services.home.opened(user), name="event:home")
 
 
 async def _mention(services: Services, event: dict[str, Any]) -> None:
     user, channel = event.get("user"), event.get("channel")
     if not isinstance(user, str) or not isinstance(channel, str):
         return
-    thread_ts = event.get("thread_ts")
-    parsed = parse_task(strip_mentions(str(event.get("text") or "")))
+    thread = event.get("thread_ts")
+    thread_ts = thread if isinstance(thread, str) else None
+    # Only the bot's own mention goes: "@massgen ask @alice about the outage" keeps Alice.
+    parsed = parse_task(strip_mentions(str(event.get("text") or ""), services.identity.get("user_id")))
     reply: str | None
     if isinstance(parsed, UsageError):
         reply = parsed.message
     elif isinstance(parsed, Help):
         reply = help_text()
     else:
-        where = Where(user=user, channel=channel, thread_ts=thread_ts if isinstance(thread_ts, str) else None)
+        where = Where(user=user, channel=channel, thread_ts=thread_ts)
         reply = await services.runs.mention(parsed, where)
     if reply:
-        await services.outbox.ephemeral(channel, user, text=reply, thread_ts=thread_ts)
+        await tell(services, user=user, channel=channel, text=reply, thread_ts=thread_ts)
+
+
+async def _refuse(services: Services, event: dict[str, Any]) -> None:
+    """A mention by a user of another workspace: say why nothing starts, to them only."""
+    user, channel, thread = event.get("user"), event.get("channel"), event.get("thread_ts")
+    if isinstance(user, str) and isinstance(channel, str):
+        thread_ts = thread if isinstance(thread, str) else None
+        await tell(services, user=user, channel=channel, text=REFUSED, thread_ts=thread_ts)

@@ -17,11 +17,15 @@ _BARE_MENTION = re.compile(r"@(here|channel|everyone)\b", re.IGNORECASE)
 _USER_ID = re.compile(r"[UW][A-Z0-9]{2,}")
 _GROUP_ID = re.compile(r"S[A-Z0-9]{2,}")  # user groups ("subteams")
 _WORD_JOINER = "\u2060"
+# Bidirectional embeddings, overrides and isolates: "exe.txt" written as "txt.exe" with U+202E reads
+# as something it is not (Trojan Source, CVE-2021-42574). Untrusted text never keeps them.
+_BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 ELLIPSIS = "…"
 
 
 def escape(text: str) -> str:
-    """Escape Slack's control characters (ampersand first) and neutralise bare @here/@channel."""
+    """Escape Slack's control characters (ampersand first), neutralise @here/@channel, drop bidi controls."""
+    text = _BIDI_CONTROLS.sub("", text)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _BARE_MENTION.sub(lambda m: "@" + _WORD_JOINER + m.group(1), text)
 
@@ -49,7 +53,7 @@ def plain(text: str, limit: int) -> str:
     Whether Slack decodes entities in plain_text is unverified, so angle brackets become
     look-alike guillemets instead of entities; nothing in plain_text can mention anyone.
     """
-    text = redact(text).replace("<", "‹").replace(">", "›")
+    text = _BIDI_CONTROLS.sub("", redact(text)).replace("<", "‹").replace(">", "›")
     text = _BARE_MENTION.sub(lambda m: "@" + _WORD_JOINER + m.group(1), text)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS

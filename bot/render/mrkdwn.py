@@ -9,6 +9,7 @@ verbatim (escaped only), tables become code blocks so their columns stay aligned
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 from bot.render.escape import escape
 
@@ -30,9 +31,25 @@ _PLACEHOLDER = re.compile(r"\x00(\d+)\x00")
 _BOLD_MARK = "\x01"
 
 
+def _host(url: str) -> str:
+    """Where a link really goes: the host of a web link, the address of a mailto."""
+    if url.lower().startswith("mailto:"):
+        return url[len("mailto:") :]
+    return (urlsplit(url).hostname or url).lower()
+
+
 def _link(label: str, url: str) -> str:
     text = escape(label).replace("|", "¦")
     if _SAFE_URL.fullmatch(url):
+        # A label can claim any destination ("[paypal.com](https://evil.test)"): unless it is the
+        # link's own host or URL, the real host is shown beside it.
+        host = _host(url)
+        plain_label = label.strip().lower().removeprefix("https://").removeprefix("http://").rstrip("/")
+        if plain_label not in {
+            host,
+            url.lower().removeprefix("https://").removeprefix("http://").rstrip("/"),
+        }:
+            text = f"{text} ({escape(host)})"
         return f"<{url.replace('&', '&amp;')}|{text}>"
     return f"{text} ({escape(url)})"  # not a web link: show it, do not make it clickable
 

@@ -3,6 +3,7 @@
 from bot.runs.blocks import apply_line
 from bot.runs.history import RunHistory, SlackRun
 from bot.runs.models import SharedModels
+from bot.runs.presenter import retire_status
 from bot.runs.supervisor import ActiveRun, RunRequest, RunSupervisor, ToolsBuilder
 from bot.runs.teams import TeamCatalog, TeamChoice, TeamNotFound
 from bot.runs.use_cases import RunUseCases, Where
@@ -21,4 +22,5 @@ __all__ = [
     "ToolsBuilder",
     "Where",
     "apply_line",
+    "retire_status",
 ]

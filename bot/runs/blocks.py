@@ -1,4 +1,4 @@
-"""Blocks for a run: the root status message and the posts in its thread.
+"""Blocks for a run: the root status message, the final answer and the full-answer modal.
 
 Every builder returns `(text, blocks)`: `text` is the notification and screen-reader fallback,
 short and escaped; `blocks` is what the message shows. All untrusted text (task, answers,
@@ -8,7 +8,7 @@ escape Slack's control characters.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from bot.render import ids
 from bot.render.escape import code, plain, safe, user_mention
@@ -29,19 +29,12 @@ from bot.render.redact import redact
 from bot.render.views import modal
 from orchestrator import (
     AgentCard,
-    AgentFailed,
-    AgentRestarted,
-    AnswerSubmitted,
     RunFinished,
     RunView,
-    ToolDecided,
-    VoteCast,
-    VoteIgnored,
 )
 
 Rendered = tuple[str, list[Block]]
 MESSAGE_TEXT_BUDGET = 10_000  # visible block text per message; Slack rejects ~12-13k (bolt-js #2509)
-MAX_TOOL_LINES = 10
 
 _STATUS_ICON = {
     "waiting": "⏳",
@@ -56,7 +49,6 @@ _STATUS_ICON = {
 }
 _PHASE = {"starting": "Starting", "coordinating": "Coordinating", "presenting": "Presenting", "done": "Done"}
 _OUTCOME_ICON = {"finished": "✅", "failed": "❌", "cancelled": "🚫"}
-_DECISION_ICON = {"allow": "✅", "ask": "✋", "deny": "⛔"}
 
 
 def _agent_field(card: AgentCard) -> str:
@@ -129,73 +121,6 @@ def status_blocks(view: RunView, *, now: float) -> Rendered:
     return f"MassGen {state}: {safe(' '.join(view.task.split()), 150)}", blocks
 
 
-def _preview(markdown: str, limit: int) -> tuple[str, bool]:
-    """The first `limit` characters of Markdown, cut at a line and with any code fence closed."""
-    if len(markdown) <= limit:
-        return markdown, False
-    cut = markdown[:limit]
-    if (newline := cut.rfind("\n")) > limit // 2:
-        cut = cut[:newline]
-    fences = sum(1 for line in cut.split("\n") if line.strip().startswith(("```", "~~~")))
-    return cut + ("\n```" if fences % 2 else "") + "\n…", True
-
-
-def answer_blocks(event: AnswerSubmitted, *, run_id: str, preview_chars: int = 600) -> Rendered:
-    """A thread post for a new answer: a preview, and "Show full" when it was cut."""
-    label = safe(event.label, 40)
-    preview, cut = _preview(redact(event.content), preview_chars)
-    blocks = [
-        section(f"📝 *{label}* submitted an answer"),
-        section(markdown_to_mrkdwn(preview) or "_(empty)_"),
-    ]
-    if cut and run_id:
-        value = f"{run_id}:{event.label}"
-        blocks.append(actions(f"answer:{event.label}"[:255], button("Show full", ids.ANSWER_FULL, value)))
-    return f"{label} submitted an answer", blocks
-
-
-def vote_blocks(event: VoteCast, view: RunView) -> Rendered:
-    who, whom = safe(view.label(event.agent_id), 40), safe(event.voted_for_label, 40)
-    reason = safe(" ".join(event.reason.split()), 600)
-    return f"{who} votes for {whom}", [
-        context(f"🗳️ *{who}* votes for *{whom}*" + (f": {reason}" if reason else ""))
-    ]
-
-
-def vote_ignored_blocks(event: VoteIgnored, view: RunView) -> Rendered:
-    who, whom = safe(view.label(event.agent_id), 40), safe(view.label(event.voted_for), 40)
-    reason = safe(" ".join(event.reason.split()), 600)
-    return f"Vote by {who} ignored", [context(f"⚠️ Vote by *{who}* for *{whom}* ignored: {reason}")]
-
-
-def restart_blocks(event: AgentRestarted, view: RunView) -> Rendered:
-    who = safe(view.label(event.agent_id), 40)
-    seen = f" (new: {', '.join(safe(a, 40) for a in event.new_answers[:10])})" if event.new_answers else ""
-    return f"{who} restarts", [context(f"↻ *{who}* restarts: {safe(event.reason, 600)}{seen}")]
-
-
-def agent_failed_blocks(event: AgentFailed, view: RunView) -> Rendered:
-    who = safe(view.label(event.agent_id), 40)
-    return f"{who} failed", [section(f"❌ *{who}* failed: {safe(event.reason, 1500)}")]
-
-
-def tool_batch_blocks(events: Sequence[ToolDecided], view: RunView) -> Rendered:
-    """A compact list of tool decisions (what ran, what was denied), up to 10 per message."""
-    lines = []
-    for e in events[:MAX_TOOL_LINES]:
-        icon = _DECISION_ICON.get(e.decision, "•")
-        ran = "" if e.executed else ", not run"
-        who = safe(view.label(e.agent_id), 40)
-        lines.append(
-            f"{icon} *{who}* {code(e.action, 180)} → {safe(e.decision, 10)} ({safe(e.risk, 10)}{ran})"
-        )
-    more = len(events) - MAX_TOOL_LINES
-    blocks = [section("\n".join(lines) or "_no tool calls_")]
-    if more > 0:
-        blocks.append(context(f"and {more} more"))
-    return f"{len(events)} tool call{'s' if len(events) != 1 else ''}", blocks
-
-
 def _tally(tally: Mapping[str, int], view: RunView) -> str:
     ranked = sorted(tally.items(), key=lambda kv: -kv[1])
     return " · ".join(f"{safe(view.label(agent), 40)} {votes}" for agent, votes in ranked[:10])
@@ -257,6 +182,9 @@ def final_answer_messages(event: RunFinished, view: RunView) -> list[Rendered]:
         part = f" (part {i + 1}/{len(groups)})" if len(groups) > 1 else ""
         first = " ".join(redact(event.answer).split())
         text = f"Final answer{part}: {safe(first, 200)}" if i == 0 else f"Final answer{part}"
+        if i == 0 and view.requester:  # the person who asked is notified that the answer is here
+            text += f" · for {user_mention(view.requester)}"
+            blocks.insert(2, context(f"Requested by {user_mention(view.requester)}"))
         messages.append((text, blocks))
     return messages
 

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 
 from bot.slack.store import BotStore, RunCoordinates
-from orchestrator import RunFailed, RunQuery, RunStore, RunSummary
+from orchestrator import RunFailed, RunQuery, RunStore, RunSummary, RunView
 
 SURFACE = "slack"
 
@@ -18,6 +18,7 @@ class SlackRun:
     run_id: str
     channel: str
     thread_ts: str | None
+    root_ts: str | None  # its status message
     requester: str | None
     team: str | None
     task: str
@@ -36,6 +37,7 @@ def _join(summary: RunSummary, where: RunCoordinates | None) -> SlackRun | None:
         run_id=summary.run_id,
         channel=channel,
         thread_ts=None if where is None else where.thread_ts,
+        root_ts=None if where is None else where.root_ts,
         requester=summary.requester,
         team=summary.team,
         task=summary.task,
@@ -66,6 +68,10 @@ class RunHistory:
         """The latest Slack runs (in one channel, when given), newest first."""
         query = RunQuery(surface=SURFACE, channel=channel, limit=limit)
         return await self._joined(await self.run_store.find(query))
+
+    async def view(self, run_id: str) -> RunView:
+        """The run as its status message shows it, folded from its stored events."""
+        return RunView.of(await self.run_store.events(run_id))
 
     async def in_thread(self, channel: str, thread_ts: str) -> SlackRun | None:
         """The latest run posting into this thread."""

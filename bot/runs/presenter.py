@@ -1,36 +1,29 @@
-"""One run's events → its Slack messages: the root status message (updated in place) and thread posts.
+"""One run's events → its Slack messages: the root status message, one progress message, the answer.
 
-The outbox coalesces status updates (latest wins) and paces posts, so this renders on every
-meaningful event and never awaits Slack inside the run's event callback.
+Per run the thread holds one progress message (answers, votes and tool calls, edited in place),
+the approval requests and the final answer: Slack paces posts at about one per second per channel,
+so a post per milestone made busy channels minutes late. The outbox coalesces edits (latest wins)
+and paces posts, so this renders on every meaningful event and never awaits Slack inside the run's
+event callback.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
-from bot.runs.blocks import (
-    agent_failed_blocks,
-    answer_blocks,
-    final_answer_messages,
-    restart_blocks,
-    status_blocks,
-    tool_batch_blocks,
-    vote_blocks,
-    vote_ignored_blocks,
-)
-from bot.slack.outbox import MessageRef, Outbox
-from orchestrator import RunEvent, RunFailed, RunView, ToolDecided
+from bot.render.kit import context
+from bot.runs.blocks import final_answer_messages, status_blocks
+from bot.runs.progress import Progress, progress_blocks
+from bot.slack.outbox import PRIORITY_FINAL, PRIORITY_THREAD, MessageRef, Outbox
+from orchestrator import RunEvent, RunFailed, RunFinished, RunView
 
 # Events that change nothing the status message shows (streamed text is not shown live).
 _SILENT = frozenset({"text_delta", "final_delta", "tool_call"})
-TOOL_BATCH = 10  # tool decisions per thread message...
-TOOL_BATCH_SECONDS = 10.0  # ...or whatever has waited this long; otherwise at the next milestone
 
 
 class RunRenderer:
-    """Folds a run's events into a `RunView` and turns milestones into Slack messages."""
+    """Folds a run's events into a `RunView` and keeps the run's messages in step with it."""
 
     def __init__(
         self,
@@ -42,6 +35,7 @@ class RunRenderer:
         view: RunView,
         clock: Callable[[], float] = time.time,
         broadcast: bool = False,
+        progress_after: float = 0.0,
     ) -> None:
         self._outbox = outbox
         self._channel = channel
@@ -50,8 +44,11 @@ class RunRenderer:
         self.view = view
         self._clock = clock
         self._broadcast = broadcast
-        self._tools: list[ToolDecided] = []
-        self._tools_since = 0.0
+        self.progress = Progress()
+        self.progress_message: MessageRef | None = None
+        self._progress_after = progress_after
+        self._progress_dirty = False
+        self._opened = time.monotonic()
         self.last_event_at: float | None = None
         self.last_refresh = time.monotonic()
 
@@ -61,14 +58,11 @@ class RunRenderer:
         self.last_event_at = time.monotonic()
         if event.kind in _SILENT:
             return
-        if isinstance(event, ToolDecided):
-            if not self._tools:
-                self._tools_since = time.monotonic()
-            self._tools.append(event)
-            if len(self._tools) >= TOOL_BATCH or time.monotonic() - self._tools_since >= TOOL_BATCH_SECONDS:
-                self._flush_tools()
-        else:
-            self._thread_post(event)
+        if self.progress.add(event, self.view):
+            self._progress_dirty = True
+            self.show_progress()
+        if isinstance(event, RunFinished):
+            self._post_final(event)
         self.refresh()
 
     def refresh(self) -> None:
@@ -77,52 +71,65 @@ class RunRenderer:
         self.last_refresh = time.monotonic()
         self._outbox.update(self.root, text=text, blocks=blocks)
 
-    def _post(
-        self, text: str, blocks: list[dict[str, Any]], *, priority: int = 0, broadcast: bool = False
-    ) -> None:
-        self._outbox.post(
-            self._channel,
-            text=text,
-            blocks=blocks,
-            thread=self.thread,
-            priority=priority,
-            broadcast=broadcast,
-        )
+    def show_progress(self) -> None:
+        """Post the progress message when due, then edit it (called per event, root post and tick).
 
-    def _thread_post(self, event: RunEvent) -> None:
-        rendered: tuple[str, list[dict[str, Any]]] | None = None
-        if event.kind == "answer":
-            rendered = answer_blocks(event, run_id=self.view.run_id)
-        elif event.kind == "vote":
-            rendered = vote_blocks(event, self.view)
-        elif event.kind == "vote_ignored":
-            rendered = vote_ignored_blocks(event, self.view)
-        elif event.kind == "restart":
-            rendered = restart_blocks(event, self.view)
-        elif event.kind == "agent_failed":
-            rendered = agent_failed_blocks(event, self.view)
-        elif event.kind == "finished":
-            self._flush_tools()
-            for i, (text, blocks) in enumerate(final_answer_messages(event, self.view)):
-                self._post(text, blocks, priority=5, broadcast=self._broadcast and i == 0)
+        Due means: the thread exists and the run has gone on for `progress_after` seconds. A run
+        that ends sooner never posts one (its status message showed each agent live, and its final
+        answer carries the summary): one post fewer where posts are scarcest, a busy channel.
+        """
+        if not self._progress_dirty or self.progress.empty:
             return
-        elif event.kind in {"failed", "cancelled"}:
-            self._flush_tools()
+        text, blocks = progress_blocks(self.progress, self.view)
+        if self.progress_message is not None:
+            self._outbox.update(self.progress_message, text=text, blocks=blocks)
+        elif self._progress_due():
+            self.progress_message = self._outbox.post(
+                self._channel,
+                text=text,
+                blocks=blocks,
+                thread=self.thread,
+                priority=PRIORITY_THREAD,
+                run_id=self.view.run_id or None,
+            )
+        else:
             return
-        if rendered is not None:
-            self._flush_tools()
-            self._post(*rendered)
+        self._progress_dirty = False
 
-    def _flush_tools(self) -> None:
-        if self._tools:
-            batch, self._tools = self._tools, []
-            self._post(*tool_batch_blocks(batch, self.view))
+    def _progress_due(self) -> bool:
+        thread_known = isinstance(self.thread, str) or self.thread.known_ts is not None
+        long_enough = time.monotonic() - self._opened >= self._progress_after
+        return thread_known and long_enough and self.view.outcome is None
+
+    def _post_final(self, event: RunFinished) -> None:
+        # The answer waits for its thread: a root still queued behind other runs' goes out next.
+        self._outbox.hasten(self.root, PRIORITY_FINAL)
+        for i, (text, blocks) in enumerate(final_answer_messages(event, self.view)):
+            if i == 0 and self.progress_message is None and not self.progress.empty:
+                blocks = [*blocks[:2], context(self.progress.summary()), *blocks[2:]]
+            self._outbox.post(
+                self._channel,
+                text=text,
+                blocks=blocks,
+                thread=self.thread,
+                priority=PRIORITY_FINAL,
+                broadcast=self._broadcast and i == 0,
+                run_id=self.view.run_id or None,  # a give-up is logged with the run
+            )
 
     def failed_to_start(self, error: str) -> None:
         """The runner refused the run (bad provider config, ...): show it as a failed run."""
         self.on_event(RunFailed(run_id=self.view.run_id, reasons={"run": f"could not start ({error})"}))
 
     async def finish(self) -> None:
-        """After the terminal event: flush what is buffered and send the last status."""
-        self._flush_tools()
+        """After the terminal event: send the last status."""
         self.refresh()
+
+
+def retire_status(outbox: Outbox, channel: str, root_ts: str, view: RunView, *, now: float) -> None:
+    """Rewrite the status message of a run this process no longer drives (after a restart) to its end.
+
+    Its Cancel / Finish now buttons would otherwise stay live for a run that no longer exists.
+    """
+    text, blocks = status_blocks(view, now=now)
+    outbox.update(MessageRef.existing(channel, root_ts), text=text, blocks=blocks)

@@ -87,6 +87,7 @@ class RunSupervisor:
         broadcast_final: bool = False,
         observe: Callable[[str, RunEvent], None] | None = None,
         status_refresh: float = 30.0,
+        progress_after: float = 20.0,
         models: ModelFactory | None = None,
     ) -> None:
         self._outbox = outbox
@@ -104,6 +105,7 @@ class RunSupervisor:
         # A run waiting on a human emits nothing; its elapsed time still moves. chat.update is a
         # shared Tier 3 budget, so quiet runs are refreshed rarely and the outbox paces them.
         self._status_refresh = status_refresh
+        self._progress_after = progress_after
         self._ticker: asyncio.Task[Any] | None = None
         self._no_runs = asyncio.Event()  # wakes the ticker when the last run ends
         self.started = 0
@@ -122,7 +124,7 @@ class RunSupervisor:
         run_id = f"run-{secrets.token_hex(6)}"
         renderer = self._open(run_id, request)
         await self._store.record_run(run_id, request.channel, thread_ts=request.thread_ts)
-        self.spawn(self._remember_root(run_id, renderer.root), name=f"root-ts:{run_id}")
+        self.spawn(self._remember_root(run_id, renderer), name=f"root-ts:{run_id}")
         try:
             handle = await start_run(
                 request.choice.team,
@@ -150,7 +152,9 @@ class RunSupervisor:
         initial = RunView.initial(task=request.task, requester=request.requester, now=self._clock())
         view = dataclasses.replace(initial, run_id=run_id)
         text, blocks = status_blocks(view, now=self._clock())
-        root = self._outbox.post(request.channel, text=text, blocks=blocks, thread=request.thread_ts)
+        root = self._outbox.post(
+            request.channel, text=text, blocks=blocks, thread=request.thread_ts, run_id=run_id
+        )
         # A follow-up's status message sits in its parent's thread, so its posts go there too.
         thread: MessageRef | str = request.thread_ts or root
         return RunRenderer(
@@ -161,6 +165,7 @@ class RunSupervisor:
             view=view,
             clock=self._clock,
             broadcast=self._broadcast,
+            progress_after=self._progress_after,
         )
 
     async def _drive(self, active: ActiveRun) -> None:
@@ -188,6 +193,7 @@ class RunSupervisor:
                 await asyncio.wait_for(self._no_runs.wait(), self._status_refresh / 2)
             quiet_since = time.monotonic() - self._status_refresh
             for active in list(self._active.values()):
+                active.renderer.show_progress()  # a long run's progress message is due even when quiet
                 if active.renderer.last_refresh < quiet_since:
                     active.renderer.refresh()
 
@@ -201,10 +207,16 @@ class RunSupervisor:
         active = self._active.get(run_id)
         if active is not None:
             await active.handle.cancel(by="slack")
-        text = (
-            f"I could not post in this channel ({reason}), so the run was stopped. "
-            "Invite me with `/invite @MassGen` (private channels need it), then try again."
-        )
+        if request.channel.startswith("D"):  # a DM cannot be joined with /invite
+            text = (
+                f"I could not post in this conversation ({reason}), so the run was stopped. "
+                "Start it in a channel I am in, or in a direct message with me (my Messages tab)."
+            )
+        else:
+            text = (
+                f"I could not post in this channel ({reason}), so the run was stopped. "
+                "Invite me with `/invite @MassGen` (private channels need it), then try again."
+            )
         await self._tell_requester(request, text)
 
     async def _tell_requester(self, request: RunRequest, text: str) -> None:
@@ -220,11 +232,12 @@ class RunSupervisor:
             return [renderer.on_event]
         return [renderer.on_event, lambda event: observe(run_id, event)]
 
-    async def _remember_root(self, run_id: str, root: MessageRef) -> None:
+    async def _remember_root(self, run_id: str, renderer: RunRenderer) -> None:
         try:
-            ts = await root.ts()
+            ts = await renderer.root.ts()
         except OutboxError:
             return  # never posted: `_watch_root` tells the requester
+        renderer.show_progress()  # the thread exists now: what the run did so far can be shown
         await self._store.set_root(run_id, ts)
 
     def _tools_factory(

@@ -11,14 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bot.slack.groups import GroupResolver
-    from bot.slack.outbox import MessageRef, Outbox
-    from bot.slack.store import BotStore, RunCoordinates
+    from bot.slack.outbox import GiveUp, MessageRef, Outbox
+    from bot.slack.store import BotStore, OutboxStore, RunCoordinates
 
 _MODULES = {
     "BotStore": "bot.slack.store",
+    "GiveUp": "bot.slack.outbox",
     "GroupResolver": "bot.slack.groups",
     "MessageRef": "bot.slack.outbox",
     "Outbox": "bot.slack.outbox",
+    "OutboxStore": "bot.slack.store",
     "RunCoordinates": "bot.slack.store",
 }
 
@@ -32,4 +34,4 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["BotStore", "GroupResolver", "MessageRef", "Outbox", "RunCoordinates"]
+__all__ = ["BotStore", "GiveUp", "GroupResolver", "MessageRef", "Outbox", "OutboxStore", "RunCoordinates"]

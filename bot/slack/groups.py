@@ -8,10 +8,17 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+from bot.errors import OutboxError
+
 log = logging.getLogger(__name__)
 
 # `method, **kwargs -> response dict`: the outbox's `call`, so lookups share its budget and back-off.
 ApiCall = Callable[..., Awaitable[Mapping[str, Any]]]
+
+
+# Answers that mean "no group lookup will work here", not "this one failed": Free workspaces have no
+# user groups (`plan_upgrade_required`); a token without `usergroups:read` gets `missing_scope`.
+UNAVAILABLE = frozenset({"plan_upgrade_required", "missing_scope", "not_allowed_token_type"})
 
 
 class GroupResolver:
@@ -28,6 +35,8 @@ class GroupResolver:
         self._clock = clock
         self._members: dict[str, tuple[float, frozenset[str]]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        # Why Slack refuses every group lookup (e.g. `plan_upgrade_required` on a Free workspace), if it does.
+        self.unavailable: str | None = None
 
     async def groups_of(self, user_id: str, candidates: Iterable[str]) -> frozenset[str]:
         """The subset of `candidates` (group ids) that `user_id` belongs to."""
@@ -51,8 +60,14 @@ class GroupResolver:
             try:
                 response = await self._call("usergroups.users.list", usergroup=group)
             except Exception as exc:  # a Slack failure must deny, never crash the click handler
-                log.warning("usergroups.users.list failed for %s: %s", group, exc)
+                code = exc.error if isinstance(exc, OutboxError) else None
+                if code in UNAVAILABLE:
+                    self.unavailable = str(code)
+                    log.error("usergroups.users.list refused (%s): approver groups cannot be checked", code)
+                else:
+                    log.warning("usergroups.users.list failed for %s: %s", group, exc)
                 return frozenset()
+            self.unavailable = None
             users = response.get("users") or []
             members = frozenset(u for u in users if isinstance(u, str))
             self._members[group] = (self._clock(), members)

@@ -19,6 +19,14 @@ Why: Slack limits `chat.update` to ~50/min per workspace (Tier 3, shared by ever
 Posts in one channel go out one at a time, highest `priority` first, but never out of order within
 a thread; a reply waits for its root's `ts`. `ephemeral()` and `call()` (e.g. `views.open`, whose
 `trigger_id` expires after 3 s) do not queue behind posts: they only pass their method's budget.
+
+Nothing lost, nothing twice: with an `OutboxStore` every post is written to the bot's database
+before it is sent (the transactional outbox) and marked sent once Slack answered; `start()` sends
+what a previous process left pending, looking up first (by marker) any post that may already have
+reached Slack. A post Slack refuses as too long or with invalid blocks that has no buttons (a final
+answer) is sent as several plain-text messages instead. A 429 never counts as a failed attempt.
+Every give-up is logged with the run and the reason and passed to `on_give_up` listeners; a post's
+`MessageRef.ts()` raises `OutboxError` then too.
 """
 
 from __future__ import annotations
@@ -29,19 +37,33 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import OutboxError
 from bot.slack.outbox_budget import Budgets, classify
-from bot.slack.outbox_state import MessageRef, OutboxStats, Post, Slot, next_post, rekey_slots, slot_key
+from bot.slack.outbox_state import (
+    GiveUp,
+    MessageRef,
+    OutboxStats,
+    Post,
+    Slot,
+    next_post,
+    rekey_slots,
+    slot_key,
+)
+
+if TYPE_CHECKING:
+    from bot.slack.store import OutboxStore, PendingUpdate
 
 __all__ = [
     "PRIORITY_APPROVAL",
     "PRIORITY_FINAL",
     "PRIORITY_STATUS",
     "PRIORITY_THREAD",
+    "GiveUp",
     "MessageRef",
     "Outbox",
     "OutboxStats",
@@ -55,6 +77,10 @@ PRIORITY_APPROVAL = 10
 PRIORITY_FINAL = 10
 MARKER_EVENT = "massgen_outbox"  # metadata event_type carrying the post's client-generated id
 _MAX_ATTEMPTS = 5
+_MAX_RATE_LIMITED = 50  # 429s are waited out (Retry-After), not counted as failed attempts
+# Refusals a text-only post survives by being re-sent as plain-text pieces.
+_SPLIT_ON = frozenset({"msg_too_long", "invalid_blocks", "msg_blocks_too_long", "invalid_arguments"})
+SPLIT_CHARS = 3_900  # per piece: under the 4,000 characters Slack shows of a top-level text
 
 
 class Outbox:
@@ -72,11 +98,20 @@ class Outbox:
         posts_per_minute: int = 240,
         budget_window: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        store: OutboxStore | None = None,
+        call_timeout: float | None = None,
     ) -> None:
         # The outbox does its own retries; the SDK's default connection-error retry would resend
         # a chat.postMessage whose request already reached Slack, i.e. post it twice.
         self._client = copy.copy(client)  # same token, base_url, session, proxy, ssl, team_id
         self._client.retry_handlers = []
+        if call_timeout is not None:
+            self._client.timeout = call_timeout  # type: ignore[assignment]  # annotated int, used as float
+        self._store = store
+        self._saves: set[asyncio.Task[None]] = set()
+        self.on_give_up: list[Callable[[GiveUp], None]] = []
+        self._update_states: dict[str, PendingUpdate] = {}
+        self._update_writers: dict[str, asyncio.Task[None]] = {}
         self.update_interval = update_interval
         self.channel_interval = channel_interval
         self._clock = clock
@@ -98,7 +133,9 @@ class Outbox:
     # -- lifecycle -------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the dispatcher task."""
+        """Start the dispatcher task, after queueing what a previous process left unsent."""
+        if self._store is not None and self._worker is None:
+            await self._resume(self._store)
         if self._worker is None:
             self._worker = asyncio.create_task(self._run(), name="outbox")
             self._worker.add_done_callback(_report_crash)
@@ -112,15 +149,22 @@ class Outbox:
             except TimeoutError:
                 log.warning("outbox closed with %d posts and %d updates unsent", *self._backlog())
         self._closed = True
+        if self._saves:  # rows being written are kept: the next process sends them
+            await asyncio.gather(*self._saves, return_exceptions=True)
         for task in [*self._tasks, *([self._worker] if self._worker else [])]:
             task.cancel()
         await asyncio.gather(*self._tasks, *([self._worker] if self._worker else []), return_exceptions=True)
         self._worker = None
+        kept = " (kept: sent after a restart)" if self._store is not None else ""
         for queue in self._posts.values():
             for post in queue:
                 post.ref._fail(
-                    OutboxError("outbox closed before the message was posted", method="chat.postMessage")
+                    OutboxError(
+                        f"outbox closed before the message was posted{kept}", method="chat.postMessage"
+                    )
                 )
+        if not kept and (lost := sum(len(q) for q in self._posts.values())):
+            log.warning("outbox closed without a store: %d posts lost", lost)
         self._posts.clear()
 
     async def flush(self) -> None:
@@ -144,8 +188,9 @@ class Outbox:
         thread: MessageRef | str | None = None,
         broadcast: bool = False,
         priority: int = PRIORITY_STATUS,
+        run_id: str | None = None,
     ) -> MessageRef:
-        """Queue a `chat.postMessage`; the returned ref resolves to its `ts`."""
+        """Queue a `chat.postMessage` (saved to the store first); the returned ref resolves to its `ts`."""
         if self._closed:
             raise OutboxError("outbox is closed", method="chat.postMessage")
         root = MessageRef.existing(channel, thread) if isinstance(thread, str) else thread
@@ -163,11 +208,98 @@ class Outbox:
             kwargs["blocks"] = blocks
         if broadcast:
             kwargs["reply_broadcast"] = True
-        ref = MessageRef(channel)
+        ref = MessageRef(channel, marker=marker)
         self._seq += 1
-        self._posts.setdefault(channel, []).append(Post(ref, kwargs, root, priority, self._seq, marker))
+        post = Post(ref, kwargs, root, priority, self._seq, marker, run_id=run_id)
+        if self._store is not None:
+            post.saving = asyncio.create_task(self._save(self._store, post))
+            self._saves.add(post.saving)
+            post.saving.add_done_callback(self._saves.discard)
+        self._posts.setdefault(channel, []).append(post)
         self._wake.set()
         return ref
+
+    # -- persistence -----------------------------------------------------------------------------
+
+    async def _save(self, store: OutboxStore, post: Post) -> None:
+        from bot.slack.store import OutboxRow
+
+        root = post.root
+        row = OutboxRow(
+            id=post.marker,
+            seq=post.seq,
+            channel=post.ref.channel,
+            kwargs=post.kwargs,
+            root_id=root.marker if root is not None and root.known_ts is None else None,
+            thread_ts=root.known_ts if root is not None else None,
+            priority=post.priority,
+            run_id=post.run_id,
+            status="pending",
+            attempts=0,
+            ts=None,
+        )
+        try:
+            await store.save(row)
+        except Exception:  # the database is down: still send it, but it will not survive a restart
+            log.exception("outbox could not save post %s (run %s)", post.marker, post.run_id)
+
+    async def _resume(self, store: OutboxStore) -> None:
+        """Queue the posts a previous process saved but did not finish sending."""
+        rows = await store.pending()
+        self._seq = max(self._seq, await store.last_seq())
+        refs: dict[str, MessageRef] = {}
+        for row in rows:
+            ref = refs[row.id] = MessageRef(row.channel, marker=row.id)
+            root = MessageRef.existing(row.channel, row.thread_ts) if row.thread_ts else None
+            if row.root_id is not None:
+                root = refs.get(row.root_id)
+            if row.status == "failed" or (row.root_id is not None and root is None):
+                self._give_up(row.id, row.channel, row.run_id, "its thread root was never posted", None)
+                continue
+            post = Post(ref, row.kwargs, root, row.priority, row.seq, row.id, run_id=row.run_id)
+            post.maybe_sent = row.attempts > 0
+            self._posts.setdefault(row.channel, []).append(post)
+            self.stats.resumed_posts += 1
+        if rows:
+            log.info("outbox resumed %d unsent posts", self.stats.resumed_posts)
+        states = await store.pending_updates()
+        self._version = max([self._version, *(state.version for state in states)])
+        for state in states:
+            target = (
+                MessageRef.existing(state.channel, state.ts) if state.ts else refs.get(state.marker or "")
+            )
+            if target is None:  # its post was given up: nothing to update
+                await store.update_sent([state.id], state.version)
+                continue
+            self.update(target, text=state.text, blocks=state.blocks)
+            self._slots[slot_key(target)].row_ids.add(state.id)
+            self.stats.resumed_updates += 1
+
+    async def _store_call(self, what: str, *args: Any, **kwargs: Any) -> None:
+        """A bookkeeping write; a failing database must not stop delivery."""
+        if self._store is None:
+            return
+        try:
+            await getattr(self._store, what)(*args, **kwargs)
+        except Exception:
+            log.exception("outbox store: %s failed", what)
+
+    def _give_up(
+        self, post_id: str, channel: str, run_id: str | None, reason: str, error: str | None
+    ) -> None:
+        """Log a post that will not be delivered, with its run and why, and tell the listeners."""
+        self.stats.given_up += 1
+        log.warning("slack post %s given up: run=%s channel=%s reason=%s", post_id, run_id, channel, reason)
+        if self._store is not None:
+            task = asyncio.ensure_future(self._store_call("failed", post_id, reason))
+            self._saves.add(task)
+            task.add_done_callback(self._saves.discard)
+        event = GiveUp(post_id=post_id, channel=channel, run_id=run_id, reason=reason, error=error)
+        for listener in list(self.on_give_up):
+            try:
+                listener(event)
+            except Exception:
+                log.exception("outbox give-up listener failed")
 
     def update(self, ref: MessageRef, *, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
         """Set the wanted state of a message; sent coalesced, at most once per `update_interval`."""
@@ -179,7 +311,57 @@ class Outbox:
         else:
             slot.dirty, slot.dirty_since = True, self._clock()
         slot.text, slot.blocks = text, blocks
+        if self._store is not None:
+            self._persist_update(self._store, slot, ref)
         self._wake.set()
+
+    def _persist_update(self, store: OutboxStore, slot: Slot, ref: MessageRef) -> None:
+        """Save the message's newest wanted state (one writer per message, newest state last)."""
+        from bot.slack.store import PendingUpdate
+
+        if ref.known_ts is not None:
+            row_id = f"u:{ref.channel}:{ref.known_ts}"
+        elif ref.marker is not None:
+            row_id = f"u:{ref.marker}"
+        else:
+            return
+        slot.row_ids.add(row_id)
+        self._update_states[row_id] = PendingUpdate(
+            id=row_id,
+            channel=ref.channel,
+            ts=ref.known_ts,
+            marker=None if ref.known_ts else ref.marker,
+            text=slot.text,
+            blocks=slot.blocks,
+            version=slot.version,
+        )
+        if row_id not in self._update_writers:
+            task = asyncio.create_task(self._write_updates(store, row_id))
+            self._update_writers[row_id] = task
+            self._saves.add(task)
+            task.add_done_callback(self._saves.discard)
+
+    async def _write_updates(self, store: OutboxStore, row_id: str) -> None:
+        try:
+            while (state := self._update_states.pop(row_id, None)) is not None:
+                try:
+                    await store.save_update(state)
+                except Exception:  # still sent; only a restart would miss it
+                    log.exception("outbox could not save the wanted state of %s", row_id)
+        finally:
+            del self._update_writers[row_id]
+
+    def hasten(self, ref: MessageRef, priority: int) -> None:
+        """Raise a still-queued post to at least `priority`, behind posts hastened earlier (no-op once sent).
+
+        A run that ends before its status message went out hastens it, so in a busy channel roots go
+        out in the order their runs finish and each final answer (which waits for its root) follows.
+        """
+        for post in self._posts.get(ref.channel, []):
+            if post.ref is ref and post.priority < priority:
+                self._seq += 1
+                post.priority, post.seq = priority, self._seq
+                self._wake.set()
 
     async def ephemeral(
         self,
@@ -277,6 +459,7 @@ class Outbox:
             post, orphans = next_post(queue)
             for orphan in orphans:
                 orphan.ref._fail(OutboxError("thread root was never posted", method="chat.postMessage"))
+                self._give_up(orphan.marker, channel, orphan.run_id, "its thread root was never posted", None)
             if post is None:
                 continue
             wait = max(
@@ -305,7 +488,7 @@ class Outbox:
                 continue
             self._budgets.take("chat.update", now)
             slot.in_flight, slot.dirty, slot.last_sent = True, False, now
-            self._spawn(self._deliver_update(slot, slot.text, slot.blocks))
+            self._spawn(self._deliver_update(slot, slot.text, slot.blocks, slot.version))
         return soonest
 
     async def _finished(self) -> None:
@@ -315,20 +498,27 @@ class Outbox:
 
     # -- sending ---------------------------------------------------------------------------------
 
-    async def _deliver_update(self, slot: Slot, text: str, blocks: list[dict[str, Any]] | None) -> None:
+    async def _deliver_update(
+        self, slot: Slot, text: str, blocks: list[dict[str, Any]] | None, version: int
+    ) -> None:
         kwargs: dict[str, Any] = {"channel": slot.ref.channel, "ts": slot.ref.known_ts, "text": text}
         if blocks is not None:
             kwargs["blocks"] = blocks
         try:
             await self._send("chat.update", kwargs)
-            slot.failures = 0
+            slot.failures = slot.rate_limited = 0
+            await self._mark_shown(slot, version)
         except Exception as exc:  # an update is idempotent, so retry is safe
             kind, retry_after = classify(exc)
-            if kind == "fatal" or slot.failures >= _MAX_ATTEMPTS:
-                self.stats.dropped_updates += 1
-                log.warning("chat.update of %r dropped: %s", slot.ref, _error_code(exc) or exc)
+            if kind == "ratelimited":  # waited out, not a failed attempt
+                slot.rate_limited += 1
             else:
                 slot.failures += 1
+            if kind == "fatal" or slot.failures > _MAX_ATTEMPTS or slot.rate_limited > _MAX_RATE_LIMITED:
+                self.stats.dropped_updates += 1
+                log.warning("chat.update of %r given up: %s", slot.ref, _error_code(exc) or exc)
+                await self._mark_shown(slot, version)
+            else:
                 self._note_retry("chat.update", kind, retry_after, slot.failures)
                 if not slot.dirty:  # nothing newer arrived meanwhile: resend this state
                     slot.dirty, slot.text, slot.blocks = True, text, blocks
@@ -337,15 +527,31 @@ class Outbox:
             slot.in_flight = False
             await self._finished()
 
+    async def _mark_shown(self, slot: Slot, version: int) -> None:
+        """State `version` is on Slack (or never will be): its rows need no resend after a restart."""
+        if not slot.row_ids:
+            return
+        # A save of this state still running would turn the row back to pending after the mark.
+        writers = [self._update_writers[i] for i in slot.row_ids if i in self._update_writers]
+        if writers:
+            await asyncio.gather(*writers, return_exceptions=True)
+        await self._store_call("update_sent", sorted(slot.row_ids), version)
+
     async def _deliver_post(self, post: Post) -> None:
         channel = post.ref.channel
         try:
-            post.ref._resolve(await self._post_once(post))
+            if post.saving is not None:
+                await post.saving  # saved before sent: a crash from here on loses nothing
+            ts = await self._post_once(post)
+            await self._store_call("sent", post.marker, ts)
+            post.ref._resolve(ts)
         except OutboxError as exc:
             post.ref._fail(exc)
+            self._give_up(post.marker, channel, post.run_id, str(exc), exc.error)
         except Exception as exc:  # a bug must not leave the ref (and flush) waiting forever
             log.exception("outbox post failed unexpectedly")
             post.ref._fail(OutboxError(f"post failed: {exc!r}", method="chat.postMessage"))
+            self._give_up(post.marker, channel, post.run_id, f"post failed: {exc!r}", None)
         finally:
             if post.ref.known_ts is None and not post.ref.failed:  # cancelled by close()
                 post.ref._fail(OutboxError("outbox closed while posting", method="chat.postMessage"))
@@ -354,53 +560,161 @@ class Outbox:
 
     async def _post_once(self, post: Post) -> str:
         """Send a post, retrying only in ways that cannot duplicate it; return its ts."""
-        channel = post.ref.channel
-        if post.root is not None:
-            post.kwargs["thread_ts"] = post.root.known_ts
-        for attempt in range(_MAX_ATTEMPTS):
+        thread = post.root.known_ts if post.root is not None else None
+        if thread is not None:
+            post.kwargs["thread_ts"] = thread
+        try:
+            return await self._send_post(
+                post.ref.channel, post.kwargs, post.marker, thread, post.maybe_sent, True
+            )
+        except OutboxError as exc:
+            if exc.error not in _SPLIT_ON or _has_actions(post.kwargs.get("blocks")):
+                raise
+            log.warning("post %s refused (%s): sending it as plain-text pieces", post.marker, exc.error)
+            return await self._post_pieces(post, thread)
+
+    async def _post_pieces(self, post: Post, thread: str | None) -> str:
+        """A text-only post Slack refused, as several plain-text messages (the first one's ts)."""
+        channel, first = post.ref.channel, ""
+        pieces = split_text(_full_text(post.kwargs))
+        for i, piece in enumerate(pieces):
+            marker = f"{post.marker}.{i}"
+            kwargs: dict[str, Any] = {
+                "channel": channel,
+                "text": piece if len(pieces) == 1 else f"({i + 1}/{len(pieces)}) {piece}",
+                "unfurl_links": False,
+                "unfurl_media": False,
+                "metadata": {"event_type": MARKER_EVENT, "event_payload": {"id": marker}},
+            }
+            in_thread = thread or first or None
+            if in_thread:
+                kwargs["thread_ts"] = in_thread
+            ts = await self._send_post(channel, kwargs, marker, in_thread, post.maybe_sent, False)
+            first = first or ts
+        self.stats.split_posts += 1
+        return first
+
+    async def _send_post(
+        self,
+        channel: str,
+        kwargs: dict[str, Any],
+        marker: str,
+        thread: str | None,
+        maybe_sent: bool,
+        whole: bool,
+    ) -> str:
+        """One message: paced, retried on 429/5xx/timeouts, looked up by marker when ambiguous.
+
+        `whole`: the post itself (its row counts the attempt), not a piece of a split one.
+        """
+        oldest = f"{time.time() - 600:.6f}"  # Slack ts is wall-clock seconds
+        if maybe_sent and (found := await self._find_posted(channel, marker, thread, oldest)):
+            self.stats.duplicates_avoided += 1
+            return found
+        attempt = limited = 0
+        while attempt < _MAX_ATTEMPTS:
             delay = self._channel_next.get(channel, 0.0) - self._clock()
             while delay > 0:  # pacing, not waiting for a condition
                 await asyncio.sleep(delay)
                 delay = self._channel_next.get(channel, 0.0) - self._clock()
             await self._gate("chat.postMessage")
             self._channel_next[channel] = self._clock() + self.channel_interval
-            oldest = f"{time.time() - 120:.6f}"  # Slack ts is wall-clock seconds
+            if whole:
+                await self._store_call("attempt", marker, thread_ts=thread, next_attempt_at=time.time())
             try:
-                return str((await self._send("chat.postMessage", post.kwargs))["ts"])
+                return str((await self._send("chat.postMessage", kwargs))["ts"])
             except Exception as exc:
                 kind, retry_after = classify(exc)
                 if kind == "fatal":
                     raise OutboxError(
                         f"post failed: {exc}", method="chat.postMessage", error=_error_code(exc)
                     ) from exc
-                if kind == "ambiguous":
-                    found = await self._find_posted(post, oldest)
-                    if found:
-                        self.stats.duplicates_avoided += 1
-                        return found
+                if kind == "ambiguous" and (
+                    found := await self._find_posted(channel, marker, thread, oldest)
+                ):
+                    self.stats.duplicates_avoided += 1
+                    return found
+                if whole:
+                    await self._store_call("note_error", marker, f"{kind}: {_error_code(exc) or exc!r}")
+                limited += kind == "ratelimited"
+                attempt += kind != "ratelimited" or limited > _MAX_RATE_LIMITED
                 self._note_retry("chat.postMessage", kind, retry_after, attempt)
         raise OutboxError(f"post failed after {_MAX_ATTEMPTS} attempts", method="chat.postMessage")
 
-    async def _find_posted(self, post: Post, oldest: str) -> str | None:
+    async def _read_history(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        """A history read; in a public channel the bot posted to uninvited (`chat:write.public`),
+        Slack answers `not_in_channel`: join it (`channels:join`) and read again."""
+        await self._gate(method)
+        try:
+            return await self._send(method, args)
+        except SlackApiError as exc:
+            if _error_code(exc) != "not_in_channel":
+                raise
+        log.info("joining %s to look up a post whose answer was lost", args["channel"])
+        await self._gate("conversations.join")
+        await self._send("conversations.join", {"channel": args["channel"]})
+        await self._gate(method)
+        return await self._send(method, args)
+
+    async def _find_posted(self, channel: str, marker: str, thread: str | None, oldest: str) -> str:
         """The ts of a post that may have reached Slack, found by its marker; "" if surely absent."""
-        channel = post.ref.channel
         args: dict[str, Any]
         try:
-            if post.root is not None:
-                method, args = "conversations.replies", {"ts": post.root.known_ts}
+            if thread is not None:
+                method, args = "conversations.replies", {"ts": thread, "limit": 1000}
             else:
                 method, args = "conversations.history", {"oldest": oldest, "limit": 200}
-            await self._gate(method)
-            data = await self._send(method, {"channel": channel, "include_all_metadata": True, **args})
+            data = await self._read_history(
+                method, {"channel": channel, "include_all_metadata": True, **args}
+            )
         except Exception as exc:  # any failure here means "unknown"
             raise OutboxError(
-                "post outcome unknown and not retried (it may have been delivered)", method="chat.postMessage"
+                "post outcome unknown and not retried (it may have been delivered)",
+                method="chat.postMessage",
+                error=_error_code(exc),
             ) from exc
         for message in data.get("messages", []):
             payload = (message.get("metadata") or {}).get("event_payload") or {}
-            if payload.get("id") == post.marker:
+            if payload.get("id") == marker:
                 return str(message["ts"])
         return ""
+
+
+def split_text(text: str, limit: int = SPLIT_CHARS) -> list[str]:
+    """`text` in pieces of at most `limit` characters, cut at line ends (else spaces) where possible."""
+    pieces: list[str] = []
+    while len(text) > limit:
+        cut = text.rfind("\n", 0, limit)
+        if cut < limit // 2:
+            cut = text.rfind(" ", 0, limit)
+        if cut < limit // 2:
+            cut = limit
+        pieces.append(text[:cut])
+        text = text[cut:].lstrip("\n")
+    return [*pieces, text] if text or not pieces else pieces
+
+
+def _has_actions(blocks: Any) -> bool:
+    """Whether a message has buttons (an approval): those are never re-sent as bare text."""
+    return isinstance(blocks, list) and any(
+        isinstance(b, dict) and b.get("type") == "actions" for b in blocks
+    )
+
+
+def _full_text(kwargs: dict[str, Any]) -> str:
+    """Everything a message shows as text: its blocks' texts, else the top-level text."""
+    texts: list[str] = []
+    for block in kwargs.get("blocks") or []:
+        if not isinstance(block, dict):
+            continue
+        if isinstance(block.get("text"), dict):
+            texts.append(str(block["text"].get("text", "")))
+        elif isinstance(block.get("text"), str):  # markdown blocks
+            texts.append(block["text"])
+        texts += [
+            str(e.get("text", "")) for e in block.get("elements") or [] if isinstance(e, dict) and "text" in e
+        ]
+    return "\n\n".join(t for t in texts if t) or str(kwargs.get("text", ""))
 
 
 def _report_crash(task: asyncio.Task[None]) -> None:

@@ -17,6 +17,7 @@ _TIERS = {
     "conversations.info": 3,
     "conversations.replies": 3,
     "conversations.history": 3,
+    "conversations.join": 3,
     "usergroups.users.list": 2,
     "chat.postEphemeral": 4,
     "views.open": 4,

@@ -18,10 +18,11 @@ from bot.errors import OutboxError
 class MessageRef:
     """A message the outbox posted (or will post); `ts()` waits for Slack's id."""
 
-    __slots__ = ("_done", "_error", "_ts", "channel")
+    __slots__ = ("_done", "_error", "_ts", "channel", "marker")
 
-    def __init__(self, channel: str, ts: str | None = None) -> None:
+    def __init__(self, channel: str, ts: str | None = None, *, marker: str | None = None) -> None:
         self.channel = channel
+        self.marker = marker  # the outbox post's id (its row in `slack_outbox`), if it is one
         self._ts = ts
         self._error: OutboxError | None = None
         self._done = asyncio.Event()
@@ -71,6 +72,21 @@ class OutboxStats:
     coalesced_updates: int = 0  # updates replaced by a newer state before being sent
     duplicates_avoided: int = 0  # ambiguous post failures found already delivered
     dropped_updates: int = 0  # updates Slack refused (e.g. message_not_found)
+    resumed_posts: int = 0  # posts a previous process left unsent, sent by this one
+    resumed_updates: int = 0  # message states a previous process had not shown yet
+    split_posts: int = 0  # posts Slack refused as too long / invalid, sent as several text messages
+    given_up: int = 0  # posts finally not delivered (each logged with its run and reason)
+
+
+@dataclass(frozen=True, slots=True)
+class GiveUp:
+    """A post the outbox finally did not deliver, and why (passed to give-up listeners)."""
+
+    post_id: str
+    channel: str
+    run_id: str | None
+    reason: str
+    error: str | None = None
 
 
 @dataclass(eq=False, slots=True)
@@ -83,6 +99,9 @@ class Post:
     priority: int
     seq: int
     marker: str
+    run_id: str | None = None
+    maybe_sent: bool = False  # resumed after an attempt: look it up before sending again
+    saving: asyncio.Task[None] | None = None  # the write of its row, awaited before the first send
 
 
 @dataclass(eq=False, slots=True)
@@ -97,7 +116,9 @@ class Slot:
     last_sent: float = float("-inf")
     in_flight: bool = False
     failures: int = 0
+    rate_limited: int = 0  # 429s in a row (waited out, not failures)
     version: int = 0  # order of update() calls, to merge slots keeping the newest state
+    row_ids: set[str] = field(default_factory=set)  # its rows in the store (marked sent once shown)
 
 
 def next_post(queue: list[Post]) -> tuple[Post | None, list[Post]]:
@@ -136,6 +157,8 @@ def rekey_slots(slots: dict[object, Slot]) -> None:
         if key.failed:
             continue
         other = slots.setdefault((key.channel, key.known_ts), slot)
+        if other is not slot:
+            other.row_ids |= slot.row_ids
         if other is not slot and slot.dirty and slot.version > other.version:
             other.text, other.blocks, other.version = slot.text, slot.blocks, slot.version
             if not other.dirty:

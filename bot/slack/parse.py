@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-MAX_TASK_CHARS: Final = 4000
+# Long enough for a pasted stack trace; Slack itself keeps message text up to 40,000 characters.
+MAX_TASK_CHARS: Final = 12_000
 POLICIES: Final = ("human", "risk-based", "deny-all", "allow-all")
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -75,9 +76,18 @@ def unescape_slack(text: str) -> str:
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
-def strip_mentions(text: str) -> str:
-    """Remove user mentions (`<@U123>`, the bot's included) from a mention event's text."""
-    return " ".join(_MENTION.sub(" ", text).split())
+def strip_mentions(text: str, bot_user_id: str | None = None) -> str:
+    """Remove the bot's own mentions from a mention event's text; other people's stay in the task.
+
+    "@massgen ask @alice about the outage" is about Alice. Without the bot's id (auth.test failed)
+    only the leading mention, the one that addressed the bot, is removed.
+    """
+    if bot_user_id:
+        own = re.compile(rf"<@{re.escape(bot_user_id)}(?:\|[^>]*)?>")
+        text = own.sub(" ", text)
+    else:
+        text = re.sub(rf"^\s*{_MENTION.pattern}", " ", text)
+    return " ".join(text.split())
 
 
 def parse_command(text: str) -> Command:
@@ -136,7 +146,12 @@ def _start_run(task: str, options: Mapping[str, str]) -> StartRun | UsageError |
     if not task:
         return UsageError(message="Give me a task: `/massgen [--team NAME] <task>`.") if options else Help()
     if len(task) > MAX_TASK_CHARS:
-        return UsageError(message=f"That task is {len(task):,} characters; the limit is {MAX_TASK_CHARS:,}.")
+        return UsageError(
+            message=(
+                f"That task is {len(task):,} characters; the limit is {MAX_TASK_CHARS:,}. "
+                "Trim it to the part that matters (for a long log: the error and the lines around it)."
+            )
+        )
     team = options.get("team")
     if team is not None and not _NAME.fullmatch(team):
         return UsageError(message="`--team` takes a team name (letters, digits, `-`, `_`, `.`).")

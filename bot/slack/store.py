@@ -1,19 +1,38 @@
-"""The bot's own small tables: Slack coordinates only, so messages can be found again after a restart.
+"""The bot's own small tables: Slack coordinates, and the outbox's pending Slack posts.
 
 A run's state (task, requester, status, final answer) lives in the orchestrator's run store, and
 an approval's in the approval store. This keeps where each is in Slack: a run's channel, its status
-message (root ts) and the thread it posts into; an approval request's message.
+message (root ts) and the thread it posts into; an approval request's message. `slack_outbox` is
+the transactional outbox: every post is written here before it is sent, so a restart sends what
+the previous process had not.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Column, Float, Index, MetaData, String, Table, insert, inspect, select, text, update
+from sqlalchemy import (
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    func,
+    insert,
+    inspect,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 metadata = MetaData()
 
@@ -34,6 +53,36 @@ bot_approval_messages = Table(
     Column("request_id", String(128), primary_key=True),
     Column("channel", String(32), nullable=False),
     Column("ts", String(32), nullable=False),
+)
+
+# DM copies of an approval request (approvers who cannot see the run's thread), kept in sync with it.
+bot_approval_copies = Table(
+    "bot_approval_copies",
+    metadata,
+    Column("request_id", String(128), primary_key=True),
+    Column("channel", String(32), primary_key=True),
+    Column("ts", String(32), nullable=False),
+)
+
+slack_outbox = Table(
+    "slack_outbox",
+    metadata,
+    Column("id", String(96), primary_key=True),  # a post's marker; "u:…" for a message's wanted state
+    Column("kind", String(8), nullable=False, default="post"),  # post | update
+    Column("seq", Integer, nullable=False),  # send order within a channel (with priority)
+    Column("channel", String(32), nullable=False),
+    Column("kwargs", Text, nullable=False),  # the chat.postMessage arguments, JSON
+    Column("root_id", String(64)),  # the outbox post this one replies to, while its ts is unknown
+    Column("thread_ts", String(32)),  # the thread it replies to, once known
+    Column("priority", Integer, nullable=False),
+    Column("run_id", String(64)),
+    Column("status", String(16), nullable=False),  # pending | sent | failed
+    Column("attempts", Integer, nullable=False, default=0),  # > 0: it may have reached Slack
+    Column("next_attempt_at", Float, nullable=False),
+    Column("last_error", Text),
+    Column("ts", String(32)),  # a post's ts once sent; an update's message, once known
+    Column("created_at", Float, nullable=False),
+    Index("ix_slack_outbox_status", "status", "seq"),
 )
 
 # Before runs had one truth, the bot kept a copy of each run in `bot_runs`; its coordinates move over.
@@ -118,9 +167,241 @@ class BotStore:
                 insert(bot_approval_messages).values(request_id=request_id, channel=channel, ts=ts)
             )
 
+    async def record_approval_copy(self, request_id: str, channel: str, ts: str) -> None:
+        """A DM copy of an approval request (one per DM channel)."""
+        row = {"request_id": request_id, "channel": channel, "ts": ts}
+        async with self._engine.begin() as conn:
+            await conn.execute(insert(bot_approval_copies).values(**row))
+
+    async def approval_copies(self, request_id: str) -> list[tuple[str, str]]:
+        """Every DM copy of a request: (channel, ts), oldest channel id first."""
+        query = (
+            select(bot_approval_copies.c.channel, bot_approval_copies.c.ts)
+            .where(bot_approval_copies.c.request_id == request_id)
+            .order_by(bot_approval_copies.c.channel)
+        )
+        async with self._engine.connect() as conn:
+            return [(row.channel, row.ts) for row in (await conn.execute(query)).all()]
+
     async def approval_message(self, request_id: str) -> tuple[str, str] | None:
         """(channel, ts) of the message showing this request, if one was posted."""
         query = select(bot_approval_messages).where(bot_approval_messages.c.request_id == request_id)
         async with self._engine.connect() as conn:
             row = (await conn.execute(query)).first()
         return None if row is None else (row.channel, row.ts)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutboxRow:
+    """One persisted post of the outbox."""
+
+    id: str
+    seq: int
+    channel: str
+    kwargs: dict[str, Any]
+    root_id: str | None
+    thread_ts: str | None
+    priority: int
+    run_id: str | None
+    status: str
+    attempts: int
+    ts: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingUpdate:
+    """The wanted state of one message (`ts`, or the outbox post `marker` while its ts is unknown)."""
+
+    id: str
+    channel: str
+    ts: str | None
+    marker: str | None
+    text: str
+    blocks: list[dict[str, Any]] | None
+    version: int
+
+
+class OutboxStore:
+    """The outbox's table: posts are saved before they are sent and marked once Slack answered."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def create_schema(self) -> None:
+        """Create the table if missing (idempotent)."""
+        async with self._engine.begin() as conn:
+            await conn.run_sync(lambda c: metadata.create_all(c, tables=[slack_outbox]))
+
+    async def save(self, row: OutboxRow, conn: AsyncConnection | None = None) -> None:
+        """Write a new pending post (inside `conn`'s transaction when given: the transactional outbox)."""
+        values = {
+            "id": row.id,
+            "kind": "post",
+            "seq": row.seq,
+            "channel": row.channel,
+            "kwargs": json.dumps(row.kwargs),
+            "root_id": row.root_id,
+            "thread_ts": row.thread_ts,
+            "priority": row.priority,
+            "run_id": row.run_id,
+            "status": row.status,
+            "attempts": row.attempts,
+            "next_attempt_at": time.time(),
+            "ts": row.ts,
+            "created_at": time.time(),
+        }
+        if conn is not None:
+            await conn.execute(insert(slack_outbox).values(**values))
+            return
+        async with self._engine.begin() as own:
+            await own.execute(insert(slack_outbox).values(**values))
+
+    async def attempt(self, post_id: str, *, thread_ts: str | None, next_attempt_at: float) -> None:
+        """About to send: count the attempt (a crash from here on means "maybe delivered")."""
+        query = (
+            update(slack_outbox)
+            .where(slack_outbox.c.id == post_id)
+            .values(
+                attempts=slack_outbox.c.attempts + 1, thread_ts=thread_ts, next_attempt_at=next_attempt_at
+            )
+        )
+        async with self._engine.begin() as conn:
+            await conn.execute(query)
+
+    async def note_error(self, post_id: str, error: str) -> None:
+        """A retryable failure: keep the row pending, remember why."""
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                update(slack_outbox).where(slack_outbox.c.id == post_id).values(last_error=error)
+            )
+
+    async def sent(self, post_id: str, ts: str) -> None:
+        """Slack has the message: never send it again."""
+        query = update(slack_outbox).where(slack_outbox.c.id == post_id).values(status="sent", ts=ts)
+        async with self._engine.begin() as conn:
+            await conn.execute(query)
+
+    async def failed(self, post_id: str, error: str) -> None:
+        """Given up (logged by the outbox): never send it again."""
+        query = (
+            update(slack_outbox).where(slack_outbox.c.id == post_id).values(status="failed", last_error=error)
+        )
+        async with self._engine.begin() as conn:
+            await conn.execute(query)
+
+    async def pending(self) -> list[OutboxRow]:
+        """Posts not yet sent, oldest first, with the ts of their root when it was sent meanwhile."""
+        roots = slack_outbox.alias("roots")
+        query = (
+            select(slack_outbox, roots.c.ts.label("root_ts"), roots.c.status.label("root_status"))
+            .select_from(slack_outbox.outerjoin(roots, roots.c.id == slack_outbox.c.root_id))
+            .where(slack_outbox.c.status == "pending", slack_outbox.c.kind == "post")
+            .order_by(slack_outbox.c.seq)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [
+            OutboxRow(
+                id=r.id,
+                seq=r.seq,
+                channel=r.channel,
+                kwargs=json.loads(r.kwargs),
+                root_id=None if r.thread_ts or r.root_ts else r.root_id,
+                thread_ts=r.thread_ts or r.root_ts,
+                priority=r.priority,
+                run_id=r.run_id,
+                status="failed" if r.root_id and r.root_status == "failed" and not r.thread_ts else r.status,
+                attempts=r.attempts,
+                ts=r.ts,
+            )
+            for r in rows
+        ]
+
+    async def save_update(self, state: PendingUpdate) -> None:
+        """The newest wanted state of one message (replaces an unsent older one)."""
+        values = {
+            "kwargs": json.dumps({"text": state.text, "blocks": state.blocks}),
+            "ts": state.ts,
+            "root_id": state.marker,
+            "seq": state.version,
+            "status": "pending",
+        }
+        async with self._engine.begin() as conn:
+            changed = await conn.execute(
+                update(slack_outbox).where(slack_outbox.c.id == state.id).values(**values)
+            )
+            if changed.rowcount == 0:
+                now = time.time()
+                row = {"id": state.id, "kind": "update", "channel": state.channel, "priority": 0}
+                await conn.execute(
+                    insert(slack_outbox).values(
+                        **row, **values, attempts=0, next_attempt_at=now, created_at=now
+                    )
+                )
+
+    async def update_sent(self, ids: list[str], version: int) -> None:
+        """The message shows state `version` (or newer): those rows need no resend."""
+        query = (
+            update(slack_outbox)
+            .where(slack_outbox.c.id.in_(ids), slack_outbox.c.seq <= version)
+            .values(status="sent")
+        )
+        async with self._engine.begin() as conn:
+            await conn.execute(query)
+
+    async def pending_updates(self) -> list[PendingUpdate]:
+        """Wanted message states not yet shown, oldest first (with their post's ts once it was sent)."""
+        posts = slack_outbox.alias("posts")
+        query = (
+            select(slack_outbox, posts.c.ts.label("post_ts"))
+            .select_from(slack_outbox.outerjoin(posts, posts.c.id == slack_outbox.c.root_id))
+            .where(slack_outbox.c.status == "pending", slack_outbox.c.kind == "update")
+            .order_by(slack_outbox.c.seq)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        out: list[PendingUpdate] = []
+        for r in rows:
+            state = json.loads(r.kwargs)
+            ts = r.ts or r.post_ts
+            out.append(
+                PendingUpdate(
+                    id=r.id,
+                    channel=r.channel,
+                    ts=ts,
+                    marker=None if ts else r.root_id,
+                    text=state["text"],
+                    blocks=state["blocks"],
+                    version=r.seq,
+                )
+            )
+        return out
+
+    async def last_seq(self) -> int:
+        """The highest sequence number used so far (0 for an empty table)."""
+        async with self._engine.connect() as conn:
+            query = select(func.max(slack_outbox.c.seq)).where(slack_outbox.c.kind == "post")
+            value = (await conn.execute(query)).scalar_one_or_none()
+        return int(value or 0)
+
+    async def rows(self) -> list[OutboxRow]:
+        """Every row, for tests and diagnostics."""
+        async with self._engine.connect() as conn:
+            query = select(slack_outbox).where(slack_outbox.c.kind == "post").order_by(slack_outbox.c.seq)
+            rows = (await conn.execute(query)).all()
+        return [
+            OutboxRow(
+                id=r.id,
+                seq=r.seq,
+                channel=r.channel,
+                kwargs=json.loads(r.kwargs),
+                root_id=r.root_id,
+                thread_ts=r.thread_ts,
+                priority=r.priority,
+                run_id=r.run_id,
+                status=r.status,
+                attempts=r.attempts,
+                ts=r.ts,
+            )
+            for r in rows
+        ]

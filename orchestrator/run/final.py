@@ -3,8 +3,9 @@
 Strategies (`orchestrator.final_answer_strategy`):
 - `winner_reuse`: no extra call; the winning answer is the final answer.
 - `winner_present` (default): one call by the winner with its final-phase tools (deferred side effects
-  such as push/publish run here, once), streaming `FinalDelta`; it sees only its own answer and the
-  voters' reasons, which keeps the prompt short.
+  such as push/publish run here, once: the prompt lists the winner's deferred calls, so it performs
+  exactly those), streaming `FinalDelta`; it sees only its own answer and the voters' reasons, which
+  keeps the prompt short.
 - `synthesize`: the winner sees every current answer and merges them.
 Salvage (timeout, budget, finish-now, max_rounds) never calls a model: it takes the most-voted answer,
 else the latest one, and labels the result `"<why>:<most_voted|latest_answer>"` in `RunFinished.salvage`.
@@ -15,7 +16,9 @@ run's outcome.
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
 
 from orchestrator.config.team import FinalAnswerStrategy, TeamConfig
@@ -118,8 +121,30 @@ async def _final_answer(run: Finisher, choice: Choice) -> tuple[str, str | None]
     return text or choice.content, None
 
 
-def final_prompt(state: CoordinationState, choice: Choice, strategy: FinalAnswerStrategy) -> str:
-    """The user message of the presentation call."""
+def deferred_calls(messages: Sequence[Message]) -> list[str]:
+    """The agent's tool calls deferred during coordination (side effects), each once, in order.
+
+    A deferred call's tool result says so ("deferred: …", from the gate); the call it answers names
+    the tool and its arguments, which is what the winner must perform in the final phase.
+    """
+    calls = {c.id: c for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    found: list[str] = []
+    for message in messages:
+        if not isinstance(message, ToolResultMessage) or not message.content.lower().startswith("deferred"):
+            continue
+        call = calls.get(message.call_id)
+        if call is None:
+            continue
+        line = f"- {call.name} {json.dumps(dict(call.arguments), sort_keys=True, ensure_ascii=False)}"
+        if line not in found:
+            found.append(line)
+    return found
+
+
+def final_prompt(
+    state: CoordinationState, choice: Choice, strategy: FinalAnswerStrategy, deferred: Sequence[str] = ()
+) -> str:
+    """The user message of the presentation call (with the winner's deferred actions, if any)."""
     reasons = "; ".join(
         view.vote_reason for view in state.live if view.vote == choice.agent_id and view.vote_reason
     )
@@ -137,6 +162,8 @@ def final_prompt(state: CoordinationState, choice: Choice, strategy: FinalAnswer
         own = prompts.render("answer_block", agent=winner_label, label=choice.label, content=choice.content)
         votes = state.tally().get(choice.agent_id, 0)
         body = prompts.render("present", winner_label=choice.label, votes=votes, reasons=reasons, answers=own)
+    if deferred:
+        body += "\n" + prompts.render("deferred", actions="\n".join(deferred))
     return f"{task}\n{body}"
 
 
@@ -150,7 +177,8 @@ async def present(
     system = prompts.render("present_system", label=label)
     if session.agent.system_message:
         system += "\n\n" + session.agent.system_message.strip()
-    messages: list[Message] = [UserMessage(text=final_prompt(state, choice, strategy))]
+    deferred = deferred_calls(session.messages)
+    messages: list[Message] = [UserMessage(text=final_prompt(state, choice, strategy, deferred))]
     specs = list(session.toolbox.specs("final")) if session.toolbox is not None else []
     texts: list[str] = []
     for _ in range(host.team.orchestrator.max_steps_per_turn):

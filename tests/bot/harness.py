@@ -8,7 +8,7 @@ button clicks, modal submissions and events. No test lives here; scenario module
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -93,14 +93,17 @@ class BotHarness:
         return response.status, await response.text()
 
     async def command(self, text: str, *, user: str = REQUESTER, channel: str = CHANNEL) -> tuple[int, str]:
-        return await self.post(encode_form(slash_command(text, user=user, channel=channel)))
+        hook = self.slack.response_url(f"cmd-{len(self.slack.hooks) + 1}", channel=channel, user=user)
+        return await self.post(
+            encode_form(slash_command(text, user=user, channel=channel, response_url=hook))
+        )
 
     async def click(
         self, action_id: str, value: str, *, user: str, channel: str = CHANNEL
     ) -> tuple[int, str]:
-        return await self.post(
-            encode_interactive(block_actions(action_id, value, user=user, channel=channel))
-        )
+        hook = self.slack.response_url(f"click-{len(self.slack.hooks) + 1}", channel=channel, user=user)
+        payload = block_actions(action_id, value, user=user, channel=channel, response_url=hook)
+        return await self.post(encode_interactive(payload))
 
     async def submit(self, callback_id: str, values: dict[str, Any], *, user: str, metadata: str) -> int:
         body = encode_interactive(view_submission(callback_id, values, user=user, private_metadata=metadata))
@@ -114,11 +117,8 @@ class BotHarness:
         return [c for c in calls if thread is None or c.params.get("thread_ts") == thread]
 
     def ephemerals(self, user: str) -> list[str]:
-        return [
-            str(c.params.get("text"))
-            for c in self.slack.calls_to("chat.postEphemeral")
-            if c.params["user"] == user
-        ]
+        """What only `user` was shown: chat.postEphemeral and ephemeral response_url replies."""
+        return [str(e.get("text")) for e in self.slack.ephemerals if e.get("user") == user]
 
     async def wait_for(self, predicate: Any, timeout: float = 10.0) -> None:
         await self.slack.wait_for(predicate, timeout)
@@ -143,37 +143,42 @@ async def bot_harness(
     run_timeout: float = 60,
     database_url: str | None = None,
     state_dir: Path | None = None,
+    slack: SlackEmulator | None = None,
+    grace: float = 5.0,
 ) -> AsyncIterator[BotHarness]:
-    """Start the emulator, the provider server and the bot (HTTP app); close all at exit."""
-    slack_emulator = SlackEmulator(
+    """Start the emulator (or reuse `slack`: a restart), the provider server and the bot; close at exit."""
+    own = slack is None
+    emulator = slack or SlackEmulator(
         bot_token=TOKEN, allowed_mentions={APPROVER, REQUESTER}, limits=limits or scaled_limits()
     )
-    async with slack_emulator as slack, ProviderServer(handler) as provider:
-        if True:
-            team = tmp_path / "team.yaml"
-            text = team_yaml(
-                provider,
-                agents=agents,
-                extra=team_extra,
-                remind_before=remind_before,
-                run_timeout=run_timeout,
-            )
-            team.write_text(text)
-            settings = BotSettings.with_values(
-                SLACK_BOT_TOKEN=TOKEN,
-                SLACK_SIGNING_SECRET=SECRET,
-                SLACK_API_URL=slack.api_url,
-                DATABASE_URL=database_url or f"sqlite:///{tmp_path / 'bot.db'}",
-                MASSGEN_TEAMS_DIR=tmp_path / "teams",
-                MASSGEN_STATE_DIR=state_dir,
-            )
-            services = await build_services(settings, team_file=team, tools=tools, outbox=options)
-            app = build_app(services)
-            http: TestClient[Any, Any] = TestClient(TestServer(build_web_app(app, services)))
-            await http.start_server()
-            try:
-                yield BotHarness(slack=slack, provider=provider, services=services, http=http)
-            finally:
-                await http.close()
-                await services.close(grace=5.0)
-            slack.assert_clean()
+    async with AsyncExitStack() as stack:
+        if own:
+            await stack.enter_async_context(emulator)
+        provider = await stack.enter_async_context(ProviderServer(handler))
+        team = tmp_path / "team.yaml"
+        text = team_yaml(
+            provider,
+            agents=agents,
+            extra=team_extra,
+            remind_before=remind_before,
+            run_timeout=run_timeout,
+        )
+        team.write_text(text)
+        settings = BotSettings.with_values(
+            SLACK_BOT_TOKEN=TOKEN,
+            SLACK_SIGNING_SECRET=SECRET,
+            SLACK_API_URL=emulator.api_url,
+            DATABASE_URL=database_url or f"sqlite:///{tmp_path / 'bot.db'}",
+            MASSGEN_TEAMS_DIR=tmp_path / "teams",
+            MASSGEN_STATE_DIR=state_dir,
+        )
+        services = await build_services(settings, team_file=team, tools=tools, outbox=options)
+        app = build_app(services)
+        http: TestClient[Any, Any] = TestClient(TestServer(build_web_app(app, services)))
+        await http.start_server()
+        try:
+            yield BotHarness(slack=emulator, provider=provider, services=services, http=http)
+        finally:
+            await http.close()
+            await services.close(grace=grace)
+        emulator.assert_clean()

@@ -64,7 +64,7 @@ async def test_url_verification_and_health(tmp_path: Path) -> None:
     [
         ("", "/massgen"),
         ("help", "/massgen"),
-        ("x" * (MAX_TASK_CHARS + 1), "limit is 4,000"),
+        ("x" * (MAX_TASK_CHARS + 1), "limit is 12,000"),
         ("--policy yolo do it", "must be one of"),
         ("cancel", "cancel RUN"),
     ],

@@ -10,7 +10,7 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.fakes.slack_emulator import Limits, SlackEmulator
+from tests.fakes.slack_emulator import ALL_SCOPES, Limits, SlackEmulator
 from tests.fakes.slack_fixtures import slack_emulator  # noqa: F401 - the fixture under test
 
 SECTION = {"type": "section", "text": {"type": "mrkdwn", "text": "hello"}}
@@ -18,7 +18,7 @@ SECTION = {"type": "section", "text": {"type": "mrkdwn", "text": "hello"}}
 
 @pytest.fixture
 async def slack() -> AsyncIterator[SlackEmulator]:
-    async with SlackEmulator() as emulator:
+    async with SlackEmulator(scopes=ALL_SCOPES) as emulator:
         yield emulator
 
 
@@ -62,7 +62,7 @@ async def test_lookups_and_views(slack: SlackEmulator, client: AsyncWebClient) -
     assert (await client.users_info(user="U0AAA"))["user"]["id"] == "U0AAA"
     assert (await client.conversations_info(channel="C0001"))["channel"]["id"] == "C0001"
     modal = {"type": "modal", "title": {"type": "plain_text", "text": "Hi"}, "blocks": [SECTION]}
-    opened = await client.views_open(trigger_id="1.2.3", view=modal)
+    opened = await client.views_open(trigger_id=slack.issue_trigger(), view=modal)
     assert opened["view"]["id"]
     updated = await client.views_update(view_id=opened["view"]["id"], view=modal)
     assert updated["view"]["id"] == opened["view"]["id"]
@@ -129,7 +129,7 @@ async def test_rate_limit_returns_429_with_retry_after_and_records_a_violation(s
 async def test_tier_limit_is_per_method_in_a_sliding_window() -> None:
     limits = Limits(window=60.0)
     limits.tiers[3] = 3
-    async with SlackEmulator(limits=limits) as slack:
+    async with SlackEmulator(limits=limits, scopes=ALL_SCOPES) as slack:
         client = AsyncWebClient(token="xoxb-test", base_url=slack.api_url)
         ts = (await client.chat_postMessage(channel="C0001", text="x"))["ts"]
         for i in range(3):

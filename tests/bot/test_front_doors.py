@@ -7,9 +7,15 @@ import importlib
 import pytest
 
 DOORS = {
-    "bot.approval_ui": ["ApprovalUseCases", "ApprovalsUI", "ThreadApprovalPort", "pending_for"],
+    "bot.approval_ui": [
+        "ApprovalUseCases",
+        "ApprovalsUI",
+        "ApproverDMs",
+        "ThreadApprovalPort",
+        "pending_for",
+    ],
     "bot.cli": ["build_parser", "main"],
-    "bot.home": ["HomeTab", "RecentRuns"],
+    "bot.home": ["ChannelAccess", "HomeTab", "RecentRuns"],
     "bot.listeners": ["actions", "commands", "events", "views"],
     "bot.render": [
         "code",
@@ -39,8 +45,17 @@ DOORS = {
         "ToolsBuilder",
         "Where",
         "apply_line",
+        "retire_status",
     ],
-    "bot.slack": ["BotStore", "GroupResolver", "MessageRef", "Outbox", "RunCoordinates"],
+    "bot.slack": [
+        "BotStore",
+        "GiveUp",
+        "GroupResolver",
+        "MessageRef",
+        "Outbox",
+        "OutboxStore",
+        "RunCoordinates",
+    ],
 }
 
 

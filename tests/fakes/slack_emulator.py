@@ -6,13 +6,31 @@ fails like Slack does, enforces Slack's rate limits (HTTP 429 + `Retry-After`) a
 limits, and flags unescaped mentions. Anything the bot should never do becomes a *violation*;
 `assert_clean()` (or the `slack_emulator` fixture) fails the test on one. Faults a test wants
 (a 429, a 500 after the message was stored, a slow answer) are injected with `inject()` and are
-not violations. `/socket` is a Socket Mode stand-in speaking Slack's envelope protocol.
+not violations. `/socket` is a Socket Mode stand-in speaking Slack's envelope protocol; with
+several connections open it hands each envelope to one of them, round robin, as Slack does.
+
+Like real Slack it also enforces
+- the token's scopes (default: the bot scopes of `deploy/slack-manifest.yml`): `missing_scope`,
+  a violation, so a scope the manifest lacks fails the test;
+- channel membership (`add_channel(..., bot_member=False)`): `chat.postEphemeral` and history
+  reads answer `not_in_channel` (public) or `channel_not_found` (private, DMs); posting to a
+  public channel the bot is not in needs `chat:write.public`;
+- `trigger_id`s: `views.open`/`views.push` refuse one older than `trigger_ttl` (3 s) with
+  `expired_trigger_id`, a reused one with `exchanged_trigger_id`, an unknown one with
+  `invalid_trigger_id` (`issue_trigger()` makes one; the payload builders' ids carry their time);
+- views over 250 kB: `view_too_large` (a violation: the bot must never send one);
+- `response_url`s (`response_url(key, channel=, message_ts=, user=)`): 5 uses within 30 min,
+  `replace_original`/`delete_original` act on the message clicked, ephemeral unless
+  `response_type: in_channel`;
+- `answer_late(method, delay)`: the call takes effect, the answer comes after `delay` (longer
+  than the client's timeout, the client sees a timeout although the message exists).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from collections import defaultdict, deque
@@ -30,9 +48,45 @@ from tests.fakes.slack_blockkit import (
     validate_text,
     validate_view,
 )
-from tests.fakes.slack_emulator_methods import MethodsMixin
+from tests.fakes.slack_emulator_methods import (
+    MethodsMixin,
+    channel_kind,
+    manifest_scopes,
+    needed_scopes,
+)
 
-__all__ = ["Call", "Fault", "Limits", "SlackEmulator", "validate_blocks", "validate_view"]
+__all__ = [
+    "ALL_SCOPES",
+    "Call",
+    "Fault",
+    "Limits",
+    "ResponseHook",
+    "SlackEmulator",
+    "manifest_scopes",
+    "validate_blocks",
+    "validate_view",
+]
+
+# Every scope the emulator knows, for tests of methods the bot itself does not call.
+ALL_SCOPES = frozenset(
+    {
+        "chat:write",
+        "chat:write.public",
+        "commands",
+        "app_mentions:read",
+        "usergroups:read",
+        "users:read",
+        "reactions:write",
+        "files:write",
+        "im:write",
+        "channels:join",
+        *(f"{kind}:{what}" for kind in ("channels", "groups", "im", "mpim") for what in ("history", "read")),
+    }
+)
+VIEW_MAX_BYTES = 250_000  # Slack refuses views over 250 kB
+TRIGGER_TTL = 3.0  # seconds a trigger_id lives
+RESPONSE_URL_USES, RESPONSE_URL_TTL = 5, 30 * 60.0  # a response_url: 5 uses within 30 minutes
+_BUILDER_TRIGGER = re.compile(r"\d+\.(\d{13})\.trigger")  # slack_payloads: "<seq>.<epoch ms>.trigger"
 
 # Slack's documented tiers (docs.slack.dev/apis/web-api/rate-limits), per method per workspace.
 # 5 stands for the "special" methods with generous limits.
@@ -52,6 +106,8 @@ METHOD_TIERS = {
     "conversations.info": 3,
     "conversations.replies": 3,
     "conversations.history": 3,
+    "conversations.members": 4,
+    "conversations.join": 3,
     "reactions.add": 3,
 }
 _JSON_FIELDS = ("blocks", "view", "metadata", "attachments")
@@ -91,6 +147,17 @@ class Limits:
     post_burst: int = 3  # ...with short bursts allowed
     post_per_window: int = 300  # workspace-wide chat.postMessage cap (undocumented; generous)
     retry_after: int = 1
+
+
+@dataclass(slots=True)
+class ResponseHook:
+    """One `response_url`: the message it belongs to (if any) and when it was used."""
+
+    created: float
+    channel: str | None = None
+    message_ts: str | None = None
+    user: str | None = None
+    uses: list[float] = field(default_factory=list)
 
 
 class _RateLimiter:
@@ -139,8 +206,21 @@ class SlackEmulator(MethodsMixin):
         limits: Limits | None = None,
         allowed_mentions: set[str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        scopes: frozenset[str] | set[str] | None = None,
+        trigger_ttl: float = TRIGGER_TTL,
+        default_member: bool = True,
     ) -> None:
         self.bot_token, self.app_token = bot_token, app_token
+        # Scopes per token: the bot token gets the manifest's unless a test says otherwise.
+        self.token_scopes: dict[str, frozenset[str]] = {
+            bot_token: frozenset(scopes) if scopes is not None else manifest_scopes()
+        }
+        self.trigger_ttl = trigger_ttl
+        self.default_member = default_member
+        self._triggers: dict[str, float] = {}
+        self._used_triggers: set[str] = set()
+        self.hooks: dict[str, ResponseHook] = {}
+        self.socket_deliveries: list[int] = []  # which connection (by number) got each envelope
         self.limits = limits or Limits()
         self.allowed_mentions: set[str] = allowed_mentions if allowed_mentions is not None else set()
         self.clock = clock
@@ -160,6 +240,9 @@ class SlackEmulator(MethodsMixin):
         self._last_ts = 0.0
         self._changed = asyncio.Condition()
         self._sockets: list[web.WebSocketResponse] = []
+        self._socket_ids: dict[int, int] = {}
+        self._socket_seq = 0
+        self._round_robin = 0
         self._acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -203,9 +286,35 @@ class SlackEmulator(MethodsMixin):
     def socket_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/socket"
 
-    def response_url(self, key: str = "1") -> str:
-        """A `response_url` for payload builders; what the app posts there lands in `responses[key]`."""
+    def response_url(
+        self,
+        key: str = "1",
+        *,
+        channel: str | None = None,
+        message_ts: str | None = None,
+        user: str | None = None,
+    ) -> str:
+        """A `response_url` for payload builders; what the app posts there lands in `responses[key]`.
+
+        With `channel`/`message_ts` it belongs to that message (`replace_original` edits it,
+        `delete_original` deletes it); ephemeral replies go to `ephemerals` for `user`.
+        """
+        hook = self.hooks.setdefault(key, ResponseHook(created=self.clock()))
+        hook.channel, hook.message_ts = channel or hook.channel, message_ts or hook.message_ts
+        hook.user = user or hook.user
         return f"http://127.0.0.1:{self.port}/response/{key}"
+
+    def issue_trigger(self) -> str:
+        """A fresh `trigger_id`, as if Slack had just sent an interaction payload carrying it."""
+        trigger = f"{len(self._triggers) + 1}.{int(time.time())}.emu{uuid.uuid4().hex[:10]}"
+        self._triggers[trigger] = self.clock()
+        return trigger
+
+    def answer_late(self, method: str, delay: float, *, times: int = 1) -> None:
+        """Perform the next `times` calls of `method` but answer only after `delay` seconds."""
+        self.inject(
+            method, Fault(error=None, status=200, retry_after=None, times=times, commit=True, delay=delay)
+        )
 
     # -- test helpers ----------------------------------------------------------------------------
 
@@ -290,7 +399,11 @@ class SlackEmulator(MethodsMixin):
             self.violate(f"rate limit: {broken}")
             retry = str(self.limits.retry_after)
             return 429, {"ok": False, "error": "ratelimited"}, {"Retry-After": retry}
+        if (refused := self._refusal(method, request, params)) is not None:
+            return 200, refused, {}
         self._check_payload(method, params)
+        if too_large := self._view_too_large(method, params):
+            return 200, {"ok": False, "error": too_large}, {}
         if self._payload_invalid(method, params):
             return 200, {"ok": False, "error": "invalid_blocks"}, {}
         handler = self.method_handlers().get(method)
@@ -301,6 +414,59 @@ class SlackEmulator(MethodsMixin):
                 request.transport.close()
             return self._fault_response(fault) if fault.error else (200, body, {})
         return 200, body, {}
+
+    def _scopes_of(self, request: web.Request, params: dict[str, Any]) -> frozenset[str]:
+        auth = request.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else params.get("token")
+        return self.token_scopes.get(str(token), frozenset())
+
+    def _refusal(self, method: str, request: web.Request, params: dict[str, Any]) -> dict[str, Any] | None:
+        """Scope, membership and trigger checks: Slack's error body, or None when the call may go."""
+        if method == "apps.connections.open":
+            return None
+        scopes = self._scopes_of(request, params)
+        channel = str(params.get("channel", ""))
+        need = needed_scopes(method, channel_kind(self.channels.get(channel), channel))
+        if need and not need & scopes:
+            self.violate(f"{method}: missing_scope (needs {' or '.join(sorted(need))})")
+            return {
+                "ok": False,
+                "error": "missing_scope",
+                "needed": ",".join(sorted(need)),
+                "provided": ",".join(sorted(scopes)),
+            }
+        if error := self.membership_error(method, params, scopes):
+            return {"ok": False, "error": error}
+        if method in ("views.open", "views.push") and (error := self._trigger_error(params)):
+            return {"ok": False, "error": error}
+        return None
+
+    def _trigger_error(self, params: dict[str, Any]) -> str | None:
+        """Slack's answer to a stale, reused or unknown `trigger_id` (None: valid, now used)."""
+        trigger = str(params.get("trigger_id") or "")
+        if not trigger:
+            return None if params.get("interactivity_pointer") else "invalid_trigger_id"
+        issued = self._triggers.get(trigger)
+        if issued is None and (m := _BUILDER_TRIGGER.fullmatch(trigger)):
+            issued = self.clock() - (time.time() - int(m.group(1)) / 1000)  # wall clock → our clock
+        if issued is None:
+            return "invalid_trigger_id"
+        if trigger in self._used_triggers:
+            return "exchanged_trigger_id"
+        if self.clock() - issued > self.trigger_ttl:
+            return "expired_trigger_id"
+        self._used_triggers.add(trigger)
+        return None
+
+    def _view_too_large(self, method: str, params: dict[str, Any]) -> str | None:
+        view = params.get("view")
+        if not method.startswith("views.") or view is None:
+            return None
+        size = len(json.dumps(view, ensure_ascii=False).encode())
+        if size <= VIEW_MAX_BYTES:
+            return None
+        self.violate(f"{method}: view_too_large ({size} bytes > {VIEW_MAX_BYTES})")
+        return "view_too_large"
 
     def _take_fault(self, method: str) -> Fault | None:
         queue = self.faults.get(method)
@@ -340,15 +506,58 @@ class SlackEmulator(MethodsMixin):
             self.violate(f"{method}: {p}")
 
     async def _response_url(self, request: web.Request) -> web.Response:
-        """Slack's `response_url` webhook: records the message (checked like any other) and says ok."""
+        """Slack's `response_url` webhook: 5 uses within 30 minutes; edits, deletes or adds a message."""
         params = await self._params(request)
-        self._check_payload("response_url", params)
-        if self._payload_invalid("response_url", params):
-            return web.Response(status=400, text="invalid_blocks")
-        self.responses[request.match_info["key"]].append(params)
-        self.calls.append(Call("response_url", params, self.clock(), 200))
+        key, now = request.match_info["key"], self.clock()
+        hook = self.hooks.setdefault(key, ResponseHook(created=now))
+        if now - hook.created > RESPONSE_URL_TTL:
+            return await self._hook_refused(params, now, "expired_url")
+        if len(hook.uses) >= RESPONSE_URL_USES:
+            return await self._hook_refused(params, now, "used_url")
+        hook.uses.append(now)
+        if not _truthy(params.get("delete_original")):
+            self._check_payload("response_url", params)
+            if self._payload_invalid("response_url", params):
+                return await self._hook_refused(params, now, "invalid_blocks", status=400)
+        self.responses[key].append(params)
+        self._apply_response(hook, params)
+        self.calls.append(Call("response_url", params, now, 200))
         await self._notify()
         return web.Response(text="ok")
+
+    async def _hook_refused(
+        self, params: dict[str, Any], now: float, error: str, *, status: int = 404
+    ) -> web.Response:
+        self.calls.append(Call("response_url", params, now, status, error))
+        await self._notify()
+        return web.Response(status=status, text=error)
+
+    def _apply_response(self, hook: ResponseHook, params: dict[str, Any]) -> None:
+        """What a `response_url` post does to the conversation."""
+        original = self.messages.get(hook.channel or "", {}).get(hook.message_ts or "")
+        if _truthy(params.get("delete_original")):
+            if original is not None:
+                self.messages[str(hook.channel)].pop(str(hook.message_ts))
+            return
+        if _truthy(params.get("replace_original")) and original is not None:
+            original["text"] = params.get("text", original["text"])
+            original["blocks"] = params.get("blocks", [])
+            return
+        if params.get("response_type") == "in_channel" and hook.channel:
+            ts = self.next_ts()
+            msg = {
+                "type": "message",
+                "user": self.bot_user_id,
+                "bot_id": self.bot_id,
+                "ts": ts,
+                "text": params.get("text", ""),
+                "blocks": params.get("blocks", []),
+            }
+            if params.get("thread_ts"):
+                msg["thread_ts"] = str(params["thread_ts"])
+            self.messages[hook.channel][ts] = msg
+            return
+        self.ephemerals.append({**params, "channel": hook.channel, "user": hook.user, "via": "response_url"})
 
     # -- Socket Mode -----------------------------------------------------------------------------
 
@@ -356,6 +565,8 @@ class SlackEmulator(MethodsMixin):
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
         self._sockets.append(ws)
+        self._socket_seq += 1
+        self._socket_ids[id(ws)] = self._socket_seq
         hello = {
             "type": "hello",
             "num_connections": len(self._sockets),
@@ -370,6 +581,7 @@ class SlackEmulator(MethodsMixin):
                     await self._notify()
         finally:
             self._sockets.remove(ws)
+            self._socket_ids.pop(id(ws), None)
         return ws
 
     def _on_ack(self, data: dict[str, Any]) -> None:
@@ -379,19 +591,27 @@ class SlackEmulator(MethodsMixin):
         elif not fut.done():
             fut.set_result(data.get("payload") or {})
 
-    async def socket_disconnect(self, reason: str = "refresh_requested") -> None:
-        """Ask the connected client to reconnect, as Slack does every few hours."""
+    async def socket_disconnect(self, reason: str = "refresh_requested", *, index: int = -1) -> None:
+        """Ask a connected client (the newest by default) to reconnect, as Slack does every few hours."""
         if self._sockets:
-            await self._sockets[-1].send_json({"type": "disconnect", "reason": reason})
+            await self._sockets[index].send_json({"type": "disconnect", "reason": reason})
 
     @property
     def socket_connected(self) -> bool:
         return bool(self._sockets)
 
+    @property
+    def socket_connections(self) -> int:
+        """How many Socket Mode connections are open."""
+        return len(self._sockets)
+
     async def socket_send(
         self, type_: str, payload: dict[str, Any], *, timeout: float = 5.0
     ) -> dict[str, Any]:
-        """Deliver an envelope to the connected client and return its ack payload ({} if none)."""
+        """Deliver an envelope to one connected client (round robin) and return its ack payload.
+
+        `socket_deliveries` records which connection (numbered from 1 in connect order) got it.
+        """
         await self.wait_for(lambda: self.socket_connected, timeout)
         envelope_id = str(uuid.uuid4())
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -402,6 +622,13 @@ class SlackEmulator(MethodsMixin):
             "payload": payload,
             "accepts_response_payload": type_ in ("slash_commands", "interactive"),
         }
-        await self._sockets[-1].send_json(envelope)
+        ws = self._sockets[self._round_robin % len(self._sockets)]
+        self._round_robin += 1
+        self.socket_deliveries.append(self._socket_ids.get(id(ws), 0))
+        await ws.send_json(envelope)
         async with asyncio.timeout(timeout):
             return await fut
+
+
+def _truthy(value: Any) -> bool:
+    return value in (True, 1, "1", "true", "True")

@@ -8,11 +8,62 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 Body = dict[str, Any]
 _USER_ID = re.compile(r"[UW][A-Z0-9]{2,}")
 _CHANNEL_ID = re.compile(r"[CGD][A-Z0-9]{2,}")
+MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "slack-manifest.yml"
+
+# Bot-token scopes each method needs (docs.slack.dev/reference/methods/*). A set means "one of";
+# "history"/"read" pick the scope from the channel's kind (see `conversation_scope`).
+METHOD_SCOPES: dict[str, frozenset[str] | str] = {
+    "chat.postMessage": frozenset({"chat:write"}),
+    "chat.update": frozenset({"chat:write"}),
+    "chat.delete": frozenset({"chat:write"}),
+    "chat.postEphemeral": frozenset({"chat:write"}),
+    "usergroups.users.list": frozenset({"usergroups:read"}),
+    "users.info": frozenset({"users:read"}),
+    "reactions.add": frozenset({"reactions:write"}),
+    "files.getUploadURLExternal": frozenset({"files:write"}),
+    "files.completeUploadExternal": frozenset({"files:write"}),
+    "conversations.history": "history",
+    "conversations.replies": "history",
+    "conversations.info": "read",
+    "conversations.members": "read",
+    "conversations.join": frozenset({"channels:join"}),
+    "conversations.open": frozenset({"im:write"}),
+}
+
+
+def manifest_scopes(path: Path = MANIFEST) -> frozenset[str]:
+    """The bot scopes `deploy/slack-manifest.yml` requests (what an installed app's token has)."""
+    manifest = yaml.safe_load(path.read_text())
+    return frozenset(str(s) for s in manifest["oauth_config"]["scopes"]["bot"])
+
+
+def channel_kind(info: Body | None, channel: str) -> str:
+    """ "channels" (public), "groups" (private), "im" or "mpim", Slack's scope prefixes."""
+    if info is not None:
+        if info.get("is_im"):
+            return "im"
+        if info.get("is_mpim"):
+            return "mpim"
+        if info.get("is_private"):
+            return "groups"
+        return "channels"
+    return {"G": "groups", "D": "im"}.get(channel[:1], "channels")
+
+
+def needed_scopes(method: str, kind: str) -> frozenset[str]:
+    """Scopes (any one) `method` needs on a channel of `kind`; empty when it needs none."""
+    need = METHOD_SCOPES.get(method, frozenset())
+    if isinstance(need, str):
+        return frozenset({f"{kind}:{need}"})
+    return need
 
 
 def _truthy(value: Any) -> bool:
@@ -30,6 +81,7 @@ class MethodsMixin:
     users: dict[str, dict[str, Any]]
     channels: dict[str, dict[str, Any]]
     messages: dict[str, dict[str, dict[str, Any]]]
+    default_member: bool
     ephemerals: list[dict[str, Any]]
     views: dict[str, dict[str, Any]]
     home_views: dict[str, dict[str, Any]]
@@ -59,6 +111,9 @@ class MethodsMixin:
             "conversations.info": self._conversations_info,
             "conversations.replies": self._replies,
             "conversations.history": self._history,
+            "conversations.members": self._members,
+            "conversations.join": self._join,
+            "conversations.open": self._open_dm,
             "reactions.add": self._reactions_add,
         }
 
@@ -73,6 +128,56 @@ class MethodsMixin:
             "bot_id": self.bot_id,
             "is_enterprise_install": False,
         }
+
+    # -- channels and membership -----------------------------------------------------------------
+
+    def add_channel(
+        self,
+        channel: str,
+        *,
+        private: bool = False,
+        im: bool = False,
+        mpim: bool = False,
+        bot_member: bool = True,
+        members: tuple[str, ...] | list[str] | set[str] = (),
+    ) -> Body:
+        """Declare a conversation: its kind, whether the bot is in it, and (optionally) who is."""
+        info: Body = {
+            "id": channel,
+            "name": channel.lower(),
+            "is_channel": not (private or im or mpim),
+            "is_group": private and not mpim,
+            "is_im": im,
+            "is_mpim": mpim,
+            "is_private": private or im or mpim,
+            "is_member": bot_member,
+            "members": sorted(members),
+        }
+        self.channels[channel] = info
+        return info
+
+    def bot_is_member(self, channel: str) -> bool:
+        """Whether the bot is in `channel` (undeclared channels: `default_member`)."""
+        info = self.channels.get(channel)
+        return self.default_member if info is None else bool(info.get("is_member"))
+
+    def membership_error(self, method: str, p: Body, scopes: frozenset[str]) -> str | None:
+        """Slack's answer when the bot is not in the conversation a method needs it in."""
+        channel = str(p.get("channel", ""))
+        if method not in _NEEDS_MEMBERSHIP or not channel or _USER_ID.fullmatch(channel):
+            return None
+        info = self.channels.get(channel)
+        members = info.get("members") if info is not None else None
+        if method == "chat.postEphemeral" and members and str(p.get("user", "")) not in members:
+            return "user_not_in_channel"
+        if self.bot_is_member(channel):
+            return None
+        kind = channel_kind(info, channel)
+        if kind != "channels":
+            return "channel_not_found"  # private conversations the bot is not in do not exist for it
+        if method == "chat.postMessage" and "chat:write.public" in scopes:
+            return None
+        return "not_in_channel"
 
     def _message(self, channel: str, ts: str) -> Body | None:
         return self.messages.get(channel, {}).get(ts)
@@ -231,6 +336,41 @@ class MethodsMixin:
         msgs = [_public(m, with_md) for m in top if float(m["ts"]) > float(oldest)]
         return {"ok": True, "messages": msgs, "has_more": False}
 
+    def _open_dm(self, p: Body) -> Body:
+        """A DM with one user: the same `D…` id each time, an im the bot is a member of."""
+        user = str(p.get("users", ""))
+        if not _USER_ID.fullmatch(user):
+            return {"ok": False, "error": "user_not_found"}
+        dm = f"D{user[1:]}"
+        if dm not in self.channels:
+            self.add_channel(dm, im=True, members={user})
+        return {"ok": True, "channel": {"id": dm}}
+
+    def _join(self, p: Body) -> Body:
+        """The bot joins a public channel (private ones and DMs cannot be joined)."""
+        channel = str(p.get("channel", ""))
+        if not _CHANNEL_ID.fullmatch(channel):
+            return {"ok": False, "error": "channel_not_found"}
+        info = self.channels.get(channel) or self.add_channel(channel)
+        if channel_kind(info, channel) != "channels":
+            return {"ok": False, "error": "method_not_supported_for_channel_type"}
+        info["is_member"] = True
+        return {"ok": True, "channel": info}
+
+    def _members(self, p: Body) -> Body:
+        channel = str(p.get("channel", ""))
+        info = self.channels.get(channel)
+        if info is None:
+            return (
+                {"ok": False, "error": "channel_not_found"}
+                if not _CHANNEL_ID.fullmatch(channel)
+                else {"ok": True, "members": [], "response_metadata": {"next_cursor": ""}}
+            )
+        if info.get("is_private") and not info.get("is_member"):
+            return {"ok": False, "error": "channel_not_found"}
+        members = list(info.get("members", []))
+        return {"ok": True, "members": members, "response_metadata": {"next_cursor": ""}}
+
     def _reactions_add(self, p: Body) -> Body:
         msg = self._message(str(p.get("channel", "")), str(p.get("timestamp", "")))
         if msg is None:
@@ -241,6 +381,17 @@ class MethodsMixin:
             return {"ok": False, "error": "already_reacted"}
         reactions.append(name)
         return {"ok": True}
+
+
+_NEEDS_MEMBERSHIP = frozenset(
+    {
+        "chat.postMessage",
+        "chat.postEphemeral",
+        "conversations.history",
+        "conversations.replies",
+        "reactions.add",
+    }
+)
 
 
 def _public(msg: Body, with_metadata: bool) -> Body:

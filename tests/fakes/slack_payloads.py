@@ -22,7 +22,8 @@ _seq = itertools.count(1)
 
 
 def _trigger_id() -> str:
-    return f"{next(_seq)}.{int(time.time())}.trigger"
+    """A trigger id carrying its issue time (epoch ms), which the emulator's expiry check reads."""
+    return f"{next(_seq)}.{time.time_ns() // 1_000_000}.trigger"
 
 
 def slash_command(
@@ -65,6 +66,7 @@ def block_actions(
     view: dict[str, Any] | None = None,
     team: str = TEAM,
     response_url: str | None = None,
+    trigger_id: str | None = None,
 ) -> dict[str, Any]:
     """A button click in a message (or in a modal when `view` is given)."""
     action = {
@@ -80,7 +82,7 @@ def block_actions(
         "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": team},
         "api_app_id": APP,
         "token": "legacy",
-        "trigger_id": _trigger_id(),
+        "trigger_id": trigger_id or _trigger_id(),
         "team": {"id": team, "domain": "emulated"},
         "enterprise": None,
         "is_enterprise_install": False,

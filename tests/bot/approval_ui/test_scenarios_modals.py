@@ -115,3 +115,36 @@ async def test_an_action_too_long_for_slack_is_never_approvable_there(tmp_path: 
         await bot.settle()
         assert (await bot.services.approvals.get(request.id)).status == "pending"  # type: ignore[union-attr]
         assert any("Cannot be approved in Slack" in t for t in bot.ephemerals(APPROVER))
+
+
+async def test_an_ask_slack_never_showed_is_denied_at_once_and_said_in_the_thread(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path) as bot:
+        bot.slack.add_channel(CHANNEL, members={REQUESTER, APPROVER})  # no DM copy: only the thread
+        root = bot.services.outbox.post(CHANNEL, text="a run")
+        thread = await root.ts()
+        bot.slack.inject("chat.postMessage", Fault(error="channel_not_found", status=200, retry_after=None))
+        port = ThreadApprovalPort(bot.services.approvals, CHANNEL, root)
+        request = await port.request(
+            Ask(
+                run_id="run-test",
+                agent_id="a1",
+                requester=REQUESTER,
+                action=Action(kind="command", target="git push"),
+                digest=action_digest("run_command", {"command": "git push"}),
+                decision=Decision(verdict="ask", resolved="ask", risk="medium", layer="rule", reason="x"),
+                approvers=Approvers(users=frozenset({APPROVER})),
+                timeout=timedelta(seconds=600),
+            )
+        )
+        # Not 600 s of waiting for nobody: the agent learns of the denial as soon as the outbox gives up.
+        ended = await asyncio.wait_for(bot.services.approvals.wait(request.id), 5)
+        assert ended.status == "cancelled"
+        assert "could not be posted in Slack" in str(ended.decision_reason)
+        await bot.settle()
+        notes = [str(c.params["text"]) for c in bot.posts(thread=thread)]
+        assert any("could not be posted here" in t and "denied at once" in t for t in notes)
+        trail = await bot.services.approvals.audit_trail(run_id="run-test")
+        assert [(e.outcome, e.actor) for e in trail if e.request_id == request.id][-1] == (
+            "cancelled",
+            "engine",
+        )

@@ -81,8 +81,8 @@ async def test_socket_subcommand_connects_serves_and_drains(tmp_path: Path) -> N
         ready, stop = asyncio.Event(), asyncio.Event()
         server = asyncio.create_task(serve(settings, mode="socket", team_file=team, ready=ready, stop=stop))
         await asyncio.wait_for(ready.wait(), 20)
-        ack = await slack.socket_send("slash_commands", slash_command("x" * 4001))
-        assert "limit is 4,000" in str(ack)
+        ack = await slack.socket_send("slash_commands", slash_command("x" * 12_001))
+        assert "limit is 12,000" in str(ack)
         await slack.socket_send("slash_commands", slash_command("draft the changelog"))
         await slack.wait_for(
             lambda: any(

@@ -37,7 +37,8 @@ async def _ask(bot: BotHarness) -> str:
     return request.id
 
 
-async def test_show_full_answer_opens_a_modal_with_the_whole_text(tmp_path: Path) -> None:
+async def test_show_full_answer_opens_a_modal_with_the_whole_text(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("MASSGEN_PROGRESS_AFTER", "0")  # the run's progress message holds the buttons
     long_answer = "Step by step. " * 200
 
     def handler(request: ProviderRequest) -> Reply:
@@ -49,10 +50,12 @@ async def test_show_full_answer_opens_a_modal_with_the_whole_text(tmp_path: Path
     async with bot_harness(tmp_path, handler=handler, agents=2) as bot:
         await bot.command("explain the outage")
         await bot.settle()
-        post = next(c for c in bot.posts() if ids.ANSWER_FULL in str(c.params.get("blocks")))
+        progress = next(
+            m for m in bot.slack.messages["C0CHAN"].values() if ids.ANSWER_FULL in str(m.get("blocks"))
+        )
         value = next(
             e["value"]
-            for b in post.params["blocks"]
+            for b in progress["blocks"]
             if b["type"] == "actions"
             for e in b["elements"]
             if e["action_id"] == ids.ANSWER_FULL

@@ -66,7 +66,7 @@ async def test_everything_posts_cleanly_to_the_emulator() -> None:
         ]
         for i, (text, blocks) in enumerate(messages):  # one channel each: raw posts are not paced here
             await client.chat_postMessage(channel=f"C0RUN{i}", text=text, blocks=blocks)
-        await client.views_open(trigger_id="1.2", view=deny_reason_modal("req-9"))
+        await client.views_open(trigger_id=slack.issue_trigger(), view=deny_reason_modal("req-9"))
         await client.views_publish(user_id="U0APPROVER", view=home_view([approval()], [], now=NOW))
         slack.assert_clean()
         assert len(slack.calls_to("chat.postMessage", ok=True)) == len(messages)

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.render.escape import plain, safe
 from bot.render.mrkdwn import FENCE, markdown_to_mrkdwn, split_message
 
 
@@ -20,9 +21,13 @@ from bot.render.mrkdwn import FENCE, markdown_to_mrkdwn, split_message
         ("an _italic_ word", "an _italic_ word"),
         ("~~gone~~", "~gone~"),
         ("2 * 3 * 4", "2 * 3 * 4"),
-        ("[docs](https://example.com/a?b=1&c=2)", "<https://example.com/a?b=1&amp;c=2|docs>"),
+        ("[docs](https://example.com/a?b=1&c=2)", "<https://example.com/a?b=1&amp;c=2|docs (example.com)>"),
+        # A label claiming another destination shows the real host; one naming its own host does not.
+        ("[paypal.com](https://evil.test/login)", "<https://evil.test/login|paypal.com (evil.test)>"),
+        ("[example.com](https://Example.com/)", "<https://Example.com/|example.com>"),
+        ("[mail me](mailto:a@b.test)", "<mailto:a@b.test|mail me (a@b.test)>"),
         ("[x](javascript:alert(1))", "x (javascript:alert(1))"),
-        ("[a|b](https://e.com)", "<https://e.com|a¦b>"),
+        ("[a|b](https://e.com)", "<https://e.com|a¦b (e.com)>"),
         ("- one\n* two\n  + nested", "• one\n• two\n  • nested"),
         ("1. first\n2) second", "1. first\n2. second"),
         ("> quoted <b>", ">quoted &lt;b&gt;"),
@@ -90,3 +95,10 @@ def test_split_properties(lines: list[str], limit: int) -> None:
     chunks = split_message("\n".join(lines), limit)
     assert all(len(c) <= limit for c in chunks)
     assert all(fences_balanced(c) for c in chunks)
+
+
+def test_bidi_overrides_are_removed_from_everything_shown() -> None:
+    spoof = "invoice\u202egpj.exe and \u2066isolated\u2069 \u202aembedded\u202c"
+    for shown in (markdown_to_mrkdwn(spoof), safe(spoof), plain(spoof, 200)):
+        assert not any(ch in shown for ch in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+        assert "invoicegpj.exe" in shown

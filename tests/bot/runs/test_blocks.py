@@ -5,16 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bot.render import ids
-from bot.runs.blocks import (
-    agent_failed_blocks,
-    answer_blocks,
-    final_answer_messages,
-    restart_blocks,
-    status_blocks,
-    tool_batch_blocks,
-    vote_blocks,
-    vote_ignored_blocks,
-)
+from bot.runs.blocks import final_answer_messages, status_blocks
+from bot.runs.progress import Progress, progress_blocks
 from orchestrator import RunView
 from orchestrator import events as ev
 from tests.bot.blockkit import (
@@ -64,52 +56,63 @@ def test_status_with_many_agents_stays_valid() -> None:
     assert_valid_message(status_blocks(view, now=NOW))
 
 
-@pytest.mark.parametrize(("length", "show_full"), [(100, False), (5000, True)])
-def test_answer_preview_and_show_full(length: int, show_full: bool) -> None:
-    content = "```\n" + "x = 1\n" * (length // 6) + "```\n" + EVIL
-    rendered = answer_blocks(
-        ev.AnswerSubmitted(agent_id="a2", label="agent2.1", content=content), run_id="run-7"
+def _decision(i: int, *, decision: str = "allow", executed: bool = True, reason: str = "r") -> ev.ToolDecided:
+    return ev.ToolDecided(
+        agent_id="a1",
+        call_id=str(i),
+        tool="shell",
+        action=f"command(echo `{i}` {EVIL})",
+        decision=decision,  # type: ignore[arg-type]
+        risk="low",
+        layer="rule",
+        reason=reason,
+        executed=executed,
     )
-    assert_valid_message(rendered)
-    expected = [(ids.ANSWER_FULL, "run-7:agent2.1")] if show_full else []
-    assert buttons(rendered[1]) == expected
-    preview = rendered[1][1]["text"]["text"]
-    assert preview.count("```") % 2 == 0
 
 
-def test_thread_milestones_render() -> None:
+def test_progress_message_folds_every_milestone_into_one_valid_message() -> None:
     view = running_view()
-    for rendered in [
-        vote_blocks(
-            ev.VoteCast(agent_id="a3", voted_for="a2", voted_for_label="agent2.1", reason=EVIL), view
-        ),
-        vote_ignored_blocks(ev.VoteIgnored(agent_id="a3", voted_for="a2", reason=EVIL), view),
-        restart_blocks(ev.AgentRestarted(agent_id="a1", reason=EVIL, new_answers=("agent2.1",)), view),
-        agent_failed_blocks(ev.AgentFailed(agent_id="a1", reason=EVIL * 100), view),
-    ]:
-        assert_valid_message(rendered)
-
-
-def test_tool_batch_lists_decisions() -> None:
-    decisions = [
-        ev.ToolDecided(
-            agent_id="a1",
-            call_id=str(i),
-            tool="shell",
-            action=f"command(echo `{i}` {EVIL})",
-            decision="deny" if i % 2 else "allow",
-            risk="low",
-            layer="rule",
-            reason="r",
-            executed=not i % 2,
-        )
-        for i in range(14)
+    progress = Progress()
+    long_answer = "```\n" + "x = 1\n" * 900 + "```\n" + EVIL
+    events: list[ev.RunEvent] = [
+        ev.AnswerSubmitted(agent_id="a2", label="agent2.1", content=long_answer),
+        ev.VoteCast(agent_id="a3", voted_for="a2", voted_for_label="agent2.1", reason=EVIL),
+        ev.VoteIgnored(agent_id="a3", voted_for="a2", reason=EVIL),
+        ev.AgentRestarted(agent_id="a1", reason=EVIL, new_answers=("agent2.1",)),
+        ev.AgentFailed(agent_id="a1", reason=EVIL * 100),
+        *[_decision(i, decision="deny" if i % 2 else "allow", executed=not i % 2) for i in range(14)],
     ]
-    text, blocks = tool_batch_blocks(decisions, running_view())
+    assert all(progress.add(e, view) for e in events)
+    assert not progress.add(ev.AgentStatus(agent_id="a1", status="thinking"), view)
+    text, blocks = progress_blocks(progress, view)
     assert_valid_message((text, blocks))
-    assert text == "14 tool calls"
-    assert "and 4 more" in str(blocks)
-    assert "not run" in str(blocks)
+    assert "1 answer · 1 vote · 14 tool calls (7 ran, 7 refused)" in text
+    assert buttons(blocks) == [(ids.ANSWER_FULL, "run-7:agent2.1")]
+    shown = str(blocks)
+    assert "newest 5 of 14" in shown
+    assert "not run" in shown
+    assert "x = 1" * 2 not in shown.replace("\\n", "")  # a preview, not the whole answer
+
+
+def test_progress_keeps_the_newest_lines_and_counts_the_rest() -> None:
+    view = running_view()
+    progress = Progress()
+    for i in range(40):
+        progress.add(ev.AnswerSubmitted(agent_id=f"a{i % 3 + 1}", label=f"agent{i}.1", content=EVIL), view)
+    _, blocks = progress_blocks(progress, view)
+    assert_valid_message(("t", blocks))
+    assert "28 earlier events" in str(blocks)
+    assert len(buttons(blocks)) == 3  # one "Show full" per agent: its latest answer
+
+
+def test_a_deferred_side_effect_reads_as_deferred_to_the_winner_not_a_denial() -> None:
+    progress = Progress()
+    held = _decision(1, decision="deny", executed=False, reason="deferred: this action has an outside effect")
+    progress.add(held, running_view())
+    text, blocks = progress_blocks(progress, running_view())
+    assert "deferred to the winner" in str(blocks)
+    assert "⛔" not in str(blocks)
+    assert "1 deferred to the winner" in text
 
 
 def test_final_answer_is_split_across_valid_messages() -> None:

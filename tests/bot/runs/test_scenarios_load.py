@@ -29,6 +29,9 @@ async def test_fifty_concurrent_runs_in_one_channel_stay_within_slack_limits(tmp
         assert {r.state for r in runs} == {"finished"}
         assert bot.slack.violations == []
         assert bot.services.outbox.stats.rate_limited == 0
+        # Posts are what a busy channel runs short of: a quick run posts its status message and
+        # its final answer, nothing else (no post per answer, vote or tool batch).
+        assert len(bot.posts()) == 2 * RUNS
         # Slack allows 3 s; the bench measures the real percentiles on an unshared loop.
         assert sorted(acks)[int(RUNS * 0.99) - 1] < 1.5
         # Every run's status message ended in its final state (the last update is never dropped).

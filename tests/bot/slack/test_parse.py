@@ -65,7 +65,7 @@ def test_commands(text: str, expected: object) -> None:
         ("--policy yolo task", "must be one of"),
         ("--agents ,, task", "agent ids"),
         ("--team infra", "Give me a task"),
-        ("x" * (MAX_TASK_CHARS + 1), "limit is 4,000"),
+        ("x" * (MAX_TASK_CHARS + 1), "limit is 12,000"),
     ],
 )
 def test_usage_errors(text: str, fragment: str) -> None:
@@ -97,8 +97,10 @@ def test_unescape(raw: str, plain: str) -> None:
     assert unescape_slack(raw) == plain
 
 
-def test_strip_mentions() -> None:
-    assert strip_mentions("<@U0BOT> run   the <@U22|bob> tests") == "run the tests"
+def test_strip_mentions_removes_only_the_bots_own() -> None:
+    assert strip_mentions("<@U0BOT> run   the <@U22|bob> tests", "U0BOT") == "run the <@U22|bob> tests"
+    assert strip_mentions("<@U0BOT|massgen> ask <@U22> and <@U0BOT>", "U0BOT") == "ask <@U22> and"
+    assert strip_mentions("<@U0BOT> ask <@U22> about it") == "ask <@U22> about it"  # bot id unknown
 
 
 @pytest.mark.parametrize(

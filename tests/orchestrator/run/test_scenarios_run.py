@@ -429,6 +429,35 @@ async def test_side_effect_runs_once_by_the_winner() -> None:
     assert len(deferred) == 3  # each agent's coordination-phase publish was deferred
 
 
+async def test_the_winners_final_prompt_lists_exactly_the_actions_it_deferred() -> None:
+    def publish_once(request: Request) -> Turn:
+        published = any(isinstance(m, ToolResultMessage) and m.name == "publish" for m in request.messages)
+        presenting = "vote" not in request.tool_names
+        if not published and not presenting:  # only while coordinating
+            return Turn(calls=(call("publish", message="release notes"),))
+        return protocol(request)
+
+    tools = FakeToolsFactory()
+    models = ScriptedModels(then=publish_once)
+    handle, _ = await run(3, models, tools=tools)
+    result = await handle.wait()
+    assert isinstance(result, RunFinished)
+    winner = models.clients[result.winner or ""]
+    prompt = str(winner.requests[-1].messages[0].text)  # type: ignore[union-attr]
+    assert "these actions of yours were deferred" in prompt
+    assert '- publish {"message": "release notes"}' in prompt
+    assert prompt.count("- publish ") == 1  # its own deferred call (the others' are not its to do)
+
+
+async def test_a_winner_that_deferred_nothing_gets_no_deferred_list() -> None:
+    models = ScriptedModels()
+    handle, _ = await run(2, models)
+    result = await handle.wait()
+    assert isinstance(result, RunFinished)
+    prompt = str(models.clients[result.winner or ""].requests[-1].messages[0].text)  # type: ignore[union-attr]
+    assert "deferred" not in prompt
+
+
 async def test_agent_without_workflow_calls_is_reminded_then_dropped() -> None:
     models = ScriptedModels({"a1": [say("thinking"), say("still thinking"), say("hmm")]})
     handle, rec = await run(3, models)

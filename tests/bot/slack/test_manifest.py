@@ -1,0 +1,56 @@
+"""The app manifest requests a scope for every Web API method the bot calls, and none it never uses."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.fakes.slack_emulator import manifest_scopes
+from tests.fakes.slack_emulator_methods import METHOD_SCOPES, needed_scopes
+
+BOT = Path(__file__).resolve().parents[3] / "bot"
+_FAMILIES = "auth|apps|chat|conversations|files|reactions|usergroups|users|views"
+# "chat.postMessage" as a string (outbox.call, the outbox's own sends) or `client.chat_postMessage(`.
+_AS_STRING = re.compile(rf"\"((?:{_FAMILIES})\.[a-zA-Z.]+)\"")
+_AS_SDK_CALL = re.compile(rf"\bclient\.((?:{_FAMILIES})_[a-zA-Z_]+)\(")
+# Named in the outbox's rate tables without being called: not a use.
+_TABLES = {"outbox_budget.py"}
+_CONVERSATION_KINDS = ("channels", "groups", "im", "mpim")
+
+
+def methods_the_bot_calls() -> set[str]:
+    """Every Web API method named in bot/ (string method names and SDK calls)."""
+    found: set[str] = set()
+    for path in BOT.rglob("*.py"):
+        if path.name in _TABLES:
+            continue
+        source = path.read_text()
+        found |= set(_AS_STRING.findall(source))
+        found |= {m.replace("_", ".", 1) for m in _AS_SDK_CALL.findall(source)}
+    return found
+
+
+def test_every_method_the_bot_calls_is_covered_by_the_manifest() -> None:
+    scopes = manifest_scopes()
+    methods = methods_the_bot_calls()
+    assert {"chat.postMessage", "chat.update", "conversations.history", "conversations.replies"} <= methods
+    missing: list[str] = []
+    for method in sorted(methods):
+        # History reads (the outbox's lookup) run in every kind of conversation the bot posts to;
+        # info/members reads only in channels (is an approver a member?).
+        need = METHOD_SCOPES.get(method)
+        kinds = ("channels",)
+        if isinstance(need, str):
+            kinds = _CONVERSATION_KINDS if need == "history" else ("channels", "groups")
+        for kind in kinds:
+            need = needed_scopes(method, kind)
+            if need and not need & scopes:
+                missing.append(f"{method} in {kind}: needs {' or '.join(sorted(need))}")
+    assert missing == []
+
+
+def test_history_scopes_cover_the_outbox_lookup_and_unused_scopes_are_gone() -> None:
+    scopes = manifest_scopes()
+    assert {"channels:history", "groups:history", "im:history", "mpim:history"} <= scopes
+    assert "users:read" not in scopes  # nothing calls users.info
+    assert "users.info" not in methods_the_bot_calls()

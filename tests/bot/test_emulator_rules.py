@@ -152,7 +152,8 @@ async def test_response_url_five_uses_replace_delete_and_ephemeral_default(
 
 
 async def test_answer_late_performs_the_call_but_the_client_times_out(slack: SlackEmulator) -> None:
-    client = AsyncWebClient(token="xoxb-test", base_url=slack.api_url, timeout=0.2)
+    # slack_sdk annotates `timeout` as int; aiohttp takes the float.
+    client = AsyncWebClient(token="xoxb-test", base_url=slack.api_url, timeout=0.2)  # type: ignore[arg-type]
     slack.answer_late("chat.postMessage", 0.6)
     with pytest.raises((TimeoutError, asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
         await client.chat_postMessage(channel="C0001", text="did it arrive?")

@@ -46,6 +46,7 @@ async def test_full_run_with_three_agents_posts_status_thread_and_final_answer(
         assert "fix the flaky test in billing" in str(root["blocks"])
         # The thread holds one progress message (edited in place) and the final answer, not a post
         # per answer and vote: Slack paces posts at ~1/s per channel (issue 9, item 8).
+        assert run.thread_ts is not None
         thread = thread_messages(bot, run.thread_ts)
         assert len(thread) == 2
         shown = str(thread[0]["blocks"])

@@ -39,7 +39,7 @@ def test_every_method_the_bot_calls_is_covered_by_the_manifest() -> None:
         # History reads (the outbox's lookup) run in every kind of conversation the bot posts to;
         # info/members reads only in channels (is an approver a member?).
         need = METHOD_SCOPES.get(method)
-        kinds = ("channels",)
+        kinds: tuple[str, ...] = ("channels",)
         if isinstance(need, str):
             kinds = _CONVERSATION_KINDS if need == "history" else ("channels", "groups")
         for kind in kinds:

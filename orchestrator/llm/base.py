@@ -21,6 +21,14 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OutputSchema:
+    """A JSON Schema the reply's text must match (structured output, for models without tool calls)."""
+
+    name: str
+    schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
     """A completed tool call. `arguments` is the parsed JSON object (empty if unparsable, see `raw`)."""
 

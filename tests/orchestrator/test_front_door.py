@@ -106,6 +106,7 @@ DOORS = {
         "BACKEND_TYPES",
         "AssistantMessage",
         "Message",
+        "OutputSchema",
         "RetryPolicy",
         "StopReason",
         "StreamItem",

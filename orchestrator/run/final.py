@@ -151,7 +151,7 @@ async def present(
     if session.agent.system_message:
         system += "\n\n" + session.agent.system_message.strip()
     messages: list[Message] = [UserMessage(text=final_prompt(state, choice, strategy))]
-    specs = list(session.toolbox.specs("final")) if session.toolbox is not None else []
+    specs = session.tool_specs("final")
     texts: list[str] = []
     for _ in range(host.team.orchestrator.max_steps_per_turn):
         text, calls = await session.call_model(system, messages, specs, final=True)

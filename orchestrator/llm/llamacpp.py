@@ -101,6 +101,7 @@ def _serve(spec: LocalModel) -> tuple[Any, str]:
     params.use_jinja = True  # the model's own chat template; json_schema output becomes a grammar
     params.hostnames = ["127.0.0.1"]  # loopback only
     params.port = 0  # a free port, read back from `listening_address`
+    params.verbosity = 0  # llama.cpp's per-request log lines off (its default, 3, logs every slot step)
     server = xllamacpp.Server(params)  # returns once the model is loaded and the server listens
     return server, str(server.listening_address)
 

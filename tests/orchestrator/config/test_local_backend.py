@@ -24,7 +24,7 @@ def test_local_defaults_to_the_packaged_model_and_structured_output(tmp_path: Pa
     assert backend.structured
     assert not backend.tool_calls
     assert backend.max_tokens == 512
-    assert (backend.call_timeout_seconds, backend.idle_timeout_seconds) == (600.0, 120.0)
+    assert (backend.call_timeout_seconds, backend.idle_timeout_seconds) == (600.0, 300.0)
     assert backend.runs_locally
     assert team.warnings == ()  # no "no price for model" warning: it is free
 

@@ -267,6 +267,16 @@ def default_team(env: Mapping[str, str] | None = None) -> TeamConfig:
     )
 
 
+_LOCAL_BACKEND = BackendConfig(type="local", model=LOCAL_DEFAULT_MODEL)
+
+
+def local_team(size: int = 3) -> TeamConfig:
+    """`size` agents on the embedded model (`type: local`): no keys, no network, no cost."""
+    return TeamConfig(
+        agents=[AgentConfig(id=f"local{i}", backend=_LOCAL_BACKEND) for i in range(1, size + 1)]
+    )
+
+
 def _agent(
     agent_id: str, kind: BackendType, model: str, *, base_url: str | None = None, preset: str | None = None
 ) -> AgentConfig:

@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config.cost import FREE, resolve_price
-from orchestrator.config.team import LOCAL_DEFAULT_MODEL, AgentConfig, BackendConfig, TeamConfig, parse_team
+from orchestrator.config.team import (
+    LOCAL_DEFAULT_MODEL,
+    AgentConfig,
+    BackendConfig,
+    TeamConfig,
+    local_team,
+    parse_team,
+)
 from orchestrator.errors import ProviderConfigError, TeamConfigError
 from orchestrator.events import RunFinished
 from orchestrator.llm import llamacpp
@@ -40,6 +47,13 @@ agents:
     assert backend.model_path == (tmp_path / "models" / "tiny.gguf").resolve()
     assert (backend.model, backend.n_ctx, backend.threads, backend.max_tokens) == ("tiny", 2048, 2, 128)
     assert not backend.structured  # declared: this model calls tools
+
+
+def test_the_local_team_is_three_free_structured_agents() -> None:
+    team = local_team()
+    assert [a.id for a in team.agents] == ["local1", "local2", "local3"]
+    assert all(a.backend.type == "local" and a.backend.structured for a in team.agents)
+    assert team.warnings == ()
 
 
 def test_other_types_call_tools_unless_told_otherwise() -> None:

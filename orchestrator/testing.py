@@ -119,8 +119,9 @@ def structured_protocol(request: Request) -> Turn:
     """`protocol` for structured output: answer once, then vote for the first peer shown."""
     assert request.output is not None
     allowed = json.dumps(dict(request.output.schema))
-    answered = any(
-        isinstance(m, AssistantMessage) and '"action": "answer"' in m.text for m in request.messages
+    own = _OWN_LABEL.search(request.system)  # each turn shows the agent its own answer, if any
+    answered = own is not None and any(
+        f'<answer agent="{own.group(1)}"' in _text(m) for m in request.messages
     )
     if '"answer"' in allowed and not answered:
         return reply("answer", text=f"An answer to the task ({len(request.messages)} messages in).")

@@ -164,19 +164,22 @@ class AgentSession:
         assert error is None  # a vote for an agent with an answer is always accepted
 
     def _open_turn(self, state: CoordinationState) -> None:
+        if self.structured:
+            # A fresh conversation each turn (the task, what its last reply did, the current
+            # answers, its own last): a small local model's context holds a turn, not a run.
+            recorded, self._pending = (self._pending.text if self._pending else None), None
+            text = prompts.structured_turn(state, self.agent_id, self._context, recorded)
+            self.messages = [base.UserMessage(text=text)]
+            return
         if not self.messages:
-            text = prompts.first_message(state.task, self._context, structured=self.structured)
+            text = prompts.first_message(state.task, self._context)
             if state.latest:  # started late (e.g. after a crash): show what exists
-                text += "\n" + prompts.update_message(state, self.agent_id, structured=self.structured)
+                text += "\n" + prompts.update_message(state, self.agent_id)
             self.messages.append(base.UserMessage(text=text))
             return
         if self._pending is not None:
             pending, self._pending = self._pending, None
-            update = prompts.update_message(state, self.agent_id, structured=self.structured)
-            content = pending.text + "\n\n" + update
-            if self.structured:  # no tool call to answer: the result is the next user message
-                self.messages.append(base.UserMessage(text=content))
-                return
+            content = pending.text + "\n\n" + prompts.update_message(state, self.agent_id)
             self.messages.append(
                 ToolResultMessage(call_id=pending.call.id, name=pending.call.name, content=content)
             )

@@ -51,6 +51,19 @@ def first_message(task: str, context: str | None, *, structured: bool = False) -
     return "\n".join(parts)
 
 
+def structured_turn(state: CoordinationState, viewer: str, context: str | None, recorded: str | None) -> str:
+    """The one user message of a structured-output turn: task, last reply's result, current answers."""
+    if not state.latest:
+        return first_message(state.task, context, structured=True)
+    parts = [render("task", task=state.task)]
+    if context:
+        parts.append(render("context", context=context))
+    if recorded:
+        parts.append(recorded)
+    parts.append(update_message(state, viewer, structured=True))
+    return "\n".join(parts)
+
+
 def answers_block(state: CoordinationState, viewer: str | None) -> str:
     """Every agent's latest answer, anonymised, in label order with the viewer's own answer last."""
     answers = sorted(

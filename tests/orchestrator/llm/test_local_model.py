@@ -25,7 +25,7 @@ from orchestrator.run.supervisor import start_run
 
 pytestmark = pytest.mark.local_model
 
-N_CTX, THREADS, MAX_TOKENS = 2048, 2, 128
+N_CTX, THREADS, MAX_TOKENS = 2048, 2, 64
 
 
 @pytest.fixture(scope="module")

@@ -183,3 +183,13 @@ def test_reply_helper_is_json() -> None:
         "agent": "agent1",
         "reason": "ok",
     }
+
+
+async def test_each_structured_turn_is_one_fresh_message_so_prompts_stay_bounded() -> None:
+    models = ScriptedModels()
+    await run(3, models)
+    vote_turn = models.clients["a0"].requests[1]
+    assert len(vote_turn.messages) == 1  # not the run's history: a small model's context holds one turn
+    text = vote_turn.messages[0].text  # type: ignore[union-attr]
+    assert text.startswith("<task>\nwrite a haiku\n</task>\nRecorded as agent1.1.")
+    assert text.count("<answer agent=") == 3

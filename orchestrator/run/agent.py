@@ -7,7 +7,7 @@ agent runs other tools are appended to those tool results (agents on their first
 they are never interrupted).
 
 A model that cannot call tools (`backend.tool_calls: false`) makes the same workflow call as one
-JSON object (`structured.py`); a refused reply is retried `structured_retries` times, then the agent
+JSON object (`structured.py`), each turn in a fresh conversation; a refused reply is retried `structured_retries` times, then the agent
 keeps its current answer (a vote for itself, with the reason) or, with none, leaves the run.
 """
 

@@ -81,7 +81,8 @@ async def test_one_structured_turn_returns_schema_valid_json(server: llamacpp.Lo
 async def test_a_team_of_local_agents_finishes_with_a_final_answer(server: llamacpp.LocalServer) -> None:
     team = TeamConfig(
         agents=[AgentConfig(id=f"a{i}", backend=local_backend(server)) for i in range(2)],
-        orchestrator=OrchestratorConfig(timeout_seconds=600, max_rounds=4),
+        # One answer each, then votes: the usual 2n+1 calls when every reply is valid.
+        orchestrator=OrchestratorConfig(timeout_seconds=600, max_new_answers_per_agent=1, max_rounds=4),
     )
     events: list[RunEvent] = []
     began = time.perf_counter()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,10 @@ from orchestrator.config.team import (
     local_team,
     parse_team,
 )
-from orchestrator.errors import ProviderConfigError, TeamConfigError
+from orchestrator.errors import ProviderConfigError, ProviderError, TeamConfigError
 from orchestrator.events import RunFinished
 from orchestrator.llm import llamacpp
-from orchestrator.llm.base import Usage
+from orchestrator.llm.base import Usage, UserMessage
 from orchestrator.llm.factory import make_model_client
 from orchestrator.run.supervisor import start_run
 from orchestrator.testing import Request, ScriptedModelClient, ScriptedModels, Turn, protocol
@@ -126,3 +127,17 @@ def test_a_missing_model_file_is_a_config_error(tmp_path: Path) -> None:
     spec = llamacpp.LocalModel(path=tmp_path / "absent.gguf")
     with pytest.raises(ProviderConfigError, match="is not a file"):
         make_model_client(type="local", model="m", local=spec)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("xllamacpp") is None, reason="the `local` extra is not installed"
+)
+async def test_a_file_that_is_no_model_fails_the_first_call_cleanly(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF and nothing else")
+    client = make_model_client(type="local", model="m", local=llamacpp.LocalModel(path=bad))
+    with pytest.raises(ProviderError, match="cannot start the local model") as info:
+        async for _ in client.stream_turn(system="", messages=[UserMessage(text="hi")], tools=[]):
+            pass
+    assert not info.value.retryable
+    await client.close()

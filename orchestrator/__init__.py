@@ -10,7 +10,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.config import AgentConfig, BackendConfig, TeamConfig, default_team, load_team, parse_team
+from orchestrator.config import (
+    AgentConfig,
+    BackendConfig,
+    TeamConfig,
+    default_team,
+    load_team,
+    local_team,
+    parse_team,
+)
 from orchestrator.errors import (
     OrchestratorError,
     PatchConflict,
@@ -157,6 +165,7 @@ __all__ = [
     "default_models",
     "default_team",
     "load_team",
+    "local_team",
     "parse_team",
     "rebuild_state",
     "resume_run",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from orchestrator.events import RunEvent
-from orchestrator.llm.base import Message, StreamItem, ToolCall, ToolSpec, Usage
+from orchestrator.llm.base import Message, OutputSchema, StreamItem, ToolCall, ToolSpec, Usage
 from orchestrator.store import RunQuery, RunStatus, RunSummary
 
 if TYPE_CHECKING:
@@ -42,9 +42,18 @@ class ModelClient(Protocol):
         ...
 
     def stream_turn(
-        self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self,
+        *,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        output: OutputSchema | None = None,
     ) -> AsyncIterator[StreamItem]:
-        """Stream one assistant turn; raises `ProviderError` once retries are exhausted."""
+        """Stream one assistant turn; raises `ProviderError` once retries are exhausted.
+
+        With `output`, the reply's text is JSON matching its schema (the provider's structured
+        output); an adapter whose API has none raises a non-retryable `ProviderError`.
+        """
         ...
 
     async def close(self) -> None:

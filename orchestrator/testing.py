@@ -23,6 +23,7 @@ from orchestrator.events import ToolApprovalRequested, ToolApprovalResolved, Too
 from orchestrator.llm.base import (
     AssistantMessage,
     Message,
+    OutputSchema,
     StreamItem,
     TextDelta,
     ToolCall,
@@ -47,6 +48,7 @@ class Request:
     system: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...]
+    output: OutputSchema | None = None  # the JSON Schema asked for (structured output)
 
     @property
     def tool_names(self) -> set[str]:
@@ -108,8 +110,32 @@ def hang(gate: asyncio.Event | None = None) -> Turn:
     return Turn(gate=gate or asyncio.Event(), text="late")
 
 
+def reply(action: str, **fields: str) -> Turn:
+    """A structured-output reply: the JSON object a model without tool calls sends."""
+    return say(json.dumps({"action": action, **fields}))
+
+
+def structured_protocol(request: Request) -> Turn:
+    """`protocol` for structured output: answer once, then vote for the first peer shown."""
+    assert request.output is not None
+    allowed = json.dumps(dict(request.output.schema))
+    own = _OWN_LABEL.search(request.system)  # each turn shows the agent its own answer, if any
+    answered = own is not None and any(
+        f'<answer agent="{own.group(1)}"' in _text(m) for m in request.messages
+    )
+    if '"answer"' in allowed and not answered:
+        return reply("answer", text=f"An answer to the task ({len(request.messages)} messages in).")
+    for message in reversed(request.messages):
+        found = _ANSWER_AGENT.search(_text(message))
+        if found:
+            return reply("vote", agent=found.group(1), reason="complete and correct")
+    return reply("vote", agent="agent1", reason="nothing else shown")
+
+
 def protocol(request: Request) -> Turn:
     """MassGen-style default: answer once, then vote for the first peer shown, else present."""
+    if request.output is not None:
+        return structured_protocol(request)
     names = request.tool_names
     answered = any(
         isinstance(m, AssistantMessage) and any(c.name == "new_answer" for c in m.tool_calls)
@@ -152,9 +178,14 @@ class ScriptedModelClient:
         self.closed = True
 
     async def stream_turn(
-        self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self,
+        *,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        output: OutputSchema | None = None,
     ) -> AsyncIterator[StreamItem]:
-        request = Request(system=system, messages=tuple(messages), tools=tuple(tools))
+        request = Request(system=system, messages=tuple(messages), tools=tuple(tools), output=output)
         index = len(self.requests)
         self.requests.append(request)
         step = self._turns[index] if index < len(self._turns) else self._then

@@ -21,6 +21,7 @@ from orchestrator.config.team import (
     WorkspaceConfig,
     default_team,
     load_team,
+    local_team,
     parse_team,
 )
 
@@ -47,6 +48,7 @@ __all__ = [
     "cost_usd",
     "default_team",
     "load_team",
+    "local_team",
     "parse_team",
     "resolve_price",
 ]

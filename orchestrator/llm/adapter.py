@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from orchestrator.errors import ProviderError
-from orchestrator.llm.base import Message, StreamItem, ToolSpec
+from orchestrator.llm.base import Message, OutputSchema, StreamItem, ToolSpec
 from orchestrator.llm.retry import RetryPolicy, SdkErrors, classify_sdk_error, stream_with_retries
 
 NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
@@ -107,6 +107,7 @@ class SdkAdapter(Generic[SdkClient]):
 
     @property
     def model(self) -> str:
+        """The model name sent to the provider."""
         return self._model
 
     async def close(self) -> None:
@@ -114,19 +115,29 @@ class SdkAdapter(Generic[SdkClient]):
         await self._client.close()
 
     def stream_turn(
-        self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self,
+        *,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        output: OutputSchema | None = None,
     ) -> AsyncIterator[StreamItem]:
         """Stream one assistant turn; raises `ProviderError` once retries are exhausted."""
         clock = Deadline(self._timeout_s, self._idle_timeout_s, self._error)
         return stream_with_retries(
-            lambda: self._attempt(clock, system, messages, tools),
+            lambda: self._attempt(clock, system, messages, tools, output),
             lambda exc: classify_sdk_error(exc, self.errors, self.provider, self._model),
             self._retry,
             remaining=clock.remaining,
         )
 
     def _attempt(
-        self, clock: Deadline, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self,
+        clock: Deadline,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        output: OutputSchema | None,
     ) -> AsyncGenerator[StreamItem, None]:
         """One streamed HTTP call: `clock.wait` for the SDK call, `clock.next` for each event."""
         raise NotImplementedError

@@ -16,6 +16,7 @@ from orchestrator.llm import convert
 from orchestrator.llm.adapter import Deadline, SdkAdapter
 from orchestrator.llm.base import (
     Message,
+    OutputSchema,
     StopReason,
     StreamItem,
     TextDelta,
@@ -74,8 +75,15 @@ class AnthropicClient(SdkAdapter[anthropic.AsyncAnthropic]):
     default_max_tokens = DEFAULT_MAX_TOKENS
 
     async def _attempt(
-        self, clock: Deadline, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self,
+        clock: Deadline,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        output: OutputSchema | None,
     ) -> AsyncGenerator[StreamItem, None]:
+        if output is not None:  # the team file refuses `tool_calls: false` for claude (see team.py)
+            raise self._error("structured output is not supported by the Messages adapter", retryable=False)
         params: dict[str, Any] = {
             "model": self._model,
             "max_tokens": self._max_tokens,

@@ -21,6 +21,14 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OutputSchema:
+    """A JSON Schema the reply's text must match (structured output, for models without tool calls)."""
+
+    name: str
+    schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
     """A completed tool call. `arguments` is the parsed JSON object (empty if unparsable, see `raw`)."""
 
@@ -32,12 +40,16 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserMessage:
+    """A user turn: the task, an update or a reminder."""
+
     role: Literal["user"] = "user"
     text: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AssistantMessage:
+    """A model turn: its text and the tool calls it made."""
+
     role: Literal["assistant"] = "assistant"
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
@@ -45,6 +57,8 @@ class AssistantMessage:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResultMessage:
+    """The result of one tool call, sent back to the model."""
+
     role: Literal["tool"] = "tool"
     call_id: str
     name: str
@@ -57,6 +71,8 @@ Message = UserMessage | AssistantMessage | ToolResultMessage
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
+    """Tokens one call (or a sum of calls) used."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
@@ -71,12 +87,16 @@ class Usage:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextDelta:
+    """A piece of streamed model text."""
+
     kind: Literal["text_delta"] = "text_delta"
     text: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallReady:
+    """A tool call whose arguments have fully arrived."""
+
     kind: Literal["tool_call"] = "tool_call"
     call: ToolCall
 

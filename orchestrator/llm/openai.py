@@ -17,6 +17,7 @@ from orchestrator.llm import convert
 from orchestrator.llm.adapter import Deadline, SdkAdapter
 from orchestrator.llm.base import (
     Message,
+    OutputSchema,
     StreamItem,
     TextDelta,
     ToolCall,
@@ -52,7 +53,12 @@ class OpenAIResponsesClient(_OpenAIClient):
     """The Responses API (`POST /responses`), backend type `openai`."""
 
     async def _attempt(
-        self, clock: Deadline, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self,
+        clock: Deadline,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        output: OutputSchema | None,
     ) -> AsyncGenerator[StreamItem, None]:
         params: dict[str, Any] = {
             "model": self._model,
@@ -65,6 +71,10 @@ class OpenAIResponsesClient(_OpenAIClient):
             params["tools"] = convert.responses_tools(tools)
         if self._max_tokens is not None:
             params["max_output_tokens"] = self._max_tokens
+        if output is not None:
+            params["text"] = {
+                "format": {"type": "json_schema", "name": output.name, "schema": dict(output.schema)}
+            }
         stream = await clock.wait(
             self._client.responses.create(
                 **params, stream=True, timeout=self._timeout_s, extra_body=self._extra or None
@@ -114,7 +124,12 @@ class ChatCompletionsClient(_OpenAIClient):
     provider = "chatcompletion"
 
     async def _attempt(
-        self, clock: Deadline, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self,
+        clock: Deadline,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        output: OutputSchema | None,
     ) -> AsyncGenerator[StreamItem, None]:
         params: dict[str, Any] = {
             "model": self._model,
@@ -126,6 +141,10 @@ class ChatCompletionsClient(_OpenAIClient):
         if self._max_tokens is not None:
             # `max_tokens` rather than `max_completion_tokens`: compatible servers only know the old name.
             params["max_tokens"] = self._max_tokens
+        if output is not None:
+            # llama.cpp's server turns the schema into a grammar: the reply cannot leave it.
+            schema = {"name": output.name, "schema": dict(output.schema)}
+            params["response_format"] = {"type": "json_schema", "json_schema": schema}
         stream = await clock.wait(
             self._client.chat.completions.create(
                 **params, stream=True, timeout=self._timeout_s, extra_body=self._extra or None

@@ -5,11 +5,17 @@ back and sent at the start of the agent's next turn together with the current an
 keeps its context and peers' answers arrive "in its next tool result". Answers that arrive while the
 agent runs other tools are appended to those tool results (agents on their first answer excepted:
 they are never interrupted).
+
+A model that cannot call tools (`backend.tool_calls: false`) makes the same workflow call as one
+JSON object (`structured.py`), each turn in a fresh conversation; a refused reply is retried
+`structured_retries` times, then the agent keeps its current answer (a vote for itself, with the
+reason) or, with none, leaves the run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,14 +35,16 @@ from orchestrator.llm import base
 from orchestrator.llm.base import (
     AssistantMessage,
     Message,
+    OutputSchema,
     ToolCall,
     ToolResultMessage,
     ToolSpec,
 )
 from orchestrator.ports import AgentToolbox, Host, ModelClient, ToolOutcome, ToolPhase
-from orchestrator.run import prompts
+from orchestrator.run import prompts, structured
 from orchestrator.run.coordination import CoordinationState
 
+log = logging.getLogger(__name__)
 TEXT_INTERVAL_S = 0.1  # at most ~10 text events per second per agent
 
 
@@ -64,11 +72,13 @@ class Coalescer:
         self._last = -math.inf
 
     def add(self, text: str) -> None:
+        """Buffer streamed text; flush when the interval has passed."""
         self._buffer.append(text)
         if self._loop.time() - self._last >= TEXT_INTERVAL_S:
             self.flush()
 
     def flush(self) -> None:
+        """Emit the buffered text as one event."""
         if self._buffer:
             self._flush("".join(self._buffer))
             self._buffer.clear()
@@ -95,9 +105,11 @@ class AgentSession:
         self._context = context
         self._pending: _Pending | None = None
         self._reminders = 0
+        self.structured = agent.backend.structured
 
     @property
     def agent_id(self) -> str:
+        """The agent's id in the team."""
         return self.agent.id
 
     async def coordination_turn(self) -> None:
@@ -105,13 +117,16 @@ class AgentSession:
         state = self.host.state
         self._open_turn(state)
         self.host.emit(AgentStatus(agent_id=self.agent_id, status="thinking", seen=self._visible(state)))
+        if self.structured:
+            await self._structured_turn()
+            return
         limits = self.host.team.orchestrator
         for _ in range(limits.max_steps_per_turn):
             state = self.host.state
             may_answer = state.may_answer(self.agent_id, limits.max_new_answers_per_agent)
             label = state.agents[self.agent_id].label
             system = prompts.system_prompt(label, self.agent.system_message, vote_only=not may_answer)
-            tools = [*prompts.workflow_specs(state, may_answer=may_answer), *self._tool_specs("coordination")]
+            tools = [*prompts.workflow_specs(state, may_answer=may_answer), *self.tool_specs("coordination")]
             text, calls = await self.call_model(system, self.messages, tools, final=False)
             self.messages.append(AssistantMessage(text=text, tool_calls=tuple(calls)))
             if await self._handle(calls):
@@ -119,7 +134,47 @@ class AgentSession:
                 return
         raise AgentDropped(f"no valid workflow call in {limits.max_steps_per_turn} model calls")
 
+    async def _structured_turn(self) -> None:
+        """One turn as JSON replies: retried while refused, then salvaged (never a stall)."""
+        limits = self.host.team.orchestrator
+        error = ""
+        for _ in range(limits.structured_retries + 1):
+            state = self.host.state
+            may_answer = state.may_answer(self.agent_id, limits.max_new_answers_per_agent)
+            label = state.agents[self.agent_id].label
+            system = prompts.system_prompt(
+                label, self.agent.system_message, vote_only=not may_answer, structured=True
+            )
+            schema = structured.reply_schema(
+                state, may_answer=may_answer, max_tokens=self.agent.backend.max_tokens
+            )
+            text, _ = await self.call_model(system, self.messages, [], final=False, output=schema)
+            self.messages.append(AssistantMessage(text=text))
+            call = structured.parse_reply(text)
+            error = call if isinstance(call, str) else self._workflow(call) or ""
+            if not error:
+                return
+            self.messages.append(base.UserMessage(text=prompts.render("structured_retry", error=error)))
+        self._salvage(f"no valid reply in {limits.structured_retries + 1} tries (last: {error.rstrip('.')})")
+
+    def _salvage(self, why: str) -> None:
+        """After the last refused reply: keep the agent's own answer, or leave the run without one."""
+        state = self.host.state
+        log.warning("agent %s: %s", self.agent_id, why)
+        if self.agent_id not in state.latest:
+            raise AgentDropped(why)
+        label = state.agents[self.agent_id].label
+        error = self._workflow(structured.keep_own_answer(label, why))
+        assert error is None  # a vote for an agent with an answer is always accepted
+
     def _open_turn(self, state: CoordinationState) -> None:
+        if self.structured:
+            # A fresh conversation each turn (the task, what its last reply did, the current
+            # answers, its own last): a small local model's context holds a turn, not a run.
+            recorded, self._pending = (self._pending.text if self._pending else None), None
+            text = prompts.structured_turn(state, self.agent_id, self._context, recorded)
+            self.messages = [base.UserMessage(text=text)]
+            return
         if not self.messages:
             text = prompts.first_message(state.task, self._context)
             if state.latest:  # started late (e.g. after a crash): show what exists
@@ -223,8 +278,11 @@ class AgentSession:
     def _result(call: ToolCall, content: str, is_error: bool) -> ToolResultMessage:
         return ToolResultMessage(call_id=call.id, name=call.name, content=content, is_error=is_error)
 
-    def _tool_specs(self, phase: ToolPhase) -> list[ToolSpec]:
-        return list(self.toolbox.specs(phase)) if self.toolbox is not None else []
+    def tool_specs(self, phase: ToolPhase) -> list[ToolSpec]:
+        """The toolbox's tools in this phase; none for a model that cannot call tools."""
+        if self.toolbox is None or self.structured:
+            return []
+        return list(self.toolbox.specs(phase))
 
     async def run_tool(self, call: ToolCall, phase: ToolPhase) -> ToolOutcome:
         """One non-workflow tool call through the toolbox (which owns permissions and its events)."""
@@ -237,7 +295,13 @@ class AgentSession:
             self.host.emit(AgentStatus(agent_id=self.agent_id, status="thinking"))
 
     async def call_model(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec], *, final: bool
+        self,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        final: bool,
+        output: OutputSchema | None = None,
     ) -> tuple[str, list[ToolCall]]:
         """Stream one model call; text goes out as coalesced deltas, usage is recorded and priced."""
         if self.host.over_budget():
@@ -252,7 +316,10 @@ class AgentSession:
         calls: list[ToolCall] = []
         usage: base.Usage | None = None
         try:
-            async for item in self.client.stream_turn(system=system, messages=list(messages), tools=tools):
+            stream = self.client.stream_turn(
+                system=system, messages=list(messages), tools=tools, output=output
+            )
+            async for item in stream:
                 if isinstance(item, base.TextDelta):
                     parts.append(item.text)
                     coalescer.add(item.text)

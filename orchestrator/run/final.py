@@ -179,7 +179,7 @@ async def present(
         system += "\n\n" + session.agent.system_message.strip()
     deferred = deferred_calls(session.messages)
     messages: list[Message] = [UserMessage(text=final_prompt(state, choice, strategy, deferred))]
-    specs = list(session.toolbox.specs("final")) if session.toolbox is not None else []
+    specs = session.tool_specs("final")
     texts: list[str] = []
     for _ in range(host.team.orchestrator.max_steps_per_turn):
         text, calls = await session.call_model(system, messages, specs, final=True)

@@ -25,9 +25,16 @@ def render(name: str, **values: object) -> str:
     return _template(name).substitute({k: str(v) for k, v in values.items()})
 
 
-def system_prompt(label: str, system_message: str | None, *, vote_only: bool) -> str:
+def _variant(name: str, structured: bool) -> str:
+    """The template for tool calls, or its `_structured` twin for JSON replies."""
+    return f"{name}_structured" if structured else name
+
+
+def system_prompt(
+    label: str, system_message: str | None, *, vote_only: bool, structured: bool = False
+) -> str:
     """The coordination system prompt of one agent."""
-    parts = [render("system", label=label)]
+    parts = [render(_variant("system", structured), label=label)]
     if system_message:
         parts.append(system_message.strip())
     if vote_only:
@@ -35,12 +42,25 @@ def system_prompt(label: str, system_message: str | None, *, vote_only: bool) ->
     return "\n\n".join(parts)
 
 
-def first_message(task: str, context: str | None) -> str:
+def first_message(task: str, context: str | None, *, structured: bool = False) -> str:
     """The first user message: the task (and a previous run's answer for a follow-up)."""
     parts = [render("task", task=task)]
     if context:
         parts.append(render("context", context=context))
-    parts.append(render("first_turn"))
+    parts.append(render(_variant("first_turn", structured)))
+    return "\n".join(parts)
+
+
+def structured_turn(state: CoordinationState, viewer: str, context: str | None, recorded: str | None) -> str:
+    """The one user message of a structured-output turn: task, last reply's result, current answers."""
+    if not state.latest:
+        return first_message(state.task, context, structured=True)
+    parts = [render("task", task=state.task)]
+    if context:
+        parts.append(render("context", context=context))
+    if recorded:
+        parts.append(recorded)
+    parts.append(update_message(state, viewer, structured=True))
     return "\n".join(parts)
 
 
@@ -55,9 +75,9 @@ def answers_block(state: CoordinationState, viewer: str | None) -> str:
     )
 
 
-def update_message(state: CoordinationState, viewer: str) -> str:
+def update_message(state: CoordinationState, viewer: str, *, structured: bool = False) -> str:
     """The current answers and what to do with them."""
-    return render("update", answers=answers_block(state, viewer))
+    return render(_variant("update", structured), answers=answers_block(state, viewer))
 
 
 def workflow_specs(state: CoordinationState, *, may_answer: bool) -> list[ToolSpec]:

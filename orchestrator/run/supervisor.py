@@ -22,7 +22,7 @@ from typing import Literal
 
 from approvals import ConversationRef
 from orchestrator.config.cost import Price, cost_usd, resolve_price
-from orchestrator.config.presets import LOCAL_PRESETS, PRESETS
+from orchestrator.config.presets import PRESETS
 from orchestrator.config.team import AgentConfig, TeamConfig
 from orchestrator.errors import RunNotResumable
 from orchestrator.events import (
@@ -53,6 +53,12 @@ def default_models(agent: AgentConfig) -> ModelClient:
     from orchestrator.llm.factory import make_model_client  # SDKs load only when a client is built
 
     backend = agent.backend
+    local = None
+    if backend.type == "local":  # the embedded server: the team file's GGUF, else the packaged one
+        from orchestrator.llm.llamacpp import LocalModel, default_gguf
+
+        path = backend.model_path or default_gguf()
+        local = LocalModel(path=path, n_ctx=backend.n_ctx, threads=backend.threads)
     # A preset's own URL goes back as the preset name: the factory then insists on its key variable
     # (a base URL alone would read as a private server that may need no key).
     preset_url = PRESETS[backend.preset][0] if backend.preset in PRESETS else None
@@ -65,7 +71,9 @@ def default_models(agent: AgentConfig) -> ModelClient:
         call_timeout_s=backend.call_timeout_seconds,
         idle_timeout_s=backend.idle_timeout_seconds,
         max_attempts=backend.max_attempts,
+        max_tokens=backend.max_tokens,
         extra=dict(backend.extras),
+        local=local,
     )
 
 
@@ -387,7 +395,7 @@ class _Run:
     def _start_agents(self, models: ModelFactory, context: str | None) -> None:
         table = self.team.price_table()
         for agent in self.team.agents:
-            local = agent.backend.preset in LOCAL_PRESETS
+            local = agent.backend.runs_locally
             self._prices[agent.id] = resolve_price(agent.backend.model, table, local=local)[0]
             try:
                 client = models(agent)

@@ -12,6 +12,10 @@ Convention (adapt `answer_labels` / `vote_target` / `task_of` if the coordinatio
    tool's `agent_id` enum when it has one. Nothing parsable: the enum's first value, else "agent1".
 3. Else (final presentation, no workflow tools) → text `Final answer: <model> presents: <task>`.
 
+Structured output (a JSON Schema in `response_format` or the Responses `text.format`): the same
+rules, answered as the JSON object the schema describes (`{"action": "answer", "text": ...}` or
+`{"action": "vote", "agent": ..., "reason": ...}`), the vote target taken from the schema's enum.
+
 The current input is the text of every user message and tool result after the last assistant
 message (where our engine puts the current answers). `<task>` is the text inside `<task>...</task>`
 or `<ORIGINAL MESSAGE>...<END OF ORIGINAL MESSAGE>` in any user message, else the last user
@@ -20,7 +24,9 @@ message, collapsed to one line and cut to 80 characters.
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from tests.fakes.provider_types import ProviderRequest, Reply
 
@@ -85,9 +91,44 @@ def has_answered(request: ProviderRequest) -> bool:
     return f"Answer from {request.model}:" in current_input(request)
 
 
+def output_schema(request: ProviderRequest) -> dict[str, Any] | None:
+    """The JSON Schema a structured-output request asks for, whichever API carried it."""
+    chat = request.raw.get("response_format") or {}
+    if chat.get("type") == "json_schema":
+        return dict(chat["json_schema"]["schema"])
+    responses = (request.raw.get("text") or {}).get("format") or {}
+    return dict(responses["schema"]) if responses.get("type") == "json_schema" else None
+
+
+def structured_agent(request: ProviderRequest, schema: dict[str, Any]) -> Reply:
+    """Rules 1-2 as a JSON reply matching `schema` (one object, or `anyOf` answer/vote objects)."""
+    variants = {v["properties"]["action"]["enum"][0]: v for v in schema.get("anyOf", [schema])}
+    answered = any(m.role == "assistant" and _is_answer(m.text) for m in request.messages)
+    if "answer" in variants and not (answered or has_answered(request)):
+        text = answer_text(request.model, task_of(request))
+        return Reply(text=json.dumps({"action": "answer", "text": text}))
+    enum = variants["vote"]["properties"]["agent"]["enum"]
+    labels = [label for label in answer_labels(current_input(request)) if label in enum]
+    target = labels[0] if labels else enum[0]
+    return Reply(
+        text=json.dumps({"action": "vote", "agent": target, "reason": f"{target} answers the task."})
+    )
+
+
+def _is_answer(text: str) -> bool:
+    try:
+        reply = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(reply, dict) and reply.get("action") == "answer"
+
+
 def protocol_agent(request: ProviderRequest) -> Reply:
     """Answer once, then vote, then present: enough to drive a whole coordination run."""
     task = task_of(request)
+    schema = output_schema(request)
+    if schema is not None:
+        return structured_agent(request, schema)
     if "new_answer" in request.tools and not has_answered(request):
         return Reply(tool_calls=[("new_answer", {"content": answer_text(request.model, task)})])
     if "vote" in request.tools:

@@ -49,7 +49,7 @@ def test_single_agent_key() -> None:
             ONE + "  - id: b\n    backend:\n      type: foo\n      model: m\n",
             6,
             "agents[1].backend.type",
-            "unknown backend 'foo' (expected one of openai, claude, chatcompletion, grok",
+            "unknown backend 'foo' (expected one of openai, claude, chatcompletion, local, grok",
         ),
         (
             ONE + "orchestrator:\n  max_roundz: 3\n",

@@ -69,10 +69,41 @@ def build_web_app(app: AsyncApp, services: Services) -> web.Application:
         bolt_request = await to_bolt_request(request)
         return await to_aiohttp_response(await app.async_dispatch(bolt_request))
 
-    async def healthz(_: web.Request) -> web.Response:
-        return web.json_response({"ok": True, "active_runs": len(services.runs.supervisor.active_runs())})
-
     web_app = web.Application()
     web_app.router.add_post(EVENTS_PATH, slack_events)
-    web_app.router.add_get("/healthz", healthz)
+    add_health_routes(web_app, services)
     return web_app
+
+
+def build_health_app(services: Services) -> web.Application:
+    """Only `GET /healthz` and `GET /readyz`: served beside Socket Mode, which has no HTTP listener."""
+    web_app = web.Application()
+    add_health_routes(web_app, services)
+    return web_app
+
+
+def add_health_routes(web_app: web.Application, services: Services) -> None:
+    """`/healthz`: alive, and what it knows; `/readyz`: 503 until Slack auth and the database answer."""
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response(_health(services))
+
+    async def readyz(_: web.Request) -> web.Response:
+        report = _health(services)
+        database = await services.storage.ping()
+        report["database"] = "ok" if database is None else database
+        report["ready"] = report["slack_auth"] == "ok" and database is None
+        return web.json_response(report, status=200 if report["ready"] else 503)
+
+    web_app.router.add_get("/healthz", healthz)
+    web_app.router.add_get("/readyz", readyz)
+
+
+def _health(services: Services) -> dict[str, Any]:
+    # The model SDKs are warmed before any listener starts (build_services), so serving means warmed.
+    return {
+        "ok": True,
+        "slack_auth": "ok" if services.identity.get("user_id") else "failed (auth.test did not answer)",
+        "models": "warmed",
+        "active_runs": len(services.runs.supervisor.active_runs()),
+    }

@@ -193,6 +193,17 @@ class Storage:
         """Release the database."""
         await self.engine.dispose()
 
+    async def ping(self, *, within: float = 2.0) -> str | None:
+        """None when the database answers a trivial query within `within` seconds, else why not."""
+        from sqlalchemy import text
+
+        try:
+            async with asyncio.timeout(within), self.engine.connect() as connection:
+                await connection.execute(text("SELECT 1"))
+        except Exception as exc:  # any failure means not ready; the reason goes to /readyz
+            return f"{type(exc).__name__}: {exc}"[:200]
+        return None
+
 
 async def open_storage(settings: BotSettings) -> Storage:
     """One engine for every table (the settings' database, SQLite under `MASSGEN_STATE_DIR` by default)."""

@@ -106,6 +106,8 @@ async def serve(
             await _listen_http(stack, app, services, settings.host, settings.port if port is None else port)
         else:
             await _listen_socket(stack, app, secret(settings.slack_app_token))
+            # Health checks (Docker, Kubernetes) need HTTP in Socket Mode too: /healthz and /readyz only.
+            await _listen_health(stack, services, settings.host, settings.port if port is None else port)
         if ready is not None:
             ready.set()
         await stop.wait()
@@ -125,6 +127,18 @@ async def _listen_http(
     stack.push_async_callback(runner.cleanup)
     await web.TCPSite(runner, host, port).start()
     log.info("serving Slack over HTTP on %s:%s/slack/events", host, port)
+
+
+async def _listen_health(stack: contextlib.AsyncExitStack, services: Any, host: str, port: int) -> None:
+    from aiohttp import web
+
+    from bot.app import build_health_app
+
+    runner = web.AppRunner(build_health_app(services), access_log=None)
+    await runner.setup()
+    stack.push_async_callback(runner.cleanup)
+    await web.TCPSite(runner, host, port).start()
+    log.info("health checks on %s:%s/healthz and /readyz", host, port)
 
 
 async def _listen_socket(stack: contextlib.AsyncExitStack, app: Any, app_token: str) -> None:

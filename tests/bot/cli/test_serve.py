@@ -84,6 +84,11 @@ async def test_serve_runs_a_task_end_to_end_and_drains_on_sigterm(tmp_path: Path
         try:
             base = f"http://127.0.0.1:{port}"
             await _wait_healthy(f"{base}/healthz", proc)
+            async with aiohttp.ClientSession() as session, session.get(f"{base}/readyz") as r:
+                # auth.test failed at start-up (the injected faults): alive, but not ready, and why.
+                report = await r.json()
+                assert (r.status, report["ready"], report["database"]) == (503, False, "ok")
+                assert report["slack_auth"].startswith("failed")
             body = encode_form(slash_command("write release notes"))
             async with aiohttp.ClientSession() as session:
                 async with session.post(

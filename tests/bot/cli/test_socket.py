@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from datetime import timedelta
 from pathlib import Path
 
+import aiohttp
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
 from approvals import Ask
@@ -57,6 +59,12 @@ async def test_socket_mode_serves_commands_and_approval_clicks(tmp_path: Path) -
             await handler.close_async()
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 async def test_socket_subcommand_connects_serves_and_drains(tmp_path: Path) -> None:
     """`massgen-bot socket`'s coroutine: connect through apps.connections.open, serve, stop cleanly."""
     from bot.cli.serve import serve
@@ -77,10 +85,23 @@ async def test_socket_subcommand_connects_serves_and_drains(tmp_path: Path) -> N
             SLACK_SIGNING_SECRET=SECRET,
             SLACK_API_URL=slack.api_url,
             DATABASE_URL=f"sqlite:///{tmp_path / 'bot.db'}",
+            MASSGEN_HOST="127.0.0.1",
         )
         ready, stop = asyncio.Event(), asyncio.Event()
-        server = asyncio.create_task(serve(settings, mode="socket", team_file=team, ready=ready, stop=stop))
+        port = _free_port()
+        server = asyncio.create_task(
+            serve(settings, mode="socket", team_file=team, port=port, ready=ready, stop=stop)
+        )
         await asyncio.wait_for(ready.wait(), 20)
+        # Socket Mode has no Slack HTTP listener, but health checks (Docker, Kubernetes) still get one.
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{port}/healthz") as response:
+                assert response.status == 200
+                assert (await response.json())["slack_auth"] == "ok"
+            async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
+                assert (response.status, (await response.json())["database"]) == (200, "ok")
+            async with http.post(f"http://127.0.0.1:{port}/slack/events", data=b"{}") as response:
+                assert response.status in (404, 405)  # only health checks are served here
         ack = await slack.socket_send("slash_commands", slash_command("x" * 12_001))
         assert "limit is 12,000" in str(ack)
         await slack.socket_send("slash_commands", slash_command("draft the changelog"))

@@ -20,6 +20,13 @@ from bot.render.views import modal
 Rendered = tuple[str, list[Block]]
 ACTION_PREVIEW = 1500  # characters of the action shown in the message; Details shows all of it
 HIGH_RISK = frozenset({"high", "critical"})
+# Approver-facing wording used by other rooms (the App Home, `/massgen help`): it lives here, with the rest.
+HOME_PENDING_HEADING = "*Waiting for your approval* ({count})"
+HOME_NOTHING_PENDING = "Nothing is waiting for your approval."
+APPROVALS_HELP = (
+    "Risky tool calls wait for an approver: *Approve once*, *Approve for this run* or *Deny*. "
+    "No answer before the deadline means deny."
+)
 _RISK_ICON = {"low": "🟢", "medium": "🟡", "high": "🟠", "critical": "🔴"}
 
 

@@ -6,7 +6,12 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
-from bot.approval_ui.blocks import ApprovalView, home_approval_blocks
+from bot.approval_ui.blocks import (
+    HOME_NOTHING_PENDING,
+    HOME_PENDING_HEADING,
+    ApprovalView,
+    home_approval_blocks,
+)
 from bot.render.escape import code, safe
 from bot.render.kit import Block, context, date_token, divider, header, section
 
@@ -43,13 +48,13 @@ def home_view(pending: Sequence[ApprovalView], recent_runs: Sequence[RunSummary]
     """`views.publish` payload for the App Home tab: approvals waiting for this user, recent runs."""
     blocks: list[Block] = [header("MassGen")]
     if pending:
-        blocks.append(section(f"*Waiting for your approval* ({len(pending)})"))
+        blocks.append(section(HOME_PENDING_HEADING.format(count=len(pending))))
         for view in pending[:MAX_HOME_APPROVALS]:
             blocks += home_approval_blocks(view, now)
         if len(pending) > MAX_HOME_APPROVALS:
             blocks.append(context(f"and {len(pending) - MAX_HOME_APPROVALS} more: `/massgen approvals`"))
     else:
-        blocks.append(section("Nothing is waiting for your approval."))
+        blocks.append(section(HOME_NOTHING_PENDING))
     blocks.append(divider())
     lines = [_run_line(r) for r in recent_runs[:15]]
     blocks.append(section("*Recent runs*\n" + ("\n".join(lines) if lines else "_No runs yet._")))

@@ -13,12 +13,11 @@ from slack_bolt.async_app import AsyncAck, AsyncApp
 from bot.listeners.replies import response_url, tell
 from bot.listeners.workspaces import Workspaces, user_team
 from bot.render import ids
+from bot.runs import ANSWER_GONE
 from bot.slack.parse import action_value, conversation, user_id
 
 if TYPE_CHECKING:
     from bot.wiring import Services
-
-ANSWER_GONE = "That answer is no longer available."
 
 
 def register(app: AsyncApp, services: Services) -> None:

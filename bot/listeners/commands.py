@@ -8,8 +8,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from bot.listeners.replies import response_url, tell
 from bot.listeners.workspaces import REFUSED, Workspaces
-from bot.render import help_text
-from bot.runs import Where
+from bot.runs import Where, help_text
 from bot.slack.parse import Cancel, History, ListApprovals, StartRun, Status, UsageError, parse_command
 
 if TYPE_CHECKING:

@@ -9,8 +9,7 @@ from slack_bolt.async_app import AsyncApp
 
 from bot.listeners.replies import tell
 from bot.listeners.workspaces import REFUSED, Workspaces
-from bot.render import help_text
-from bot.runs import Where
+from bot.runs import Where, help_text
 from bot.slack.parse import Help, UsageError, parse_task, strip_mentions
 
 if TYPE_CHECKING:

@@ -9,13 +9,12 @@ from __future__ import annotations
 from bot.render.escape import code, code_block, escape, plain, safe, truncate, user_mention
 from bot.render.mrkdwn import markdown_to_mrkdwn, split_message
 from bot.render.redact import redact
-from bot.render.views import help_text, modal
+from bot.render.views import modal
 
 __all__ = [
     "code",
     "code_block",
     "escape",
-    "help_text",
     "markdown_to_mrkdwn",
     "modal",
     "plain",

@@ -16,21 +16,3 @@ def modal(callback_id: str, title: str, blocks: list[Block], **extra: object) ->
     }
     view.update(extra)
     return view
-
-
-def help_text() -> str:
-    """The reply to `/massgen help` (mrkdwn)."""
-    return "\n".join(
-        [
-            "*MassGen* runs a team of AI agents on your task; they answer, read each other's answers, vote, "
-            "and the winning answer is posted in the thread.",
-            "• `/massgen <task>`: start a run in this channel",
-            "• `/massgen --team NAME --agents a,b --policy NAME <task>`: pick team, agents, approval policy",
-            "• `/massgen status [run id]`: how a run is doing",
-            "• `/massgen cancel <run id>`: stop a run",
-            "• `/massgen approvals`: approvals waiting for you",
-            "• `/massgen history`: recent runs in this channel",
-            "Risky tool calls wait for an approver: *Approve once*, *Approve for this run* or *Deny*. "
-            "No answer before the deadline means deny.",
-        ]
-    )

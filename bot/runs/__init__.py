@@ -1,6 +1,6 @@
 """A run in Slack: its supervisor, status message (view, presenter, blocks) and use cases."""
 
-from bot.runs.blocks import apply_line
+from bot.runs.blocks import ANSWER_GONE, apply_line, help_text
 from bot.runs.history import RunHistory, SlackRun
 from bot.runs.models import SharedModels
 from bot.runs.presenter import retire_status
@@ -9,6 +9,7 @@ from bot.runs.teams import TeamCatalog, TeamChoice, TeamNotFound
 from bot.runs.use_cases import RunUseCases, Where
 
 __all__ = [
+    "ANSWER_GONE",
     "ActiveRun",
     "RunHistory",
     "RunRequest",
@@ -22,5 +23,6 @@ __all__ = [
     "ToolsBuilder",
     "Where",
     "apply_line",
+    "help_text",
     "retire_status",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from bot.approval_ui.blocks import APPROVALS_HELP
 from bot.render import ids
 from bot.render.escape import code, plain, safe, user_mention
 from bot.render.kit import (
@@ -34,6 +35,7 @@ from orchestrator import (
 )
 
 Rendered = tuple[str, list[Block]]
+ANSWER_GONE = "That answer is no longer available."  # Show full, after the run's store forgot it
 MESSAGE_TEXT_BUDGET = 10_000  # visible block text per message; Slack rejects ~12-13k (bolt-js #2509)
 
 _STATUS_ICON = {
@@ -197,3 +199,20 @@ def answer_modal(label: str, content: str) -> Block:
         blocks.append(context("Truncated: the answer is longer than a modal can show."))
     title = plain(f"Answer {label}", 24)
     return modal(ids.ANSWER_MODAL, title, blocks)
+
+
+def help_text() -> str:
+    """The reply to `/massgen help` (mrkdwn)."""
+    return "\n".join(
+        [
+            "*MassGen* runs a team of AI agents on your task; they answer, read each other's answers, vote, "
+            "and the winning answer is posted in the thread.",
+            "• `/massgen <task>`: start a run in this channel",
+            "• `/massgen --team NAME --agents a,b --policy NAME <task>`: pick team, agents, approval policy",
+            "• `/massgen status [run id]`: how a run is doing",
+            "• `/massgen cancel <run id>`: stop a run",
+            "• `/massgen approvals`: approvals waiting for you",
+            "• `/massgen history`: recent runs in this channel",
+            APPROVALS_HELP,
+        ]
+    )

@@ -21,7 +21,6 @@ DOORS = {
         "code",
         "code_block",
         "escape",
-        "help_text",
         "markdown_to_mrkdwn",
         "modal",
         "plain",
@@ -32,6 +31,7 @@ DOORS = {
         "user_mention",
     ],
     "bot.runs": [
+        "ANSWER_GONE",
         "ActiveRun",
         "RunHistory",
         "RunRequest",
@@ -45,6 +45,7 @@ DOORS = {
         "ToolsBuilder",
         "Where",
         "apply_line",
+        "help_text",
         "retire_status",
     ],
     "bot.slack": [

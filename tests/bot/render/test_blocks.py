@@ -11,7 +11,8 @@ from bot.approval_ui.blocks import (
     deny_reason_modal,
 )
 from bot.home.blocks import home_view
-from bot.render import help_text, ids
+from bot.render import ids
+from bot.runs import help_text
 from bot.runs.blocks import (
     answer_modal,
     final_answer_messages,

@@ -63,7 +63,8 @@ def run_command(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     for warning in team.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    return asyncio.run(_main(args, settings, team, task))
+    team_name = team_file.stem if team_file is not None else "default"  # as the bot names its teams
+    return asyncio.run(_main(args, settings, team, task, team_name))
 
 
 def exit_code(terminal: RunFinished | RunFailed | RunCancelled) -> int:
@@ -75,7 +76,9 @@ def exit_code(terminal: RunFinished | RunFailed | RunCancelled) -> int:
     return EXIT_SALVAGED if terminal.salvage else EXIT_DONE
 
 
-async def _main(args: argparse.Namespace, settings: BotSettings, team: TeamConfig, task: str) -> int:
+async def _main(
+    args: argparse.Namespace, settings: BotSettings, team: TeamConfig, task: str, team_name: str
+) -> int:
     import asyncio
     import getpass
     import signal
@@ -104,6 +107,7 @@ async def _main(args: argparse.Namespace, settings: BotSettings, team: TeamConfi
             store=storage.run_store,
             requester=user,
             subscribers=[view.on_event],
+            team_name=team_name,
         )
         loop = asyncio.get_running_loop()
         stopping: set[asyncio.Task[None]] = set()

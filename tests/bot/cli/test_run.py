@@ -142,7 +142,7 @@ async def test_budget_salvage_exits_3(tmp_path: Path) -> None:
     stored = await store.events(last["run_id"])
     await engine.dispose()
     assert summary is not None
-    assert (summary.status, summary.salvage) == ("finished", "budget:latest_answer")
+    assert (summary.status, summary.salvage, summary.team) == ("finished", "budget:latest_answer", "team")
     assert len(stored) == len(out.splitlines())
     usage = [json.loads(line) for line in out.splitlines() if '"kind": "usage"' in line]
     # Both first calls may have been in flight when one crossed the cap (the other is then cancelled);

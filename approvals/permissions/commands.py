@@ -103,7 +103,8 @@ class CommandJudge:
         for inv, candidates in zip(expansion.invocations, cwds, strict=True):
             for cwd in sorted(candidates - {UNKNOWN}):
                 if reason is None:
-                    reason = invocation_floor(inv, lambda t, b=cwd: self.boundary.absolute(t, b), home)  # type: ignore[misc]
+                    resolve = lambda t, b=cwd: self.boundary.absolute(t, b)  # type: ignore[misc]  # noqa: E731
+                    reason = invocation_floor(inv, resolve, home, self.boundary.workspace)
         if reason is None and (expansion.parse_error or expansion.problems):
             reason = lexical_floor(text, self.boundary.absolute, home, unquoted=expansion.parse_error)
         if reason is None:

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from approvals.permissions.budget import check_deadline
 from approvals.permissions.shell.interpreters import (
     SHELLS,
     interpreter_family,
@@ -16,7 +17,8 @@ from approvals.permissions.shell.interpreters import (
     with_inline_code,
 )
 from approvals.permissions.shell.parse import parse_shell
-from approvals.permissions.shell.runners import RUNNERS, runner_rest, wrapper_outputs
+from approvals.permissions.shell.programs import KNOWN_PROGRAMS
+from approvals.permissions.shell.runners import RUNNERS, runner_rest, wrapper_outputs, wrapper_shell_text
 from approvals.permissions.shell.script import Script, SimpleCommand
 from approvals.permissions.shell.words import UNKNOWN, Word, skip_options
 
@@ -50,6 +52,31 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "setsid": (frozenset(), 0),
     "taskset": (frozenset(), 1),
     "caffeinate": (frozenset({"-t", "-w"}), 0),
+    "eatmydata": (frozenset(), 0),
+    "fakeroot": (frozenset({"-l", "--lib", "--faked", "-i", "-s", "-b"}), 0),
+    "nocache": (frozenset(), 0),
+    "catchsegv": (frozenset(), 0),
+}
+# Wrappers whose options are too many to table (or change privilege, namespaces, scheduling or
+# tracing): judged as themselves *and* for what they run, which starts at the first word naming a
+# known program (or after `--`). A program whose operand is a program name is a wrapper too.
+_SCANNED_WRAPPERS = frozenset(
+    """chrt flock chroot unshare setpriv prlimit systemd-run numactl strace ltrace valgrind firejail
+    bwrap nsenter cgexec sg runuser toybox gdb ssh-agent dbus-run-session xvfb-run torsocks
+    proxychains proxychains4 tsocks with-contenv s6-setuidgid chpst setuidgid daemonize sem trickle
+    ionice schedtool cpulimit systemd-inhibit sandbox-exec firejail minijail0 ld.so
+    ld-linux-x86-64.so.2 nsjail proot fakechroot linux32 linux64 setarch uclampset""".split()  # noqa: SIM905
+)
+# Options of a wrapper that set the directory its command runs in: judged as a `cd` before it.
+_CHDIR_OPTIONS: dict[str, frozenset[str]] = {
+    "env": frozenset({"-C", "--chdir"}),
+    "sudo": frozenset({"-D", "--chdir"}),
+    "systemd-run": frozenset({"--working-directory"}),
+    "unshare": frozenset({"-w", "--wd"}),
+    "nsenter": frozenset({"-w", "--wd"}),
+    "bwrap": frozenset({"--chdir"}),
+    "firejail": frozenset({"--chdir"}),
+    "proot": frozenset({"-w", "--cwd"}),
 }
 # Runners that change privilege: judged as themselves (high risk) *and* for what they run.
 _PRIVILEGE_RUNNERS: dict[str, frozenset[str]] = {
@@ -101,6 +128,8 @@ class Expansion:
     parse_error: bool
     # An `a && cd x && b` chain with no nested shell text or substitutions: `cd` is followed exactly.
     and_chain: bool = False
+    # Why the text (or shell text nested in it) is refused outright; the engine denies.
+    refused: str | None = None
 
 
 @functools.lru_cache(maxsize=8192)
@@ -113,9 +142,12 @@ def expand(text: str, depth: int = 0) -> Expansion:
     local_names = set(script.local_names)
     parse_error = script.parse_error
     and_chain = script.and_chain
+    refused = script.refused
     for command in script.commands:
         for inv in _unwrap(command, depth):
+            check_deadline()
             invocations.append(inv)
+            and_chain = and_chain and not (inv.program == "cd" and inv.wrappers)
             problems.extend(inv.problems)
             local_names |= _read_names(inv)
             and_chain = and_chain and not any(w.substitution for w in inv.words)
@@ -124,6 +156,8 @@ def expand(text: str, depth: int = 0) -> Expansion:
             if inv.program == "alias" and any("=" in a for a in inv.argv[1:]):
                 problems.append("defines an alias (changes what later commands run)")
             nested = nested_shell_text(inv)
+            if nested is None:
+                nested = wrapper_shell_text(inv)
             if nested is None:
                 continue
             if UNKNOWN in nested:
@@ -139,6 +173,15 @@ def expand(text: str, depth: int = 0) -> Expansion:
             fork_bomb = fork_bomb or sub.fork_bomb
             local_names |= sub.local_names
             parse_error = parse_error or sub.parse_error
+            refused = refused or sub.refused
+    for evaluated in script.evaluated[:8]:
+        # `x='a[$(rm -rf /)]'; echo $((x))`: bash runs the substitution stored in x.
+        problems.append("a stored value is evaluated as code (arithmetic, ${x@P} or ${!x})")
+        if depth < MAX_DEPTH:
+            sub = expand(evaluated, depth + 1)
+            invocations.extend(sub.invocations)
+            fork_bomb = fork_bomb or sub.fork_bomb
+            refused = refused or sub.refused
     return Expansion(
         tuple(invocations),
         tuple(dict.fromkeys(problems)),
@@ -146,6 +189,7 @@ def expand(text: str, depth: int = 0) -> Expansion:
         frozenset(local_names),
         parse_error,
         and_chain and not (fork_bomb or parse_error),
+        refused,
     )
 
 
@@ -243,16 +287,25 @@ def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
         base = Invocation(argv, words, command, tuple(wrappers), problems, extra_args, depth=depth)
         rest = _wrapped(name, words)
         if rest is None:
-            yield from _find_exec(base, depth) if name == "find" else (_finish(base),)
-            return
-        if name in _PRIVILEGE_RUNNERS or not rest:
+            rest = _operand_program(name, words)
+            if rest is None:
+                yield from _find_exec(base, depth) if name == "find" else (_finish(base),)
+                return
+            yield _finish(base)  # `chrt 1 rm …`, `mytool --x rm …`: judged itself and what it runs
+        elif name in _PRIVILEGE_RUNNERS or not rest:
             # A privilege runner is judged itself as well; a wrapper with nothing to run (`exec 3<>…`,
             # a bare `env`) is judged as itself, redirects included.
             yield base
             if not rest:
                 return
+        chdir = _chdir(name, words[1 : len(words) - len(rest)])
+        if chdir is not None:
+            # `env -C / rm -rf usr`, `sudo -D /etc cat shadow`: the command runs there.
+            yield Invocation(
+                ("cd", chdir.text), (Word(text="cd"), chdir), command, tuple(wrappers), depth=depth
+            )
         wrappers.append(name)
-        extra_args = extra_args or name == "xargs"
+        extra_args = extra_args or name in ("xargs", "parallel")
         outputs = wrapper_outputs(name, words[1 : len(words) - len(rest)])
         if outputs:
             # `time -o FILE cmd` writes FILE: judged like a redirect of what it runs.
@@ -269,6 +322,64 @@ def _split_program_word(words: tuple[Word, ...]) -> tuple[Word, ...]:
     return parts + words[1:]
 
 
+def _chdir(name: str, options: tuple[Word, ...]) -> Word | None:
+    """The directory a wrapper's options make its command run in, if any."""
+    names = _CHDIR_OPTIONS.get(name)
+    if names is None:
+        return None
+    for i, word in enumerate(options):
+        option, eq, value = word.text.partition("=")
+        if eq and option in names:
+            return Word(text=value, plain=word.plain)
+        if word.text in names and i + 1 < len(options):
+            return options[i + 1]
+    return None
+
+
+def is_program_name(word: Word) -> bool:
+    """A word that names a program the engine knows (so the words from it on are a command)."""
+    if not word.plain or not word.text or word.text.startswith("-"):
+        return False
+    name = posixpath.basename(word.text)
+    return (
+        name in KNOWN_PROGRAMS or name in _WRAPPERS or name in _PRIVILEGE_RUNNERS or name in SHELLS
+        or name in _SCANNED_WRAPPERS or name in _DESTRUCTIVE_NAMES or interpreter_family(name) is not None
+    )  # fmt: skip
+
+
+_DESTRUCTIVE_NAMES = frozenset(
+    """rm rmdir unlink shred srm wipe dd mv cp ln install chmod chown chgrp chattr setfacl truncate tee
+    find git cargo make cmake rsync tar mkfs wipefs sgdisk zpool zfs lvremove vgremove pvremove
+    mdadm blkdiscard cryptsetup parted fdisk sfdisk xargs parallel""".split()  # noqa: SIM905
+)
+# Programs whose operands are text or names, never a command they run (`echo rm`, `man rm`).
+_NOT_WRAPPERS = frozenset(
+    """echo printf man info whatis apropos which type whereis help tldr command hash alias unalias
+    complete compgen pgrep pkill killall grep egrep fgrep rg ag ack git apt apt-get apt-cache dpkg
+    yum dnf brew pip pip3 npm yarn pnpm cargo gem conda uv poetry go make""".split()  # noqa: SIM905
+)
+
+
+def _operand_program(name: str, words: tuple[Word, ...]) -> tuple[Word, ...] | None:
+    """For a scanned wrapper or an unknown program: the words from its first program-name operand."""
+    scanned = name in _SCANNED_WRAPPERS
+    if not scanned and (name in KNOWN_PROGRAMS or name in _NOT_WRAPPERS or not name):
+        return None
+    start = 1
+    if name == "gdb":
+        texts = [w.text for w in words]
+        if "--args" not in texts:
+            return None
+        start = texts.index("--args") + 1
+        return words[start:] or None
+    for i in range(start, len(words)):
+        if words[i].text == "--" and scanned:
+            return words[i + 1 :] or None
+        if is_program_name(words[i]):
+            return words[i:]
+    return None
+
+
 def _wrapped(name: str, words: tuple[Word, ...]) -> tuple[Word, ...] | None:
     """The words a wrapper runs (maybe empty), or None when `name` is not a wrapper."""
     if name in _WRAPPERS and not (name == "command" and len(words) > 1 and words[1].text in ("-v", "-V")):
@@ -281,7 +392,7 @@ def _wrapped(name: str, words: tuple[Word, ...]) -> tuple[Word, ...] | None:
         return words[skip_options(words, 1, _PRIVILEGE_RUNNERS[name], 0) :]
     if name == "xargs":
         return words[skip_options(words, 1, _XARGS_VALUE_OPTIONS, 0) :] or (Word(text="echo"),)
-    if name == "busybox" and len(words) > 1 and not words[1].text.startswith("-"):
+    if name in ("busybox", "toybox") and len(words) > 1 and not words[1].text.startswith("-"):
         return words[1:]
     if name in RUNNERS:
         return runner_rest(name, words)
@@ -304,9 +415,9 @@ def _env_command_index(words: tuple[Word, ...]) -> int | None:
     while i < len(words):
         text = words[i].text
         if text in ("-u", "--unset", "-C", "--chdir", "-S", "--split-string"):
-            if text in ("-C", "--chdir", "-S", "--split-string"):
-                return None  # changes directory or splits a string: judge `env` itself (ask)
-            i += 2
+            if text in ("-S", "--split-string"):
+                return None  # splits a string: judged as shell text (runners.wrapper_shell_text)
+            i += 2  # `-C DIR` is judged as a `cd DIR` before the command (see _chdir)
         elif text.startswith("-") or ("=" in text and not text.startswith("=")):
             i += 1
         else:

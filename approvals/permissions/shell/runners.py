@@ -4,10 +4,15 @@ a wrapper's own options write (`time -o`).
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from approvals.permissions.shell.script import Redirect
 from approvals.permissions.shell.words import Word
+
+if TYPE_CHECKING:
+    from approvals.permissions.shell.invocation import Invocation
 
 # Project runners that run a local program (`uv run pytest`, `poetry run pytest`, `npx tsc`). Only
 # the option spellings here keep them local; any other option (`--with`, `-p pkg`, `--yes`) may
@@ -70,3 +75,64 @@ def wrapper_outputs(name: str, options: tuple[Word, ...]) -> tuple[Redirect, ...
         elif word.text.startswith("-o") and len(word.text) > 2:
             found.append(Redirect(">", replace(word, text=word.text[2:])))
     return tuple(found)
+
+
+_PARALLEL_VALUED = frozenset(
+    """-j --jobs -S --sshlogin -a --arg-file -d --delimiter -I --colsep -n -N --joblog --results
+    --tmpdir --workdir -E --timeout --delay --halt --retries --memfree --load --basefile""".split()  # noqa: SIM905
+)
+_PARALLEL_SEPARATORS = frozenset({":::", "::::", ":::+", "::::+"})
+_REPLACEMENTS = ("{}", "{.}", "{/}", "{//}", "{/.}", "{#}", "{%}")
+
+
+def wrapper_shell_text(inv: Invocation) -> str | None:
+    """Shell text a wrapper runs: `script -c`, `sg GROUP [-c] CMD`, `env -S`, `parallel … ::: x`, gdb."""
+    words = [w.text for w in inv.words]
+    program = inv.program
+    if program in ("script", "sg", "env", "gdb"):
+        for i, text in enumerate(words[1:], start=1):
+            if i + 1 >= len(words):
+                break
+            if (program in ("script", "sg") and text in ("-c", "--command")) or (
+                program == "env" and text in ("-S", "--split-string")
+            ):
+                return " ".join([words[i + 1], *(shlex.quote(w) for w in words[i + 2 :])])
+            if program == "gdb" and text in ("-ex", "--eval-command", "-iex"):
+                value = words[i + 1].strip()
+                if value.startswith(("shell ", "!", "pipe ", "|")):
+                    return value.lstrip("!|").removeprefix("shell ").removeprefix("pipe ")
+        if program == "sg" and len(words) > 2 and not words[2].startswith("-"):
+            return " ".join(words[2:])
+        if program == "env":
+            for text in words[1:]:
+                if text.startswith(("--split-string=", "-S")) and len(text) > 2 and text != "-S":
+                    return text.split("=", 1)[1] if text.startswith("--") else text[2:]
+        return None
+    if program == "parallel":
+        return _parallel_text(words)
+    return None
+
+
+def _parallel_text(words: list[str]) -> str | None:
+    """`parallel 'rm -rf {}' ::: / ~`: the command once per argument (arguments after `:::`)."""
+    i = 1
+    while i < len(words) and words[i].startswith("-") and words[i] not in _PARALLEL_SEPARATORS:
+        i += 2 if words[i] in _PARALLEL_VALUED else 1
+    command: list[str] = []
+    while i < len(words) and words[i] not in _PARALLEL_SEPARATORS:
+        command.append(words[i])
+        i += 1
+    arguments = [w for w in words[i:] if w not in _PARALLEL_SEPARATORS][:16]
+    if not command:
+        return "\n".join(arguments) or None  # `parallel ::: 'rm -rf /'`: the arguments are commands
+    text = " ".join(command)
+    if not arguments:
+        return text
+    lines = []
+    for argument in arguments:
+        quoted = shlex.quote(argument)
+        line = text
+        for token in _REPLACEMENTS:
+            line = line.replace(token, quoted)
+        lines.append(line if line != text else f"{text} {quoted}")
+    return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 import re
 from collections.abc import Callable, Sequence
@@ -145,6 +146,18 @@ class WordReader:
         self.bindings: dict[str, str | None] = {}
         # Loop variables while their loop body is walked: the value of the current pass.
         self.loop_values: dict[str, Word] = {}
+        # Variables whose *value* bash evaluates again: arithmetic, `${x@P}`, `${!x}`.
+        self.evaluated_names: list[str] = []
+        self._depth = 0
+
+    def note_arithmetic(self, node: ts.Node) -> None:
+        """Remember the variables an arithmetic context evaluates (`$((x))`, `(( x ))`)."""
+        stack = [node]
+        while stack and len(self.evaluated_names) < 256:
+            current = stack.pop()
+            if current.type == "variable_name" and current.text:
+                self.evaluated_names.append(current.text.decode("utf-8", "replace"))
+            stack.extend(current.children)
 
     def read_group(self, nodes: Sequence[ts.Node]) -> Word:
         """Adjacent nodes with no space between them form one word (`$"x"` arrives as two)."""
@@ -154,7 +167,16 @@ class WordReader:
         return _join([self.read(n) for n in nodes])
 
     def read(self, node: ts.Node) -> Word:
-        """De-quote one word-like node."""
+        """De-quote one word-like node (depth-capped like the statement walk)."""
+        self._depth += 1
+        try:
+            if self._depth > 64:
+                raise RecursionError("words nested too deeply")
+            return self._read(node)
+        finally:
+            self._depth -= 1
+
+    def _read(self, node: ts.Node) -> Word:
         kind = node.type
         raw = _node_text(node)
         if kind in ("word", "number", "variable_name", "special_variable_name"):
@@ -186,6 +208,7 @@ class WordReader:
             revision = stages is not None and self._is_revision(stages)
             return Word(text=UNKNOWN, plain=False, substitution=True, listing=listing, revision=revision)
         if kind == "arithmetic_expansion":
+            self.note_arithmetic(node)
             self._scan(node)
             return Word(text=UNKNOWN, plain=False)
         if kind in ("$", "brace_expression", "extglob_pattern", "regex", "string_content"):
@@ -279,6 +302,9 @@ class WordReader:
     def _expansion(self, node: ts.Node) -> Word:
         names = [c for c in node.children if c.type in ("variable_name", "special_variable_name")]
         name = _node_text(names[0]) if names else ""
+        kinds = [c.type for c in node.children]
+        if name and (kinds[1:2] == ["!"] or ("@" in kinds and "P" in _node_text(node)[-3:])):
+            self.evaluated_names.append(name)  # `${!x}`, `${x@P}`: x's value is expanded again
         simple = node.type == "simple_expansion" or [c.type for c in node.children] == [
             "${",
             "variable_name",
@@ -341,9 +367,68 @@ def skip_options(words: tuple[Word, ...], start: int, valued: frozenset[str], op
     return min(i + operands, len(words))
 
 
+MAX_BRACE_VARIANTS = 64
+
+
 def brace_variants(text: str) -> list[str]:
-    """Expand one level of `{a,b}` (enough to see `/{etc,usr}`), capped."""
-    match = re.search(r"\{([^{}]*,[^{}]*)\}", text)
-    if not match:
+    """Bash brace expansion (`/{etc,u{s,}r}`, `{a..c}`), nested, capped at MAX_BRACE_VARIANTS."""
+    if "{" not in text or len(text) > 4096:
         return [text]
-    return [text[: match.start()] + alt + text[match.end() :] for alt in match.group(1).split(",")][:16]
+    out: list[str] = []
+    pending = [text]
+    while pending and len(out) < MAX_BRACE_VARIANTS:
+        current = pending.pop(0)
+        split = _first_brace(current)
+        if split is None:
+            out.append(current)
+            continue
+        head, alternatives, tail = split
+        pending.extend(head + alt + tail for alt in alternatives[:MAX_BRACE_VARIANTS])
+    return out or [text]
+
+
+def _first_brace(text: str) -> tuple[str, list[str], str] | None:
+    """The first `{…}` that bash would expand: (text before, the alternatives, text after).
+
+    One pass with a stack (linear in the text): each `{` remembers where its top-level commas are.
+    """
+    stack: list[tuple[int, list[int]]] = []
+    candidates: list[tuple[int, int, list[int]]] = []
+    for i, ch in enumerate(text):
+        if ch == "{":
+            stack.append((i, []))
+        elif ch == "," and stack:
+            stack[-1][1].append(i)
+        elif ch == "}" and stack:
+            open_at, commas = stack.pop()
+            candidates.append((open_at, i, commas))
+    for open_at, close_at, commas in sorted(candidates):
+        if commas:
+            bounds = [open_at, *commas, close_at]
+            alternatives = [text[a + 1 : b] for a, b in itertools.pairwise(bounds)]
+        else:
+            sequence = _sequence(text[open_at + 1 : close_at])
+            if sequence is None:
+                continue
+            alternatives = sequence
+        return text[:open_at], alternatives, text[close_at + 1 :]
+    return None
+
+
+def _sequence(body: str) -> list[str] | None:
+    """`1..3`, `a..c`, `0..10..5`: the words of a sequence expression, or None."""
+    pieces = body.split("..")
+    if len(pieces) not in (2, 3):
+        return None
+    first, last = pieces[0], pieces[1]
+    step = abs(int(pieces[2])) if len(pieces) == 3 and pieces[2].lstrip("-").isdigit() else 1
+    step = step or 1
+    if first.lstrip("-").isdigit() and last.lstrip("-").isdigit():
+        a, b = int(first), int(last)
+        numbers = range(a, b + 1, step) if a <= b else range(a, b - 1, -step)
+        return [str(n) for n in itertools.islice(numbers, MAX_BRACE_VARIANTS)]
+    if len(first) == 1 and len(last) == 1:
+        a, b = ord(first), ord(last)
+        codes = range(a, b + 1, step) if a <= b else range(a, b - 1, -step)
+        return [chr(c) for c in itertools.islice(codes, MAX_BRACE_VARIANTS)]
+    return None

@@ -144,9 +144,9 @@ def test_workspace_given_through_a_symlink(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "verdict", "sensitive_reason"),
     [
-        ("bash -c 'cd /srv && rm -rf build'", "ask", None),
-        ("(cd /srv && rm -rf x)", "ask", None),
-        ("cd /srv; (cd src); rm -rf x", "ask", None),  # which cd a subshell undid is not tracked: ask
+        ("bash -c 'cd /data && rm -rf build'", "ask", None),
+        ("(cd /data && rm -rf x)", "ask", None),
+        ("cd /data; (cd src); rm -rf x", "ask", None),  # which cd a subshell undid is not tracked: ask
         ("cd ~/.ssh && ls", "ask", "secret"),
         ("cd / && grep -r password", "ask", "secrets"),
         ("cd $X && ls", "ask", None),

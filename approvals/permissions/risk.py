@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
+from collections.abc import Iterator
 
-from approvals.permissions.decisions import Risk
-from approvals.permissions.shell.interpreters import SHELLS, interpreter_family
+from approvals.permissions.code_options import code_option
+from approvals.permissions.dumps import env_dump
+from approvals.permissions.riskinfo import RiskInfo
+from approvals.permissions.shell.interpreters import SHELLS, git_shell_text, interpreter_family
 from approvals.permissions.shell.invocation import Invocation
 from approvals.permissions.shell.programs import (
     BUILDS,
@@ -26,8 +28,6 @@ from approvals.permissions.shell.programs import (
     MAKE_SIDE_EFFECTS,
     NETWORK,
     NETWORK_CODE,
-    NETWORK_MODULES,
-    PLAIN_VARIABLES,
     PRIVILEGE,
     PUBLISH,
     RISKY_CODE,
@@ -36,23 +36,13 @@ from approvals.permissions.shell.programs import (
     TAR_EXEC,
 )
 from approvals.permissions.shell.words import UNKNOWN
-
-
-@dataclass(frozen=True, slots=True)
-class RiskInfo:
-    """The risk class of one invocation and what kind of effect it has."""
-
-    risk: Risk
-    reason: str
-    egress: bool = False
-    side_effect: bool = False
-    # An interpreter or network program: never offered an "always" approval.
-    broad: bool = False
-    # Exposes secrets (an environment dump): a boundary ask that no rule or automation allows.
-    secret: bool = False
-    # Runs code handed to it in an option (`git -c`, `tar --to-command`, awk `system`): a wildcard
-    # allow rule for the program must not approve that.
-    runs_code: bool = False
+from approvals.permissions.subcommands import (
+    canonical_program,
+    command_like_option,
+    judge_known,
+    judge_module,
+    subcommand,
+)
 
 
 def _normalise(program: str) -> str:
@@ -78,7 +68,7 @@ def _subcommand(inv: Invocation, skip_valued: frozenset[str] = frozenset()) -> s
 
 def classify(inv: Invocation) -> RiskInfo:
     """Risk of one program run."""
-    program = _normalise(inv.program)
+    program = canonical_program(_normalise(inv.program))
     if program in SHELLS:
         return _shell_risk(inv)
     if program in ("source", ".") and (
@@ -89,33 +79,14 @@ def classify(inv: Invocation) -> RiskInfo:
         return RiskInfo("high", "eval runs text as shell code", broad=True)
     if program == "git":
         return _git_risk(inv)
-    sub = _subcommand(inv)
+    sub = subcommand(inv, program)
     family = interpreter_family(program)
     # Package verbs first: `bun install`, `deno add` are downloads, not scripts named "install".
     if family is not None and not (program in EGRESS_SUB and sub in EGRESS_SUB[program]):
         return _interpreter_risk(inv, family)
-    if program in ("gh", "glab"):
-        return _forge_risk(inv, program, sub)
-    if program in PUBLISH and sub in PUBLISH[program]:
-        return RiskInfo(
-            "high", f"publishes or deploys ({program} {sub})", egress=True, side_effect=True, broad=True
-        )
-    if program in ("curl", "wget", "http", "xh", "httpie") and _posts(inv):
-        return RiskInfo(
-            "high", f"sends data over the network ({program})", egress=True, side_effect=True, broad=True
-        )
-    if program in EGRESS_SUB and sub in EGRESS_SUB[program]:
-        return RiskInfo(
-            "high", f"downloads packages or talks to a remote ({program} {sub})", egress=True, broad=True
-        )
-    if program == "rsync" and _local_rsync(inv):
-        return RiskInfo("low", "copies files locally (rsync between local paths)")
-    if _local_verb(inv, program):
-        return RiskInfo("low", f"local {program} query ({' '.join(inv.argv[1:3])})")
-    if program in ("python", "uv") and sub == "pip":
-        return RiskInfo("high", "installs packages", egress=True, broad=True)
-    if program in NETWORK:
-        return RiskInfo("high", f"network program ({program})", egress=True, broad=True)
+    remote = _remote_risk(inv, program, sub)
+    if remote is not None:
+        return remote
     if program in PRIVILEGE:
         if program == "kill" and _kills_own_jobs(inv.argv[1:]):
             return RiskInfo("low", "signals a job of this shell")
@@ -125,6 +96,41 @@ def classify(inv: Invocation) -> RiskInfo:
     ):
         return RiskInfo("high", "sets a setuid or setgid bit")
     return _local_risk(inv, program, sub)
+
+
+def _remote_risk(inv: Invocation, program: str, sub: str) -> RiskInfo | None:
+    """Forges, publishing, uploads, downloads and other network programs; None for local work."""
+    return next(_remote_candidates(inv, program, sub), None)
+
+
+def _remote_candidates(inv: Invocation, program: str, sub: str) -> Iterator[RiskInfo]:
+    """The applicable remote verdicts, most specific first (only the first one counts)."""
+    if program in ("gh", "glab"):
+        yield _forge_risk(inv, program, sub)
+    if program in PUBLISH and sub in PUBLISH[program]:
+        yield RiskInfo(
+            "high", f"publishes or deploys ({program} {sub})", egress=True, side_effect=True, broad=True
+        )
+    if program in ("curl", "wget", "http", "xh", "httpie") and _posts(inv):
+        yield RiskInfo(
+            "high", f"sends data over the network ({program})", egress=True, side_effect=True, broad=True
+        )
+    if program in EGRESS_SUB and sub in EGRESS_SUB[program]:
+        yield RiskInfo(
+            "high", f"downloads packages or talks to a remote ({program} {sub})", egress=True, broad=True
+        )
+    if program == "rsync" and _local_rsync(inv):
+        yield RiskInfo("low", "copies files locally (rsync between local paths)")
+    if _local_verb(inv, program):
+        yield RiskInfo("low", f"local {program} query ({' '.join(inv.argv[1:3])})")
+    if program in ("python", "uv") and sub == "pip":
+        yield RiskInfo("high", "installs packages", egress=True, broad=True)
+    if program == "bundle":
+        known = judge_known(inv, program, classify)
+        if known is not None:
+            yield known
+    if program in NETWORK:
+        yield RiskInfo("high", f"network program ({program})", egress=True, broad=True)
 
 
 def _local_rsync(inv: Invocation) -> bool:
@@ -218,19 +224,22 @@ def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
         )
     if program == "env" and any(a in ("-S", "--split-string", "-C", "--chdir") for a in inv.argv[1:]):
         return RiskInfo("high", "env runs a split string or changes directory", broad=True, runs_code=True)
-    if program == "printenv" and inv.argv[1:] and all(a in PLAIN_VARIABLES for a in inv.argv[1:]):
-        return RiskInfo("low", "prints ordinary variables (PATH, HOME, …)")
-    if program in ("printenv",) or (
-        program in ("env", "export", "set", "declare", "typeset") and _dumps_env(inv)
-    ):
-        return RiskInfo("high", "dumps environment variables (may contain secrets)", secret=True)
+    dump = env_dump(inv) or code_option(inv)
+    if dump is not None:
+        return dump
     if program in ("awk", "gawk", "mawk") and re.search(
         r"system|\|\s*\"|getline|\bprint\b[^;}]*>", " ".join(inv.argv[1:])
     ):
         return RiskInfo("high", "awk program runs commands or writes files", broad=True, runs_code=True)
     if program == "sed" and any(SED_EXEC.search(a) for a in inv.argv[1:] if not a.startswith("-")):
         return RiskInfo("high", "sed script runs commands or writes files", broad=True, runs_code=True)
-    if program in ("make", "cmake", "ninja") or program in ("npm", "yarn", "pnpm", "bun", "cargo", "go"):
+    known = judge_known(inv, program, classify)
+    if known is not None:
+        return known
+    option = command_like_option(inv)
+    if option is not None:
+        return RiskInfo("medium", f"option {option} is given a command line", broad=True, runs_code=True)
+    if program in ("cmake", "bun"):
         return RiskInfo("low", f"local build or test ({program} {sub})".rstrip())
     if program == "pip" and sub in ("list", "show", "freeze", "check", "--version", "help", ""):
         return RiskInfo("low", "lists installed packages")
@@ -249,15 +258,6 @@ def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
         # `./run.sh`, `bin/tool`: a program from the workspace (its path is checked as a read).
         return RiskInfo("low", "runs a program from the workspace", broad=True)
     return RiskInfo("medium", f"unknown program ({program})")
-
-
-def _dumps_env(inv: Invocation) -> bool:
-    args = [a for a in inv.argv[1:] if a not in ("--",)]
-    if inv.program == "env":
-        return all(a.startswith("-") or "=" in a for a in args)
-    if inv.program in ("declare", "typeset"):
-        return not any(not a.startswith("-") for a in args) or any(a.startswith("-p") for a in args)
-    return not args or args == ["-p"]
 
 
 def _posts(inv: Invocation) -> bool:
@@ -334,6 +334,12 @@ def _git_risk(inv: Invocation) -> RiskInfo:
             if reading or len(rest) == 1
             else RiskInfo("medium", "changes git configuration")
         )
+    if git_shell_text(inv) is not None:
+        return RiskInfo("low", f"git {sub} runs a command, judged on its own", broad=True, runs_code=True)
+    if any(a in ("--ext-diff", "--textconv") or a.startswith("--extcmd") for a in rest):
+        return RiskInfo(
+            "medium", f"git {sub} runs an external diff program from configuration", runs_code=True
+        )
     if sub in SAFE_GIT or (not sub and args in (("--version",), ("--help",), ("-h",))):
         return RiskInfo("low", f"local git ({sub or args[0]})")
     return RiskInfo("medium", f"unrecognised git subcommand ({sub or 'none'})")
@@ -354,17 +360,10 @@ def _interpreter_risk(inv: Invocation, family: str) -> RiskInfo:
         return RiskInfo(
             "high", "publishes a package (setup.py upload)", egress=True, side_effect=True, broad=True
         )
-    if family == "python" and "-m" in inv.argv:
-        module = inv.argv[inv.argv.index("-m") + 1] if inv.argv.index("-m") + 1 < len(inv.argv) else ""
-        if (
-            module in ("pip", "ensurepip")
-            and len(inv.argv) > inv.argv.index("-m") + 2
-            and inv.argv[inv.argv.index("-m") + 2] in ("install", "download")
-        ):
-            return RiskInfo("high", "installs packages", egress=True, broad=True)
-        if module in NETWORK_MODULES or module.split(".")[0] in ("http", "urllib", "xmlrpc"):
-            return RiskInfo("high", f"network module ({module})", egress=True, broad=True)
-        return RiskInfo("low", f"runs python module {module}")
+    if family == "python":
+        module = judge_module(inv, classify)
+        if module is not None:
+            return module
     if code is not None:
         if UNKNOWN in code:
             return RiskInfo("high", f"{family} code computed at run time", broad=True)

@@ -1,0 +1,169 @@
+"""Allow only what is known: a program with subcommands is low risk only for a known local one.
+
+`mvn test` is a build; `mvn deploy`, `npm token`, `cargo +nightly publish`, `npm --prefix x publish`
+are not, and a subcommand nobody listed asks (medium) with the reason `unknown subcommand: …`.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable
+from dataclasses import replace
+
+from approvals.permissions.riskinfo import RiskInfo
+from approvals.permissions.shell.interpreters import SHELLS, interpreter_family
+from approvals.permissions.shell.invocation import Invocation
+from approvals.permissions.shell.known import (
+    ALIASES,
+    MODULE_PROGRAMS,
+    SIDE_EFFECT_NAMES,
+    STDLIB_MODULES,
+    TOOLS,
+    Tool,
+)
+from approvals.permissions.shell.programs import NETWORK_MODULES, PUBLISH
+from approvals.permissions.shell.words import UNKNOWN
+
+Classify = Callable[[Invocation], RiskInfo]
+_QUESTIONS = frozenset({"--version", "-v", "-V", "--help", "-h"})
+_COMMANDISH = frozenset({"rm", "curl", "wget", "nc", "eval", "exec", "env", "sudo", "xargs", "ssh", "dd"})
+
+
+def canonical_program(program: str) -> str:
+    """`mvnw` is mvn, `gradlew` is gradle: a wrapper script checked into the repository."""
+    return ALIASES.get(program, program)
+
+
+def operands_after(args: tuple[str, ...], tool: Tool) -> list[tuple[int, str]]:
+    """(index, word) of every operand, skipping options and the values of valued options."""
+    found: list[tuple[int, str]] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            break
+        if arg in tool.valued:
+            i += 2
+            continue
+        if not arg.startswith("-") and not (tool.skip_prefix and arg.startswith(tool.skip_prefix)):
+            found.append((i, arg))
+        i += 1
+    return found
+
+
+def subcommand(inv: Invocation, program: str) -> str:
+    """The subcommand, with the program's own valued global options skipped (`npm --prefix x publish`)."""
+    tool = TOOLS.get(program)
+    if tool is None:
+        return next((a for a in inv.argv[1:] if not a.startswith("-")), "")
+    found = operands_after(inv.argv[1:], tool)
+    if found:
+        return found[0][1]
+    # `yarn --version` is a question, not the bare `yarn` that installs.
+    return next((a for a in inv.argv[1:] if a in _QUESTIONS), "")
+
+
+def module_program(inv: Invocation) -> tuple[str, int] | None:
+    """`python -m pytest …` → ("pytest", index of the module word); None without `-m`."""
+    for i, arg in enumerate(inv.argv[1:], start=1):
+        if arg == "-m" and i + 1 < len(inv.argv):
+            return inv.argv[i + 1], i + 1
+        if arg.startswith("-m") and len(arg) > 2:
+            return arg[2:], i
+        if not arg.startswith("-"):
+            return None
+    return None
+
+
+def delegate(inv: Invocation, start: int, name: str | None = None) -> Invocation:
+    """The invocation of the program an argv runs from index `start` (`bundle exec rspec` → rspec)."""
+    words = inv.words[start:]
+    head = name if name is not None else posixpath.basename(inv.argv[start])
+    return replace(inv, argv=(head, *inv.argv[start + 1 :]), words=words)
+
+
+def command_like_option(inv: Invocation) -> str | None:
+    """An `--opt=VALUE` whose value reads as a command line (`--rsh='sh -c …'`): the option may run it."""
+    for arg in inv.argv[1:]:
+        if not arg.startswith("--") or "=" not in arg:
+            continue
+        value = arg.split("=", 1)[1].strip()
+        first = posixpath.basename(value.split(" ", 1)[0]) if value else ""
+        runs = first in SHELLS or first in _COMMANDISH or interpreter_family(first) is not None
+        if runs and (" " in value or UNKNOWN in value):
+            return arg.split("=", 1)[0]
+    return None
+
+
+def judge_module(inv: Invocation, classify: Classify) -> RiskInfo | None:
+    """`python -m MODULE`: a known tool is judged as that program, stdlib work is low, the rest asks."""
+    found = module_program(inv)
+    if found is None:
+        return None
+    module, index = found
+    if module in MODULE_PROGRAMS:
+        return classify(delegate(inv, index, MODULE_PROGRAMS[module]))
+    if module in NETWORK_MODULES or module.split(".")[0] in ("http", "urllib", "xmlrpc", "smtpd", "ftplib"):
+        return RiskInfo("high", f"network module ({module})", egress=True, broad=True)
+    if module in STDLIB_MODULES:
+        return RiskInfo("low", f"runs python module {module}")
+    return RiskInfo("medium", f"unknown python module: python -m {module}")
+
+
+def judge_known(inv: Invocation, program: str, classify: Classify) -> RiskInfo | None:
+    """Risk by the program's subcommand table; None when the program has no table."""
+    tool = TOOLS.get(program)
+    if tool is None:
+        return None
+    args = inv.argv[1:]
+    code = _code_option(args, tool)
+    if code is not None:
+        return RiskInfo("high", f"{program} {code} runs code or reaches out", broad=True, runs_code=True)
+    operands = operands_after(args, tool)
+    if program in ("bundle", "pnpm", "yarn") and operands and operands[0][1] == "exec":
+        runs = [i for i, a in enumerate(args) if i > operands[0][0] and not a.startswith("-")]
+        if runs:
+            return classify(delegate(inv, runs[0] + 1))
+    if tool.goals:
+        names = [w for _, w in operands if "=" not in w]
+        for name in names or [""]:
+            info = _one(program, tool, name.rsplit(":", 1)[-1] if program == "gradle" else name.split(" ")[0])
+            if info.risk != "low":
+                return info
+        return RiskInfo("low", f"local {program} {' '.join(names)}".rstrip())
+    sub = operands[0][1] if operands else ""
+    info = _one(program, tool, sub)
+    if info.risk != "low" or not sub:
+        return info
+    rest = [word for _index, word in operands[1:]]
+    if sub in tool.nested and rest and rest[0] not in tool.nested[sub]:
+        return RiskInfo("medium", f"unknown subcommand: {program} {sub} {rest[0]}")
+    if sub in ("run", "run-script") and rest and rest[0] in SIDE_EFFECT_NAMES:
+        return RiskInfo("medium", f"runs the project script {rest[0]!r}, whose name says it reaches out")
+    if program == "go" and sub == "env" and any(a in ("-w", "-u") for a in args):
+        return RiskInfo("medium", "changes go configuration (go env -w)")
+    return info
+
+
+def _one(program: str, tool: Tool, name: str) -> RiskInfo:
+    if name in PUBLISH.get(program, set()):
+        return RiskInfo(
+            "high", f"publishes or deploys ({program} {name})", egress=True, side_effect=True, broad=True
+        )
+    if not name or name in tool.subs:
+        return RiskInfo("low", f"local {program} {name}".rstrip())
+    if tool.scripts and name not in tool.builtins and UNKNOWN not in name:
+        if name in SIDE_EFFECT_NAMES:
+            return RiskInfo("medium", f"runs the target {name!r}, whose name says it reaches out")
+        return RiskInfo("low", f"runs the project's {program} target {name}")
+    return RiskInfo("medium", f"unknown subcommand: {program} {name}")
+
+
+def _code_option(args: tuple[str, ...], tool: Tool) -> str | None:
+    for arg in args:
+        if arg == "--":
+            return None
+        name = arg.split("=", 1)[0]
+        if name in tool.code or any(arg.startswith(c) and len(c) == 2 for c in tool.code if c != arg):
+            return name
+    return None

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from approvals.permissions.decisions import Layer, Verdict
+from approvals.permissions.environment import assignments, exported_names, judge_assignment
 from approvals.permissions.findings import Finding
 from approvals.permissions.floor import invocation_floor, lexical_floor
 from approvals.permissions.paths import Boundary, within
-from approvals.permissions.risk import RiskInfo, classify
+from approvals.permissions.readers import broad_search, listing_reader
+from approvals.permissions.risk import classify
+from approvals.permissions.riskinfo import RiskInfo
 from approvals.permissions.rules import Bucket, Rule, RuleSet
 from approvals.permissions.shell.accesses import accesses, uses_cwd
 from approvals.permissions.shell.invocation import Expansion, Invocation, expand
@@ -65,8 +69,36 @@ class CommandJudge:
                 break
         if not expansion.invocations and not expansion.problems:
             yield Finding("allow", "low", "risk", "no command to run")
+        exported = exported_names(expansion.invocations)
+        find_argv: tuple[str, ...] | None = None
         for inv, candidates in zip(expansion.invocations, cwds, strict=True):
             yield from self._invocation(inv, candidates, expansion.local_names)
+            yield from self._environment(inv, candidates, exported)
+            find_argv = inv.argv if inv.program == "find" and not inv.extra_args else find_argv
+            yield from self._contents(inv, find_argv)
+        if _dotglob(expansion):
+            reason = "dotglob makes globs match hidden files such as .env"
+            yield Finding("ask", "high", "boundary", reason, sensitive=True)
+
+    def _contents(self, inv: Invocation, find_argv: tuple[str, ...] | None) -> Iterator[Finding]:
+        """Readers judged by what they can read: listings fed to them, recursive searches (readers.py)."""
+        reason = listing_reader(inv, find_argv) or broad_search(inv)
+        if reason is not None:
+            yield Finding("ask", "high", "boundary", f"{reason} (may include secrets)", sensitive=True)
+        if "xargs" in inv.wrappers and inv.command.stdin in ("heredoc", "herestring") and inv.command.heredoc:
+            for name in inv.command.heredoc.split()[:64]:
+                yield path_finding(self.boundary, self.rules, name, write=False)
+
+    def _environment(
+        self, inv: Invocation, cwds: frozenset[str], exported: tuple[frozenset[str], bool]
+    ) -> Iterator[Finding]:
+        """Every assignment the program sees, judged by what its name controls (environment.py)."""
+        for assignment in assignments(inv, *exported):
+            for cwd in sorted(cwds):
+                yield from judge_assignment(assignment, self.judge, functools.partial(self._place, cwd=cwd))
+
+    def _place(self, text: str, write: bool, *, cwd: str) -> Finding:
+        return path_finding(self.boundary, self.rules, text, write=write, cwd=cwd)
 
     def _cwds(self, expansion: Expansion) -> Iterator[frozenset[str]]:
         """The directories each invocation may run in, following `cd` (UNKNOWN after `cd $X`).
@@ -103,7 +135,7 @@ class CommandJudge:
         for inv, candidates in zip(expansion.invocations, cwds, strict=True):
             for cwd in sorted(candidates - {UNKNOWN}):
                 if reason is None:
-                    resolve = lambda t, b=cwd: self.boundary.absolute(t, b)  # type: ignore[misc]  # noqa: E731
+                    resolve = lambda t, b=cwd: self.boundary.absolute(t, b)  # noqa: E731
                     reason = invocation_floor(inv, resolve, home, self.boundary.workspace)
         if reason is None and (expansion.parse_error or expansion.problems):
             reason = lexical_floor(text, self.boundary.absolute, home, unquoted=expansion.parse_error)
@@ -216,6 +248,15 @@ class CommandJudge:
         return all(
             UNKNOWN not in p and within(self.boundary.absolute(p), self.boundary.workspace) for p in paths
         )
+
+
+def _dotglob(expansion: Expansion) -> bool:
+    """`shopt -s dotglob` (or `GLOBIGNORE=…`) and a glob: `*` then matches `.env` too."""
+    invocations = expansion.invocations
+    on = any(i.program == "shopt" and "dotglob" in i.argv and "-s" in i.argv for i in invocations) or any(
+        name == "GLOBIGNORE" for i in invocations for name, _ in i.command.environment
+    )
+    return on and any(w.glob for i in invocations for w in i.words[1:])
 
 
 def _reads_listing(inv: Invocation) -> bool:

@@ -47,9 +47,15 @@ _SECRET_NAMES = (
     "*.ppk", "secring.*", "*.tfvars", ".vault-token", "secrets.yml", "secrets.yaml", "secrets.json",
     ".bashrc", ".zshrc", ".bash_profile",
     ".profile", ".zprofile", ".zshenv", "authorized_keys", "known_hosts", "*_history",
+    # Every spelling of an env file (`.env~`, `.env_prod`), state and service-account files.
+    ".env*", "*.tfstate", "*.tfstate.*", "service-account*.json", "service_account*.json",
+    "client_secret*.json", "*-credentials.json", "*.p8", "*.keytab", ".secrets", "secrets.toml",
+    "secret.yaml", "secret.yml", ".dockercfg", "kubeconfig", "*.kubeconfig",
 )  # fmt: skip
 _TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist", ".defaults", ".tmpl", ".in")
-_SECRET_PROC = re.compile(r"^/proc/[^/]+/(environ|mem|maps|cmdline|auxv)$")
+# Any process's environment or memory, through any /proc path (`/proc/self/task/1/environ`).
+_SECRET_PROC = re.compile(r"^/proc/(?:[^/]+/){1,6}(environ|mem|maps|cmdline|auxv)$")
+_PROC_EXAMPLES = ("/proc/self/environ", "/proc/1/environ", "/proc/self/task/1/environ", "/proc/1/mem")
 _SAFE_DEVICES = frozenset(
     {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/stdin",
      "/dev/stdout", "/dev/stderr", "/dev/ptmx"}
@@ -65,7 +71,8 @@ _SECRET_NAME_RE = re.compile("|".join(fnmatch.translate(n) for n in _SECRET_NAME
 def _secret_locations(home: str) -> re.Pattern[str]:
     """One anchored regex for every secret directory or file (a separator guard after each)."""
     roots = [f"{home}/{rel}" for rel in _HOME_SECRETS] + list(_ABSOLUTE_SECRETS)
-    return re.compile("(" + "|".join(re.escape(r) for r in roots) + ")(?:/|$)")
+    # Case-insensitive: on macOS `~/.SSH` is `~/.ssh`; elsewhere asking about `~/.Docker` costs nothing.
+    return re.compile("(" + "|".join(re.escape(r) for r in roots) + ")(?:/|$)", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +215,7 @@ class Boundary:
             fnmatch.fnmatchcase(name.replace("*", "x"), base.lower()) for name in _SECRET_NAMES
         ):
             return True
-        literal = [self.home + "/" + p for p in _HOME_SECRETS] + list(_ABSOLUTE_SECRETS)
+        literal = [self.home + "/" + p for p in _HOME_SECRETS] + [*_ABSOLUTE_SECRETS, *_PROC_EXAMPLES]
         return any(fnmatch.fnmatchcase(p, pattern) or fnmatch.fnmatchcase(p + "/x", pattern) for p in literal)
 
     def holds_secrets(self, path: str) -> bool:

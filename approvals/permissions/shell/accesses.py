@@ -83,6 +83,8 @@ def accesses(inv: Invocation) -> Iterator[Access]:
     for redirect in inv.command.redirects:
         if redirect.target is not None:
             yield Access(redirect.target.text, "write" if redirect.writes else "read")
+    if "xargs" in inv.wrappers:
+        yield from _xargs_files(inv)
     program = inv.program
     if inv.words and "/" in inv.words[0].text:
         yield Access(inv.words[0].text, "exec")  # the program file itself
@@ -233,6 +235,10 @@ def _find(inv: Invocation, operands: list[str]) -> Iterator[Access]:
         if arg.startswith(("-", "(", "!")):
             break
         yield Access(arg, "write" if delete else "read")
+    args = inv.argv
+    for i, arg in enumerate(args[:-1]):
+        if arg in _FIND_WRITES:
+            yield Access(args[i + 1], "write")  # `-fprint FILE`, `-fprintf FILE FORMAT`, `-fls FILE`
 
 
 def _git_paths(inv: Invocation) -> Iterator[Access]:
@@ -285,4 +291,16 @@ def _secretish(text: str) -> bool:
     return lowered.startswith(".env") or lowered.endswith((".pem", ".key", ".env")) or "id_rsa" in lowered
 
 
+def _xargs_files(inv: Invocation) -> Iterator[Access]:
+    """`xargs -a FILE`, `--arg-file=FILE`: xargs reads its arguments from that file."""
+    words = [w.text for w in inv.command.words]
+    for i, text in enumerate(words[:-1]):
+        if text in ("-a", "--arg-file"):
+            yield Access(words[i + 1], "read")
+    for text in words:
+        if text.startswith("--arg-file="):
+            yield Access(text.split("=", 1)[1], "read")
+
+
+_FIND_WRITES = frozenset({"-fprint", "-fprint0", "-fprintf", "-fls"})
 _SPECIAL = {"sed": _sed, "dd": _dd, "tar": _tar, "find": _find, "fd": _find}

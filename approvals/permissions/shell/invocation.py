@@ -26,11 +26,11 @@ MAX_DEPTH = 6
 # What a program name may contain without being a puzzle (`[`, `[[` and `.` are real commands).
 _PROGRAM_NAME = re.compile(r"^[A-Za-z0-9_.+\-/@%:,=~\[\]]*$")
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
+# Variables whose mere assignment makes the text "not plain words" (the others, `PAGER`, `CC`,
+# `PATH`… are judged by value in approvals/permissions/environment.py).
 CODE_RUNNING_VARIABLES = frozenset(
-    """PATH BASH_ENV ENV PROMPT_COMMAND PS0 PS4 IFS SHELLOPTS BASHOPTS GIT_SSH GIT_SSH_COMMAND
-    GIT_EXEC_PATH GIT_ASKPASS SSH_ASKPASS GIT_PAGER PAGER EDITOR VISUAL GIT_EDITOR MANPAGER LESSOPEN
-    LESSCLOSE PYTHONSTARTUP PYTHONHOME PYTHONINSPECT NODE_OPTIONS PERL5OPT PERL5LIB PERLLIB RUBYOPT
-    RUBYLIB JAVA_TOOL_OPTIONS _JAVA_OPTIONS BROWSER""".split()  # noqa: SIM905
+    """BASH_ENV ENV PROMPT_COMMAND PS0 PS4 IFS SHELLOPTS BASHOPTS GIT_EXEC_PATH PYTHONSTARTUP
+    PYTHONHOME PYTHONINSPECT""".split()  # noqa: SIM905
 )
 # Variables that send an otherwise local query to another machine (`DOCKER_HOST=tcp://… docker ps`).
 REMOTE_VARIABLES = frozenset({"DOCKER_HOST", "DOCKER_CONTEXT", "CONTAINER_HOST", "KUBECONFIG"})

@@ -28,7 +28,8 @@ _FIND_NARROWING = frozenset({"-path", "-ipath", "-wholename", "-iwholename", "-t
 # Tracked files only: `--others` also lists untracked (even ignored) files such as `.env`.
 _GIT_LS_OPTIONS = frozenset({"--cached", "-c", "--"})
 _GIT_DIFF_OPTIONS = frozenset({"--name-only", "--cached", "--staged", "--relative", "--"})
-_LS_OPTION = re.compile(r"^-[1adrtS]+$")
+# No -a/-A: they list hidden files such as `.env`.
+_LS_OPTION = re.compile(r"^-[1drtS]+$")
 # No -r: a recursive search can name hidden files such as `.env`.
 _GREP_OPTION = re.compile(r"^-[lLiIwEFsvxH]+$")
 

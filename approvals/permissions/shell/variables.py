@@ -1,0 +1,141 @@
+"""What an environment variable controls, by name: nothing that matters, a program, options, paths.
+
+Data and a name classifier only; `approvals/permissions/environment.py` judges the values.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+VariableClass = Literal["harmless", "program", "options", "pathlist", "path", "code", "remote", "unknown"]
+
+# Known not to change what runs, what loads or where anything is read or written.
+HARMLESS = frozenset(
+    """
+    CI NO_COLOR FORCE_COLOR CLICOLOR CLICOLOR_FORCE TERM COLORTERM COLUMNS LINES LANG LANGUAGE TZ
+    RUST_BACKTRACE RUST_LOG RUST_LIB_BACKTRACE RUST_TEST_THREADS RUST_MIN_STACK CARGO_TERM_COLOR
+    CARGO_INCREMENTAL CARGO_BUILD_JOBS CARGO_TERM_VERBOSE CARGO_TERM_QUIET PYTHONDONTWRITEBYTECODE
+    PYTHONUNBUFFERED PYTHONHASHSEED PYTHONIOENCODING PYTHONUTF8 PYTHONFAULTHANDLER PYTHONDEVMODE
+    PYTHONTRACEMALLOC PYTHONNOUSERSITE NODE_ENV RAILS_ENV RACK_ENV APP_ENV MIX_ENV FLASK_ENV
+    FLASK_DEBUG DEBUG VERBOSE LOG_LEVEL LOGLEVEL PYTEST_XDIST_AUTO_NUM_WORKERS
+    PYTEST_DISABLE_PLUGIN_AUTOLOAD PYTEST_CURRENT_TEST GOOS GOARCH GOARM GOAMD64 CGO_ENABLED
+    GO111MODULE GOMAXPROCS GODEBUG GOTRACEBACK GOEXPERIMENT SOURCE_DATE_EPOCH PIP_DISABLE_PIP_VERSION_CHECK
+    PIP_NO_INPUT PIP_NO_COLOR NODE_NO_WARNINGS NO_UPDATE_NOTIFIER NPM_CONFIG_FUND NPM_CONFIG_AUDIT
+    NPM_CONFIG_UPDATE_NOTIFIER DISABLE_OPENCOLLECTIVE ADBLOCK BROWSERSLIST_IGNORE_OLD_DATA
+    TQDM_DISABLE TOKENIZERS_PARALLELISM OMP_NUM_THREADS MKL_NUM_THREADS OPENBLAS_NUM_THREADS
+    NUMEXPR_NUM_THREADS CUDA_VISIBLE_DEVICES HYPOTHESIS_PROFILE JEST_WORKER_ID TF_CPP_MIN_LOG_LEVEL
+    GRADLE_OPTS_QUIET JAVA_TOOL_OPTIONS_QUIET DOTNET_CLI_TELEMETRY_OPTOUT DOTNET_NOLOGO
+    DOTNET_SKIP_FIRST_TIME_EXPERIENCE HOMEBREW_NO_AUTO_UPDATE HOMEBREW_NO_ANALYTICS
+    NEXT_TELEMETRY_DISABLED GATSBY_TELEMETRY_DISABLED ASTRO_TELEMETRY_DISABLED TURBO_TELEMETRY_DISABLED
+    POETRY_NO_INTERACTION POETRY_VIRTUALENVS_IN_PROJECT PIPENV_VERBOSITY DJANGO_DEBUG
+    TERM_PROGRAM LESSCHARSET GREP_COLOR GREP_COLORS LS_COLORS PYTHONWARNINGS_QUIET SEED RANDOM_SEED
+    TEST_SEED PORT HOST_PORT WORKERS JOBS THREADS NPROC TIMEOUT UPDATE_SNAPSHOTS SNAPSHOT_UPDATE
+    INSTA_UPDATE INSTA_FORCE_PASS TRYBUILD UPDATE_EXPECT RUST_TEST_NOCAPTURE NEXTEST_PROFILE
+    """.split()  # noqa: SIM905
+)
+# The value is a program (and maybe its arguments) that the tool runs.
+PROGRAM = frozenset(
+    """
+    CC CXX CPP LD AR AS NM RANLIB STRIP OBJCOPY OBJDUMP FC F77 F90 CUDAHOSTCXX HOSTCC HOSTCXX
+    SHELL CONFIG_SHELL MAKE PAGER MANPAGER GIT_PAGER EDITOR VISUAL GIT_EDITOR GIT_SEQUENCE_EDITOR
+    SVN_EDITOR BROWSER GIT_SSH GIT_SSH_COMMAND GIT_EXTERNAL_DIFF GIT_ASKPASS SSH_ASKPASS SUDO_ASKPASS
+    GIT_PROXY_COMMAND RUSTC RUSTDOC RUSTC_WRAPPER RUSTC_WORKSPACE_WRAPPER RUSTC_LINKER PYTHON NODE
+    PERL RUBY JAVA JAVAC LESSOPEN LESSCLOSE PROMPT_COMMAND PS0 PS1 PS2 PS4 TERMINAL DIFF DIFFTOOL
+    YACC LEX BISON FLEX PKG_CONFIG CMAKE NINJA MESON CARGO NPM YARN PNPM UV
+    """.split()  # noqa: SIM905
+)
+PROGRAM_SUFFIXES = (
+    "_WRAPPER", "_COMMAND", "_CMD", "_EXEC", "_EXECUTABLE", "_PROGRAM", "_EDITOR", "_PAGER", "_SHELL",
+    "_COMPILER", "_LINKER", "_RUNNER", "_ASKPASS", "_LAUNCHER", "_HOOK", "_BIN", "_BINARY",
+)  # fmt: skip
+# The value is options handed to a tool: they can load plugins, agents or code.
+OPTIONS = frozenset(
+    """
+    NODE_OPTIONS PERL5OPT RUBYOPT JAVA_TOOL_OPTIONS _JAVA_OPTIONS JDK_JAVA_OPTIONS JAVA_OPTS
+    MAVEN_OPTS MAVEN_ARGS GRADLE_OPTS SBT_OPTS MAKEFLAGS MFLAGS GNUMAKEFLAGS GOFLAGS RUSTFLAGS
+    RUSTDOCFLAGS CARGO_ENCODED_RUSTFLAGS PYTEST_ADDOPTS PYTEST_PLUGINS LESS MORE GREP_OPTIONS
+    CFLAGS CXXFLAGS CPPFLAGS LDFLAGS LDLIBS ARFLAGS NPM_CONFIG_NODE_OPTIONS TS_NODE_COMPILER_OPTIONS
+    """.split()  # noqa: SIM905
+)
+OPTIONS_SUFFIXES = ("FLAGS", "_OPTS", "_OPTIONS", "ADDOPTS", "_ARGS", "_ARGUMENTS", "_PLUGINS")
+# Colon-separated directories that code or programs are loaded from.
+PATHLIST = frozenset(
+    """
+    PATH PYTHONPATH NODE_PATH PERL5LIB PERLLIB RUBYLIB CLASSPATH GEM_PATH LD_LIBRARY_PATH LIBRARY_PATH
+    CPATH C_INCLUDE_PATH CPLUS_INCLUDE_PATH OBJC_INCLUDE_PATH PKG_CONFIG_PATH CDPATH MANPATH GOPATH
+    DYLD_LIBRARY_PATH DYLD_FRAMEWORK_PATH FPATH INFOPATH JULIA_LOAD_PATH R_LIBS LUA_PATH LUA_CPATH
+    """.split()  # noqa: SIM905
+)
+# A single place the tool reads or writes (a relative or workspace value is fine).
+PATH = frozenset(
+    """
+    HOME TMPDIR TMP TEMP TEMPDIR DESTDIR PREFIX OUT OUTDIR OBJDIR HISTFILE GNUPGHOME ZDOTDIR
+    INPUTRC GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_COMMON_DIR
+    PYTHONPYCACHEPREFIX COVERAGE_FILE COVERAGE_RCFILE PYTEST_DEBUG_TEMPROOT VIRTUAL_ENV
+    CONDA_PREFIX BUNDLE_GEMFILE NODE_REPL_HISTORY PYTHON_HISTORY MYPY_CACHE_DIR RUFF_CACHE_DIR
+    """.split()  # noqa: SIM905
+)
+PATH_SUFFIXES = (
+    "_DIR", "_DIRS", "_HOME", "_ROOT", "_CACHE", "_FILE", "_PREFIX", "_DEST", "_DESTINATION", "_OUT",
+    "_OUTPUT", "_TARGET", "_LOCATION", "_FOLDER", "_WORKDIR", "_TMPDIR", "_BASE", "_CONFIG", "_RC",
+    "_PATH", "_CACHE_DIR", "_TARGET_DIR",
+)  # fmt: skip
+# Anything else under these names changes how the program behaves in ways that can run code.
+CODE = frozenset(
+    """
+    LD_PRELOAD LD_AUDIT LD_BIND_NOW DYLD_INSERT_LIBRARIES BASH_ENV ENV PYTHONSTARTUP PYTHONHOME
+    PYTHONBREAKPOINT PYTHONWARNINGS PYTHONUSERBASE PYTHONEXECUTABLE PYTHONINSPECT PYTHONSAFEPATH IFS
+    SHELLOPTS BASHOPTS GLOBIGNORE POSIXLY_CORRECT PERL5DB PERLIO RUBYGEMS_GEMDEPS DJANGO_SETTINGS_MODULE
+    SSH_AUTH_SOCK GPG_AGENT_INFO HOSTALIASES LOCALDOMAIN RES_OPTIONS http_proxy https_proxy
+    HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy NO_PROXY no_proxy REQUESTS_CA_BUNDLE SSL_CERT_FILE
+    NODE_EXTRA_CA_CERTS CURL_CA_BUNDLE
+    """.split()  # noqa: SIM905
+)
+CODE_PREFIXES = (
+    "LD_", "DYLD_", "BASH_FUNC_", "GIT_", "npm_config_", "NPM_CONFIG_", "PIP_", "UV_", "CARGO_",
+    "POETRY_", "YARN_", "PNPM_", "BUNDLE_", "GEM_", "MAVEN_", "GRADLE_", "PYTHON", "NODE_", "PERL",
+    "RUBY", "JAVA", "SSH_", "PYTEST_", "TOX_", "NOX_", "HATCH_", "PDM_", "CONDA_", "PIPENV_",
+    "VIRTUALENV_", "GOPROXY", "GONOSUMDB", "GOPRIVATE", "GOFLAGS", "GOTOOLCHAIN", "GOINSECURE",
+    "GOSUMDB", "COMPOSER_", "DENO_", "BUN_", "XDG_",
+)  # fmt: skip
+# Values that send a local tool to another machine.
+REMOTE = frozenset({"DOCKER_HOST", "DOCKER_CONTEXT", "CONTAINER_HOST", "KUBECONFIG", "KUBE_CONTEXT"})
+# Programs a program-valued variable may name without asking (compilers, `cat` as a pager, …).
+HARMLESS_PROGRAMS = frozenset(
+    """
+    cat true false : gcc g++ cc c++ clang clang++ gcc-12 gcc-13 gcc-14 clang-17 clang-18 ld ld.lld
+    lld ar llvm-ar ranlib strip nm bash sh dash zsh make gmake ninja cmake python python3 node
+    rustc cargo javac java go tee head
+    """.split()  # noqa: SIM905
+)
+
+
+def classify_variable(name: str) -> VariableClass:
+    """What assigning `name` can change (order matters: `CARGO_TARGET_DIR` is a path, not code)."""
+    if name in HARMLESS or name.startswith("LC_"):
+        return "harmless"
+    if name in REMOTE:
+        return "remote"
+    if name in CODE or name.startswith(("LD_", "DYLD_", "BASH_FUNC_")):
+        return "code"
+    if name in PROGRAM or name.endswith(PROGRAM_SUFFIXES):
+        return "program"
+    if name in OPTIONS or name.endswith(OPTIONS_SUFFIXES):
+        return "options"
+    if name in PATHLIST:
+        return "pathlist"
+    if name in PATH or name.endswith(PATH_SUFFIXES) or name.startswith("XDG_"):
+        return "path"
+    if name.startswith(CODE_PREFIXES):
+        return "code"
+    return "unknown"
+
+
+def inherited(name: str) -> bool:
+    """Names usually exported already: a plain `NAME=…` (no `export`) still reaches programs."""
+    klass = classify_variable(name)
+    if klass == "path":
+        return name in PATH or name.startswith("XDG_")
+    return klass not in ("harmless", "unknown") and (
+        name.isupper() or name.startswith(("npm_config_", "http_", "https_", "all_", "no_"))
+    )

@@ -48,6 +48,8 @@ _INTO_OPTIONS = frozenset(
     --dist-dir --install-dir --target-directory --work-tree --git-dir --cache-dir --installroot
     --install-root --install-base --home --exec-prefix --libdir --bindir --sysconfdir""".split()  # noqa: SIM905
 )
+# Options naming a file a program writes its output to (`git diff --output=`, `gcc -o`, `curl -o`).
+_OUTPUT_OPTIONS = frozenset({"--output", "-o", "--output-file", "--out-file", "--log-file", "--outfile"})
 _STORAGE: dict[str, frozenset[str]] = {
     "zpool": frozenset({"destroy", "labelclear"}),
     "zfs": frozenset({"destroy"}),
@@ -239,7 +241,8 @@ def _git(inv: Invocation) -> Iterator[Effect]:
     while i < len(args) and args[i].text.startswith("-"):
         text = args[i].text
         if text == "-C" and i + 1 < len(args):
-            place = posixpath.join(place, args[i + 1].text)
+            value = args[i + 1].text
+            place = value if value.startswith("~") else posixpath.join(place, value)
             i += 2
             continue
         if text in ("--work-tree", "--git-dir") and i + 1 < len(args):
@@ -382,6 +385,9 @@ _DESTROYERS = frozenset({"rm", "rmdir", "unlink", "shred", "mv", "srm", "wipe"})
 def _option_effects(inv: Invocation) -> Iterator[Effect]:
     """`--basetemp=/usr`, `--target-dir /` with `clean`, `--prefix /usr uninstall` on any program."""
     cleaning = bool(set(inv.argv[1:]) & CLEAN_VERBS)
+    for word in _value(inv, _OUTPUT_OPTIONS):
+        if word.text.startswith(("/", "~", "..")):
+            yield _effect("overwrite", word, f"{inv.program} writes its output there")
     for word in _value(inv, _WIPE_OPTIONS):
         yield _effect("destroy", word, "a directory the tool wipes", recursive=True)
     for word in _value(inv, _INTO_OPTIONS):

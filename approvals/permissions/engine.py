@@ -6,18 +6,21 @@ the floor, secret and workspace boundaries hold whatever the configuration says.
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from approvals.permissions.actions import ACTION_KINDS, Action
+from approvals.permissions.budget import Clock, JudgmentTimeout, check_deadline, deadline
 from approvals.permissions.commands import CommandJudge, path_finding
 from approvals.permissions.decisions import RISK_ORDER, VERDICT_ORDER, Decision
 from approvals.permissions.errors import PermissionConfigError
+from approvals.permissions.fetch import judge_fetch
 from approvals.permissions.findings import Finding, worst
-from approvals.permissions.floor import SYSTEM_DIRS
+from approvals.permissions.floor import SYSTEM_DIRS, classify_path
 from approvals.permissions.paths import Boundary
 from approvals.permissions.policy import POLICY_NAMES, PolicyName, resolve
 from approvals.permissions.rules import BUCKETS, EMPTY_RULES, RuleSet
@@ -39,6 +42,27 @@ _SIDE_EFFECT_TOOL = re.compile(
     re.I,
 )
 _MAX_ALWAYS_CHARS = 200
+# Longest target judged per kind (a command, a path, a URL or a tool name); longer is denied.
+MAX_COMMAND_CHARS = 16 * 1024
+MAX_TARGET_CHARS = 4 * 1024
+# Bidirectional embeddings, overrides and isolates: the text shown is not the text run.
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def unfaithful(text: str, limit: int) -> str | None:
+    """Why `text` cannot be judged (or shown to an approver) faithfully, or None."""
+    if len(text) > limit:
+        return f"too long to judge ({len(text)} chars > {limit})"
+    for ch in text:
+        if "\ud800" <= ch <= "\udfff":
+            return (
+                f"contains a lone surrogate (U+{ord(ch):04X}): invalid UTF-8 or text that cannot be encoded"
+            )
+        if ch == "\x00":
+            return "contains a NUL byte, which the shell cannot pass on"
+        if ch in _BIDI:
+            return f"contains a bidirectional control (U+{ord(ch):04X}): what is shown is not what runs"
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +75,9 @@ class PermissionConfig:
     readable_roots: tuple[Path, ...] = ()
     protected: tuple[str, ...] = DEFAULT_PROTECTED
     home: Path | None = None
+    # Wall-clock budget per decision; past it the judgment stops and the action is denied.
+    budget_seconds: float = 0.25
+    clock: Clock = time.monotonic
 
 
 class PermissionEngine:
@@ -77,14 +104,24 @@ class PermissionEngine:
         self._commands = CommandJudge(self._boundary, config.rules)
 
     def evaluate(self, action: Action, *, grants: frozenset[str] = frozenset()) -> Decision:
-        """The engine's verdict on one action, and what the policy resolves an ask to."""
-        finding = worst(self._findings(action))
+        """The engine's verdict on one action, and what the policy resolves an ask to (never raises)."""
+        try:
+            with deadline(self.config.clock, self.config.budget_seconds):
+                finding = worst(self._checked(action))
+        except JudgmentTimeout:
+            finding = Finding("deny", "high", "policy", "judgment took too long (fails closed)", broad=True)
+        except Exception as exc:
+            finding = Finding("deny", "high", "policy", f"could not judge: {type(exc).__name__}", broad=True)
         if finding.verdict == "ask" and not finding.sensitive and self.scope_key(action) in grants:
             finding = Finding(
                 "allow", finding.risk, "policy", "granted for this run", finding.rule,
                 egress=finding.egress, side_effect=finding.side_effect, broad=finding.broad,
             )  # fmt: skip
         return self._decision(action, finding)
+
+    async def evaluate_async(self, action: Action, *, grants: frozenset[str] = frozenset()) -> Decision:
+        """`evaluate` in a worker thread, so a judgment never blocks the event loop (same deadline)."""
+        return await asyncio.to_thread(self.evaluate, action, grants=grants)
 
     def evaluate_many(self, actions: Sequence[Action], *, grants: frozenset[str] = frozenset()) -> Decision:
         """One decision for a tool call's actions: the most severe verdict, the highest risk."""
@@ -118,6 +155,23 @@ class PermissionEngine:
             return f"fetch({action.target.strip()})"
         return f"{action.kind}({action.target.strip()})"
 
+    def _checked(self, action: Action) -> Iterator[Finding]:
+        """The findings, with the deadline checked between them and faithfulness checked first."""
+        target = action.target if isinstance(action.target, str) else ""
+        limit = MAX_COMMAND_CHARS if action.kind == "command" else MAX_TARGET_CHARS
+        why = unfaithful(target, limit) if isinstance(action.target, str) else "the target is not text"
+        if why is not None:
+            yield Finding("deny", "high", "policy", f"{action.kind} {why}", broad=True)
+            return
+        if action.kind == "command":
+            refused = expand(target).refused
+            if refused is not None:
+                yield Finding("deny", "high", "policy", f"command {refused}", broad=True)
+                return
+        for finding in self._findings(action):
+            check_deadline()
+            yield finding
+
     def _findings(self, action: Action) -> Iterator[Finding]:
         if action.kind not in ACTION_KINDS:
             yield Finding("deny", "medium", "policy", f"unknown action kind {action.kind!r}")
@@ -128,38 +182,22 @@ class PermissionEngine:
                 yield Finding("deny", "medium", "policy", "empty or invalid path")
             else:
                 write = action.kind == "write"
+                if write:
+                    yield from self._write_floor(action.target.strip())
                 yield path_finding(self._boundary, self.config.rules, action.target.strip(), write=write)
         elif action.kind == "fetch":
-            yield from self._fetch(action.target.strip())
+            yield from judge_fetch(action.target.strip(), self._boundary, self.config.rules)
         else:
             yield self._tool(action.target.strip())
 
-    def _fetch(self, url: str) -> Iterator[Finding]:
-        try:
-            parts = urlsplit(url if "://" in url else f"https://{url}")
-        except ValueError:
-            yield Finding("ask", "high", "risk", f"malformed URL {url!r}", egress=True, broad=True)
-            return
-        if parts.scheme == "file":
-            yield path_finding(self._boundary, self.config.rules, parts.path or "/", write=False)
-            return
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            yield Finding("ask", "high", "risk", f"unusual URL {url!r}", egress=True, broad=True)
-            return
-        rules = self.config.rules
-        # Credentials, backslashes, spaces or non-ASCII in the address are how URL parsers disagree
-        # about the host: deny and ask rules still apply, allow rules do not.
-        tricky = "@" in parts.netloc or any(ch in url for ch in "\\ \t\r\n") or not parts.netloc.isascii()
-        for bucket in BUCKETS:
-            for rule in rules.of(bucket, "fetch"):
-                if bucket == "allow" and tricky:
-                    continue
-                if rule.matches_url(url):
-                    yield Finding(
-                        bucket, "high", "rule", f"{bucket} rule {rule.text}", rule=rule.text, egress=True
-                    )
-                    return
-        yield Finding("ask", "high", "risk", f"network request to {parts.hostname}", egress=True, broad=True)
+    def _write_floor(self, text: str) -> Iterator[Finding]:
+        """Writing a file over a system file or a device is the floor's, whatever the rules say."""
+        boundary = self._boundary
+        klass = classify_path(boundary.absolute(text), boundary.home, boundary.workspace)
+        if klass in ("deep", "device", "root"):
+            yield Finding(
+                "deny", "critical", "floor", f"overwrites a system file or device: {text}", broad=True
+            )
 
     def _tool(self, name: str) -> Finding:
         rules = self.config.rules

@@ -83,14 +83,14 @@ def classify_path(path: str, home: str, workspace: str | None = None) -> PathCla
         return "top"
     if path in DEEP_TREES:
         return "deep"
+    exempt = (workspace is not None and workspace != "/" and _within(path, workspace)) or _within(path, home)
+    scratch = any(_within(path, e) for e in _DEEP_EXEMPT)
+    if not exempt and not scratch and any(_within(path, t) for t in DEEP_TREES):
+        return "deep"
     if path in SYSTEM_DIRS or path in DATA_TREES:
         return "top"
-    if workspace is not None and workspace != "/" and _within(path, workspace):
+    if exempt or any(_within(path, e) for e in _DEEP_EXEMPT):
         return None
-    if _within(path, home) or any(_within(path, e) for e in _DEEP_EXEMPT):
-        return None
-    if any(_within(path, t) for t in DEEP_TREES):
-        return "deep"
     return "data" if any(_within(path, t) for t in DATA_TREES) else None
 
 

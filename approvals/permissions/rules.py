@@ -14,13 +14,15 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
 from approvals.permissions.actions import ACTION_KINDS, ActionKind
 from approvals.permissions.errors import RuleError
+
+if TYPE_CHECKING:
+    from approvals.permissions.fetch import URL
 
 Bucket = Literal["allow", "ask", "deny"]
 BUCKETS: tuple[Bucket, ...] = ("deny", "ask", "allow")
@@ -46,22 +48,42 @@ class Rule:
         return "*" in self.pattern or "?" in self.pattern
 
     def matches_command(self, text: str) -> bool:
-        """Match one simple command's text (words joined by single spaces)."""
-        return _command_regex(self.pattern).fullmatch(text) is not None
+        """Match one simple command's text (words joined by single spaces); linear, no backtracking."""
+        body, optional_args = _command_glob(self.pattern)
+        return glob_match(body, text) or (optional_args and glob_match(body + " *", text))
 
     def matches_path(self, path: str, *, workspace: str, home: str) -> bool:
         """Match a normalised absolute path; relative patterns are anchored at the workspace."""
         return _path_regex(self.pattern, workspace, home).fullmatch(path) is not None
 
-    def matches_url(self, url: str) -> bool:
-        """Match a URL: `domain:` patterns on the host name, others as a glob over the URL."""
-        if self.pattern.startswith("domain:"):
-            try:
-                host = (urlsplit(url if "://" in url else f"https://{url}").hostname or "").lower()
-            except ValueError:
+    def matches_url(self, url: str | URL) -> bool:
+        """Match a normalised URL: `*` never crosses a `.` in the host nor leaves the host for the path."""
+        from approvals.permissions.fetch import URL as _URL
+        from approvals.permissions.fetch import normalise
+
+        if not isinstance(url, _URL):
+            parsed = normalise(url)
+            if isinstance(parsed, str):
                 return False
-            return _domain_regex(self.pattern[7:].strip().lower()).fullmatch(host) is not None
-        return fnmatch.fnmatchcase(url, self.pattern)
+            url = parsed
+        if self.pattern.startswith("domain:"):
+            return host_match(self.pattern[7:].strip(), url.host)
+        if self.pattern in ("*", "**"):
+            return True
+        scheme, host, port, path = _url_pattern(self.pattern)
+        if not glob_match(scheme, url.scheme) or not host_match(host, url.host):
+            return False
+        if port != url.port:
+            return False
+        target = url.path + (f"?{url.query}" if url.query else "")
+        return glob_match(path, target) or (path.endswith("/*") and glob_match(path[:-2], target))
+
+    def names_host(self, host: str) -> bool:
+        """The rule names this host literally (no wildcard): how a local address may be allowed."""
+        pattern = (
+            self.pattern[7:].strip() if self.pattern.startswith("domain:") else _url_pattern(self.pattern)[1]
+        )
+        return "*" not in pattern and "?" not in pattern and pattern.lower().rstrip(".") == host
 
     def matches_tool(self, name: str) -> bool:
         """Match a tool name (glob)."""
@@ -222,8 +244,8 @@ def load_rules_file(path: Path) -> RuleSet:
 
 
 @functools.lru_cache(maxsize=1024)
-def _command_regex(pattern: str) -> re.Pattern[str]:
-    """Glob over the command text; a trailing ` *` (or legacy `:*`) also matches no arguments."""
+def _command_glob(pattern: str) -> tuple[str, bool]:
+    """The glob over command text, and whether a trailing ` *` (or legacy `:*`) may match nothing."""
     pattern = " ".join(pattern.split())
     if pattern.endswith(":*"):
         pattern = pattern[:-2] + " *"
@@ -232,9 +254,62 @@ def _command_regex(pattern: str) -> re.Pattern[str]:
         head = posixpath.basename(head)
     pattern = head + sep + tail
     optional_args = pattern.endswith(" *") and pattern != " *"
-    body = pattern[:-2] if optional_args else pattern
-    regex = ".*".join(re.escape(part) for part in body.split("*"))
-    return re.compile(regex + (r"(?: .*)?" if optional_args else ""), re.S)
+    return (pattern[:-2] if optional_args else pattern), optional_args
+
+
+def _command_regex(pattern: str) -> None:
+    """Validate a command pattern at load time (every text is a valid glob)."""
+    _command_glob(pattern)
+
+
+def glob_match(pattern: str, text: str) -> bool:
+    """`*` matches any run of characters; linear-time (greedy leftmost search of the literal parts)."""
+    parts = pattern.split("*")
+    if len(parts) == 1:
+        return pattern == text
+    first, *middle, last = parts
+    if len(text) < len(first) + len(last) or not text.startswith(first) or not text.endswith(last):
+        return False
+    position, end = len(first), len(text) - len(last)
+    for part in middle:
+        found = text.find(part, position, end)
+        if found < 0:
+            return False
+        position = found + len(part)
+    return True
+
+
+def host_match(pattern: str, host: str) -> bool:
+    """`*.example.com`: one or more labels before example.com; elsewhere `*` stays inside one label."""
+    pattern = pattern.lower().rstrip(".")
+    if pattern == "*":
+        return bool(host)
+    labels = host.split(".")
+    if pattern.startswith("*."):
+        rest = pattern[2:].split(".")
+        return len(labels) > len(rest) and all(
+            fnmatch.fnmatchcase(h, p) for h, p in zip(labels[-len(rest) :], rest, strict=True)
+        )
+    wanted = pattern.split(".")
+    return len(wanted) == len(labels) and all(
+        fnmatch.fnmatchcase(h, p) for h, p in zip(labels, wanted, strict=True)
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _url_pattern(pattern: str) -> tuple[str, str, int | None, str]:
+    """`https://*.example.com:8443/api/*` → (scheme glob, host glob, port, path glob)."""
+    scheme, sep, rest = pattern.partition("://")
+    if not sep:
+        scheme, rest = "http*", pattern
+    cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    hostport, path = rest[:cut], rest[cut:] or "/"
+    host, colon, port_text = hostport.rpartition(":") if hostport.count(":") == 1 else (hostport, "", "")
+    port = int(port_text) if colon and port_text.isdigit() else None
+    defaults = {"http": 80, "https": 443}
+    if port is not None and defaults.get(scheme.lower()) == port:
+        port = None
+    return scheme.lower(), host.lower() if colon else hostport.lower(), port, path
 
 
 @functools.lru_cache(maxsize=1024)
@@ -276,14 +351,3 @@ def _path_regex(pattern: str, workspace: str, home: str) -> re.Pattern[str]:
             i += 1
     # A directory pattern also covers what is inside it (`read(~/.ssh)` covers ~/.ssh/id_rsa).
     return re.compile("".join(out) + r"(?:/.*)?", re.S)
-
-
-@functools.lru_cache(maxsize=256)
-def _domain_regex(pattern: str) -> re.Pattern[str]:
-    """`*.github.com` matches any subdomain; elsewhere `*` never crosses a dot."""
-    if pattern == "*":
-        return re.compile(r".*")
-    prefix = ""
-    if pattern.startswith("*."):
-        prefix, pattern = r"(?:[^.]+\.)+", pattern[2:]
-    return re.compile(prefix + "[^.]*".join(re.escape(p) for p in pattern.split("*")))

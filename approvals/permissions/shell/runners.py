@@ -93,7 +93,8 @@ def wrapper_shell_text(inv: Invocation) -> str | None:
         for i, text in enumerate(words[1:], start=1):
             if i + 1 >= len(words):
                 break
-            if (program in ("script", "sg") and text in ("-c", "--command")) or (
+            cluster = text.startswith("-") and not text.startswith("--") and text.endswith("c")
+            if (program in ("script", "sg") and (text == "--command" or cluster)) or (
                 program == "env" and text in ("-S", "--split-string")
             ):
                 return " ".join([words[i + 1], *(shlex.quote(w) for w in words[i + 2 :])])

@@ -13,7 +13,7 @@ from approvals.permissions.environment import assignments, exported_names, judge
 from approvals.permissions.findings import Finding
 from approvals.permissions.floor import invocation_floor, lexical_floor
 from approvals.permissions.paths import Boundary, within
-from approvals.permissions.readers import broad_search, listing_reader
+from approvals.permissions.readers import broad_search, computed_names, listing_reader
 from approvals.permissions.risk import classify
 from approvals.permissions.riskinfo import RiskInfo
 from approvals.permissions.rules import Bucket, Rule, RuleSet
@@ -82,7 +82,7 @@ class CommandJudge:
 
     def _contents(self, inv: Invocation, find_argv: tuple[str, ...] | None) -> Iterator[Finding]:
         """Readers judged by what they can read: listings fed to them, recursive searches (readers.py)."""
-        reason = listing_reader(inv, find_argv) or broad_search(inv)
+        reason = listing_reader(inv, find_argv) or broad_search(inv) or computed_names(inv)
         if reason is not None:
             yield Finding("ask", "high", "boundary", f"{reason} (may include secrets)", sensitive=True)
         if "xargs" in inv.wrappers and inv.command.stdin in ("heredoc", "herestring") and inv.command.heredoc:

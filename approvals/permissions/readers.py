@@ -35,8 +35,21 @@ _HIDDEN_FLAGS = frozenset({"--hidden", "-.", "-uu", "-uuu", "--unrestricted", "-
 
 def names_only(inv: Invocation) -> bool:
     """`grep -l`, `rg -c`: the reader prints names or counts, never lines."""
-    return any(a in _NAMES_ONLY or (a.startswith("-") and not a.startswith("--") and a[1:] in ("l", "L", "c"))
-               for a in inv.argv[1:])  # fmt: skip
+    return any(a in _NAMES_ONLY or (_short(a) and any(c in a[1:] for c in "lLcq")) for a in inv.argv[1:])
+
+
+def _short(arg: str) -> bool:
+    return arg.startswith("-") and not arg.startswith("--") and arg[1:].isalpha()
+
+
+def computed_names(inv: Invocation) -> str | None:
+    """`cat $(ls -a)`, `cat $(find .)`: a reader handed names printed at run time (not a known listing)."""
+    if inv.program not in CONTENT_READERS or names_only(inv):
+        return None
+    for word in inv.words[1:]:
+        if word.substitution and not word.listing and not word.revision and not word.process_substitution:
+            return f"{inv.program} reads files named at run time"
+    return None
 
 
 def listing_reader(inv: Invocation, find_argv: tuple[str, ...] | None) -> str | None:

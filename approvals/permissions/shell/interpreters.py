@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import shlex
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -155,6 +156,9 @@ def git_shell_text(inv: Invocation) -> str | None:
             index = argv.index(marker, argv.index(verb)) + 1
             while index < len(words) and words[index].text.startswith("-"):
                 index += 1
+            if verb == "bisect":
+                # `bisect run` executes an argv (no shell): keep each word whole.
+                return " ".join(shlex.quote(w.text) for w in words[index:])
             return " ".join(w.text for w in words[index:])
     found: list[str] = []
     for sub, options in _GIT_COMMAND_OPTIONS.items():

@@ -53,11 +53,11 @@ OPTIONS = frozenset(
     """
     NODE_OPTIONS PERL5OPT RUBYOPT JAVA_TOOL_OPTIONS _JAVA_OPTIONS JDK_JAVA_OPTIONS JAVA_OPTS
     MAVEN_OPTS MAVEN_ARGS GRADLE_OPTS SBT_OPTS MAKEFLAGS MFLAGS GNUMAKEFLAGS GOFLAGS RUSTFLAGS
-    RUSTDOCFLAGS CARGO_ENCODED_RUSTFLAGS PYTEST_ADDOPTS PYTEST_PLUGINS LESS MORE GREP_OPTIONS
+    RUSTDOCFLAGS CARGO_ENCODED_RUSTFLAGS PYTEST_ADDOPTS LESS MORE GREP_OPTIONS
     CFLAGS CXXFLAGS CPPFLAGS LDFLAGS LDLIBS ARFLAGS NPM_CONFIG_NODE_OPTIONS TS_NODE_COMPILER_OPTIONS
     """.split()  # noqa: SIM905
 )
-OPTIONS_SUFFIXES = ("FLAGS", "_OPTS", "_OPTIONS", "ADDOPTS", "_ARGS", "_ARGUMENTS", "_PLUGINS")
+OPTIONS_SUFFIXES = ("FLAGS", "_OPTS", "_OPTIONS", "ADDOPTS", "_ARGS", "_ARGUMENTS")
 # Colon-separated directories that code or programs are loaded from.
 PATHLIST = frozenset(
     """
@@ -116,7 +116,7 @@ def classify_variable(name: str) -> VariableClass:
         return "harmless"
     if name in REMOTE:
         return "remote"
-    if name in CODE or name.startswith(("LD_", "DYLD_", "BASH_FUNC_")):
+    if name in CODE or name.startswith(("LD_", "DYLD_", "BASH_FUNC_")) or name.endswith("_PLUGINS"):
         return "code"
     if name in PROGRAM or name.endswith(PROGRAM_SUFFIXES):
         return "program"

@@ -40,7 +40,7 @@ _LITERAL = re.compile(r"""'((?:[^'\\\n]|\\.){0,4096})'|"((?:[^"\\\n]|\\.){0,4096
 _ASSIGN = re.compile(r"""(?<![\w$])[$@]?([A-Za-z_]\w{0,63})\s{0,8}=\s{0,8}(?=['"])""")
 _WORD = re.compile(r"[A-Za-z_]\w{0,63}")
 _MAX_CODE = 64 * 1024
-_MAX_CALLS = 64
+_MAX_CALLS = 24
 
 
 def code_floor(code: str, resolve: Resolve, home: str, workspace: str | None, depth: int = 0) -> str | None:
@@ -94,9 +94,9 @@ def _arguments(code: str, names: tuple[str, ...]) -> Iterator[str]:
 
 
 def _call_text(code: str, start: int) -> str:
-    """From a call's name to its closing bracket (or the end of the statement), at most 4 KiB."""
+    """From a call's name to its closing bracket (or the end of the statement), at most 1 KiB."""
     depth = 0
-    limit = min(len(code), start + 4096)
+    limit = min(len(code), start + 1024)
     for i in range(start, limit):
         ch = code[i]
         if ch in "([{":

@@ -14,7 +14,7 @@ from approvals.permissions.shell.words import UNKNOWN
 
 # sqlite3 dot-commands and SQL functions that run programs, load code or touch other files.
 _SQLITE_CODE = re.compile(
-    r"(?im)^\s*\.(shell|system|load|once|output|import|read|open|backup|save|restore|excel)\b"
+    r"(?im)^[ \t]*\.(shell|system|load|once|output|import|read|open|backup|save|restore|excel)\b"
 )
 _SQLITE_SQL = re.compile(r"(?i)\b(load_extension|edit|writefile|readfile|fts3_tokenizer)\s*\(|\battach\b")
 _SQLITE_VALUED = frozenset({"-cmd", "-init", "-separator", "-newline", "-nullvalue", "-vfs", "-lookaside"})

@@ -47,22 +47,22 @@ MAX_COMMAND_CHARS = 16 * 1024
 MAX_TARGET_CHARS = 4 * 1024
 # Bidirectional embeddings, overrides and isolates: the text shown is not the text run.
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_UNFAITHFUL = re.compile("[\x00\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def unfaithful(text: str, limit: int) -> str | None:
     """Why `text` cannot be judged (or shown to an approver) faithfully, or None."""
     if len(text) > limit:
         return f"too long to judge ({len(text)} chars > {limit})"
-    for ch in text:
-        if "\ud800" <= ch <= "\udfff":
-            return (
-                f"contains a lone surrogate (U+{ord(ch):04X}): invalid UTF-8 or text that cannot be encoded"
-            )
-        if ch == "\x00":
-            return "contains a NUL byte, which the shell cannot pass on"
-        if ch in _BIDI:
-            return f"contains a bidirectional control (U+{ord(ch):04X}): what is shown is not what runs"
-    return None
+    match = _UNFAITHFUL.search(text)
+    if match is None:
+        return None
+    ch = match.group()
+    if ch == "\x00":
+        return "contains a NUL byte, which the shell cannot pass on"
+    if ch in _BIDI:
+        return f"contains a bidirectional control (U+{ord(ch):04X}): what is shown is not what runs"
+    return f"contains a lone surrogate (U+{ord(ch):04X}): invalid UTF-8 or text that cannot be encoded"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
-import shlex
 from collections.abc import Callable, Iterable
 from typing import Literal
 
+from approvals.permissions.budget import check_deadline
 from approvals.permissions.code import code_floor
 from approvals.permissions.effects import Effect, effects, storage_wipe
 from approvals.permissions.paths import is_raw_device
@@ -33,8 +33,8 @@ _FS_MAKERS = re.compile(r"^(mkfs(\..+)?|mke2fs|mkswap|wipefs|blkdiscard|mkdosfs|
 _PARTITIONERS = frozenset({"fdisk", "sfdisk", "cfdisk", "parted", "sgdisk", "gdisk"})
 # Interpreter code that forks without end (`perl -e 'fork while fork'`, `while True: os.fork()`).
 _FORK_CODE = re.compile(
-    r"fork\s*(?:\(\s*\))?\s*(?:while|until|for|and|\|\|)|"
-    r"(?:while|for)(?:\s*\(\s*(?:1|true|;;)\s*\)|\s(?:1|True|true))\s*[:{]?\s*(?:os\.|process\.|Process\.)?fork|"
+    r"fork\s*(?:\(\s*\)\s*)?(?:while|until|for|and|\|\|)|"
+    r"(?:while|for)(?:\s*\(\s*(?:1|true|;;)\s*\)|\s(?:1|True|true))\s*(?:[:{]\s*)?(?:os\.|process\.|Process\.)?fork|"
     r"\[\s*os\.fork\(\)\s*for|loop\s*\{\s*fork"
 )
 # A function definition; the lookbehind makes each name start once, so the search stays linear.
@@ -61,6 +61,7 @@ _TOP_DIRS = frozenset(
     "/home /Users /tmp /media /mnt /run /Volumes /cores /private /dev /private/tmp /var/tmp".split()  # noqa: SIM905
 )
 _GLOB = re.compile(r"[*?\[]")
+_MAX_SEGMENTS = 500
 PathClass = Literal["root", "top", "deep", "data", "device"]
 
 
@@ -252,9 +253,12 @@ def lexical_floor(text: str, resolve: Resolve, home: str, *, unquoted: bool = Fa
         return "fork bomb"
     segments = _segments(text)
     if unquoted:
-        for line in text.replace('"', " ").replace("'", " ").splitlines():
-            segments += _segments(line)
+        # Newlines separate segments in `_segments` already: one pass over the unquoted text.
+        segments += _segments(text.replace('"', " ").replace("'", " "))
+    if len(segments) > _MAX_SEGMENTS:
+        return f"too complex to judge: more than {_MAX_SEGMENTS} commands in text that does not parse"
     for segment in segments:
+        check_deadline()
         if segment and segment[0] == ">":
             if is_raw_device(resolve(_lexical_expand(segment[1] if len(segment) > 1 else ""))):
                 return "raw write to a block device"
@@ -274,7 +278,29 @@ def lexical_floor(text: str, resolve: Resolve, home: str, *, unquoted: bool = Fa
 def _lexical_expand(token: str) -> str:
     """`$HOME`/`${HOME}` at the start is home; any other `$VAR` is unknown (possibly empty)."""
     token = re.sub(r"^\$(\{HOME\}|HOME\b)", "~", token)
-    return re.sub(r"\$(\{[^}]*\}|\w+)", UNKNOWN, token)
+    return re.sub(r"\$(\{[^}]{0,256}\}|\w+)", UNKNOWN, token)
+
+
+# A shell-ish token: a quoted string, a run of operators, or a run of other characters.
+_TOKEN = re.compile(r"""'[^']*'?|"(?:[^"\\]|\\.)*"?|[;&|(){}<>\n]+|[^\s;&|(){}<>'"]+""")
+_OPERATORS = frozenset(";&|(){}<>\n")
+
+
+def _tokens(text: str) -> list[str]:
+    """Words and operators, quotes removed, adjacent pieces joined (`r'm'` is rm); linear."""
+    tokens: list[str] = []
+    end = -1
+    for match in _TOKEN.finditer(text):
+        piece = match.group()
+        operator = piece[0] in _OPERATORS
+        if piece[0] in "'\"":
+            piece = piece[1:-1] if len(piece) > 1 and piece[-1] == piece[0] else piece[1:]
+        if not operator and match.start() == end and tokens and not (set(tokens[-1]) <= _OPERATORS):
+            tokens[-1] += piece
+        else:
+            tokens.append(piece)
+        end = match.end()
+    return tokens
 
 
 def _segments(text: str) -> list[list[str]]:
@@ -284,14 +310,7 @@ def _segments(text: str) -> list[list[str]]:
     cleaned = re.sub(
         r"(?:^|(?<=[\s;&|(]))\{([^{}\s,]*(?:,[^{}\s,]*)+)\}", lambda m: m.group(1).replace(",", " "), cleaned
     )
-    try:
-        lexer = shlex.shlex(cleaned, posix=True, punctuation_chars=";&|(){}<>\n")
-        lexer.whitespace_split = True
-        tokens = list(lexer)
-    except ValueError:
-        tokens = re.split(
-            r"\s+", re.sub(r"([;&|(){}<>\n])", r" \1 ", cleaned.replace('"', " ").replace("'", " "))
-        )
+    tokens = _tokens(cleaned)
     segments: list[list[str]] = [[]]
     for token in tokens:
         if token and set(token) <= set(";&|(){}<>\n"):

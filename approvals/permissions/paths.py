@@ -240,7 +240,12 @@ class Boundary:
         return [posixpath.join(self.workspace, p) for p in self.protected]
 
     def _is_protected(self, path: str) -> bool:
-        rel = posixpath.relpath(path, self.workspace)
+        # Only called for paths inside the workspace: a prefix cut is the relative path.
+        rel = (
+            path[len(self.workspace) :].lstrip("/") or "."
+            if _within(path, self.workspace)
+            else posixpath.relpath(path, self.workspace)
+        )
         for pattern in self.protected:
             stem = pattern[:-3] if pattern.endswith("/**") else pattern
             if rel == stem or _within(rel, stem) or fnmatch.fnmatchcase(rel, pattern):

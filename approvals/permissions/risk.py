@@ -92,7 +92,7 @@ def classify(inv: Invocation) -> RiskInfo:
             return RiskInfo("low", "signals a job of this shell")
         return RiskInfo("high", f"changes privilege or system state ({program})")
     if program == "chmod" and any(
-        re.search(r"[ugoa]*[+=][rwxXt]*s|^[2-7][0-7]{3}$", a) for a in inv.argv[1:]
+        re.search(r"(?<![ugoa])[ugoa]*[+=][rwxXt]*s|^[2-7][0-7]{3}$", a) for a in inv.argv[1:]
     ):
         return RiskInfo("high", "sets a setuid or setgid bit")
     return _local_risk(inv, program, sub)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox"})
 _CODE_SHELL = re.compile(
     r"""\b(?:system|popen|exec|execSync|spawnSync|check_output|check_call|call|run|Popen|getoutput|"""
-    r"""getstatusoutput|shell_exec|passthru)\s*\(?\s*(?:\[\s*)?(['"])(.+?)\1"""
+    r"""getstatusoutput|shell_exec|passthru)\s{0,16}(?:\(\s{0,16})?(?:\[\s{0,16})?(['"])(.+?)\1"""
 )
 _CODE_BACKTICKS = re.compile(r"`([^`]+)`")
 # Operands that make a program read its code from standard input.

@@ -27,14 +27,15 @@ from approvals.permissions.shell.script import (
     literal_feed,
     loop_word,
 )
-from approvals.permissions.shell.words import Word, WordReader
+from approvals.permissions.shell.words import TooComplex, Word, WordReader
 
 __all__ = ["MAX_SHELL_CHARS", "Redirect", "Script", "SimpleCommand", "Stdin", "parse_shell"]
 
 MAX_SHELL_CHARS = 16 * 1024
 # Caps that keep one judgment small whatever the text: statement nesting, simple commands.
 MAX_NESTING = 64
-MAX_COMMANDS = 2_000
+MAX_COMMANDS = 500
+MAX_WORDS = 1_000
 # A `for` loop over at most this many plain words has its body judged once per word.
 MAX_LOOP_WORDS = 8
 # Nested loops multiply passes: past this many body walks per text, loop variables are unknown.
@@ -106,8 +107,7 @@ def parse_shell(text: str) -> Script:
     )
 
 
-class _TooComplex(Exception):
-    """The text exceeds a structural cap (nesting, number of commands)."""
+_TooComplex = TooComplex
 
 
 @dataclass
@@ -122,6 +122,7 @@ class _Walker:
     # Assignments seen so far (standalone and exported), in document order.
     environment: list[tuple[str, Word]] = field(default_factory=list)
     _depth: int = 0
+    _words: int = 0
 
     def __post_init__(self) -> None:
         self.words = WordReader(
@@ -215,11 +216,16 @@ class _Walker:
                 if group and not self._continues(group[-1].end_byte, node_.start_byte):
                     words.append(self.words.read_group(group))
                     group = []
+                    if len(words) + self._words > MAX_WORDS:
+                        raise _TooComplex(f"more than {MAX_WORDS} words")
                 group.append(node_)
         if group:
             words.append(self.words.read_group(group))
         if len(self.commands) >= MAX_COMMANDS:
             raise _TooComplex(f"more than {MAX_COMMANDS} commands")
+        self._words += len(words)
+        if self._words > MAX_WORDS:
+            raise _TooComplex(f"more than {MAX_WORDS} words")
         herestrings = [r.text for r in redirects if r.op == "<<<"]
         if herestrings:
             stdin, heredoc = "herestring", herestrings[-1]
@@ -374,6 +380,9 @@ class _Walker:
                 value = self.words.read(child)
         if name is None:
             return None
+        self._words += 1
+        if self._words > MAX_WORDS:
+            raise _TooComplex(f"more than {MAX_WORDS} words")
         if standalone and value is not None:
             self.environment.append((name, value))
         bindings = self.words.bindings

@@ -24,6 +24,14 @@ _ANSI_SIMPLE = {
 _ANSI_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|c.|.)", re.S)
 
 
+# Parts of one word (`a'b'"c"$d…`) past which the text is refused rather than read.
+MAX_WORD_PARTS = 256
+
+
+class TooComplex(Exception):  # a signal to the parser, turned into a refusal
+    """The text exceeds a structural cap (nesting, commands, words, parts of a word)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Word:
     """One shell word after quote removal; `text` holds UNKNOWN where a value is unknowable."""
@@ -171,7 +179,7 @@ class WordReader:
         self._depth += 1
         try:
             if self._depth > 64:
-                raise RecursionError("words nested too deeply")
+                raise TooComplex("words nested deeper than 64 levels")
             return self._read(node)
         finally:
             self._depth -= 1
@@ -190,6 +198,8 @@ class WordReader:
         if kind in ("string", "translated_string"):
             return self._string(node)
         if kind == "concatenation":
+            if node.child_count > MAX_WORD_PARTS:
+                raise TooComplex(f"a word of more than {MAX_WORD_PARTS} parts")
             return _join([self.read(c) for c in node.children])
         if kind in ("simple_expansion", "expansion"):
             return self._expansion(node)

@@ -87,6 +87,10 @@ def _pathological() -> list[str]:
         "rm -rf " + "/a" * (n // 3), ":(){ :|:& };:" * (n // 14), "f(){ " * (n // 6),
         "echo " + "{," * (n // 3), "while true; do " * (n // 16), "$((" * (n // 4),
         "python -c '" + "rmtree(" * (n // 8) + "'", "echo ${x:-" * (n // 9),
+        # shapes that made backtracking regular expressions take seconds
+        "sqlite3 db.sqlite '" + "\n" * (n - 20) + "'", "python3 -c 'system" + " " * (n - 30) + "'",
+        "chmod " + "u" * (n - 10) + " f", "perl -e 'fork" + " " * (n - 20) + "'", "echo ${" * (n // 2),
+        "x=1; " + "${x" * (n // 3), "python3 -c '" + "x = '/' ; " * (n // 12) + "'",
     ]  # fmt: skip
     return [s[:n] for s in shapes]
 

@@ -21,6 +21,7 @@ from approvals.permissions.shell.accesses import accesses, uses_cwd
 from approvals.permissions.shell.invocation import Expansion, Invocation, expand
 from approvals.permissions.shell.programs import LIST_CONSUMERS
 from approvals.permissions.shell.words import UNKNOWN
+from approvals.permissions.written import loaded, matches, shebang_kind, written, written_commands
 
 _SECRET_VARIABLE = re.compile(
     r"(KEY|TOKEN|SECRET|PASS|PASSWD|PASSWORD|CRED|AUTH|PRIVATE|SESSION|COOKIE|SIGNATURE|CERT|DSN|"
@@ -76,9 +77,40 @@ class CommandJudge:
             yield from self._environment(inv, candidates, exported)
             find_argv = inv.argv if inv.program == "find" and not inv.extra_args else find_argv
             yield from self._contents(inv, find_argv)
+        yield from self._written_then_run(expansion, cwds)
         if _dotglob(expansion):
             reason = "dotglob makes globs match hidden files such as .env"
             yield Finding("ask", "high", "boundary", reason, sensitive=True)
+
+    def _written_then_run(self, expansion: Expansion, cwds: list[frozenset[str]]) -> Iterator[Finding]:
+        """A file written and then run or read as configuration in the same command (written.py)."""
+        files: dict[str, list[str | None]] = {}
+        for inv, candidates in zip(expansion.invocations, cwds, strict=True):
+            known = sorted(candidates - {UNKNOWN})
+            cwd = known[0] if len(known) == 1 else self.boundary.workspace
+            absolute = functools.partial(self.boundary.absolute, cwd=cwd)
+            if files:
+                for load, kind in loaded(inv, absolute):
+                    for path, texts in files.items():
+                        if matches(path, load):
+                            yield from self._judge_written(inv, posixpath.basename(path), kind, texts)
+            for item in written(inv, absolute):
+                files.setdefault(item.path, []).append(item.text)
+
+    def _judge_written(
+        self, inv: Invocation, name: str, kind: str, texts: list[str | None]
+    ) -> Iterator[Finding]:
+        if any(t is None for t in texts):
+            reason = f"writes {name}, then {inv.program} runs or reads it: what it will run is not shown"
+            yield Finding("ask", "high", "risk", reason, broad=True)
+            return
+        text = "\n".join(t for t in texts if t is not None)
+        kind = shebang_kind(text) if kind == "script" else kind
+        for command in written_commands(inv, name, kind, text):
+            if command.startswith("ask:"):
+                yield Finding("ask", "high", "risk", command[4:], broad=True)
+            else:
+                yield from self.judge(command)
 
     def _contents(self, inv: Invocation, find_argv: tuple[str, ...] | None) -> Iterator[Finding]:
         """Readers judged by what they can read: listings fed to them, recursive searches (readers.py)."""

@@ -1,0 +1,284 @@
+"""Configuration is code: a file written and then run or read by a tool in the same command.
+
+`printf 'rm -rf /' > x.sh && sh x.sh`, `cat > pytest.ini <<EOF … addopts = --basetemp=/usr …`
+then `pytest`, a `Makefile` then `make`, a `package.json` then `npm test`: the text written is
+judged as what it is (shell, interpreter code, make recipes, package scripts, or the keys of a
+tool's configuration that run programs or move where it writes). Text that is not literal (a
+`cp`, `curl -o`, `$(…)`) asks, since nobody can see what will run.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import posixpath
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from approvals.permissions.shell.accesses import accesses
+from approvals.permissions.shell.interpreters import SHELLS, interpreter_family
+from approvals.permissions.shell.invocation import Invocation
+from approvals.permissions.shell.known import ALIASES, MODULE_PROGRAMS
+from approvals.permissions.shell.words import UNKNOWN, decode_ansi_c
+
+Absolute = Callable[[str], str]
+
+# What each tool reads from its working tree before it runs anything.
+_CONFIG: dict[str, tuple[str, ...]] = {
+    "make": ("Makefile", "makefile", "GNUmakefile", "*.mk"),
+    "pytest": ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "conftest.py"),
+    "tox": ("tox.ini", "setup.cfg", "pyproject.toml"),
+    "nox": ("noxfile.py",),
+    "npm": ("package.json", ".npmrc"),
+    "yarn": ("package.json", ".yarnrc", ".yarnrc.yml", ".npmrc"),
+    "pnpm": ("package.json", ".npmrc", "pnpm-workspace.yaml"),
+    "bun": ("package.json", "bunfig.toml", ".npmrc"),
+    "npx": ("package.json", ".npmrc"),
+    "cargo": ("Cargo.toml", "build.rs", "config.toml", "config", "rust-toolchain.toml", "rust-toolchain"),
+    "go": ("go.mod", "go.work"),
+    "python": ("setup.py",), "python3": ("setup.py",),
+    "git": (".gitconfig", "config", ".gitattributes", ".gitmodules", "pre-commit", "commit-msg", "pre-push",
+            "post-checkout", "post-commit", "prepare-commit-msg", "post-merge", "pre-rebase"),
+    "mkdocs": ("mkdocs.yml", "mkdocs.yaml"),
+    "pip": ("requirements*.txt", "constraints*.txt", "setup.py", "pyproject.toml", "pip.conf"),
+    "bundle": ("Gemfile", ".bundle/config"), "rake": ("Rakefile",), "rspec": (".rspec", "spec_helper.rb"),
+    "gradle": ("build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts",
+               "gradle.properties", "init.gradle"),
+    "mvn": ("pom.xml", "maven.config", "jvm.config", "extensions.xml", "settings.xml"),
+    "cmake": ("CMakeLists.txt", "*.cmake"), "ninja": ("build.ninja",), "meson": ("meson.build",),
+    "pre-commit": (".pre-commit-config.yaml",), "direnv": (".envrc",),
+    "mypy": ("mypy.ini", ".mypy.ini", "setup.cfg", "pyproject.toml"), "ruff": ("ruff.toml", ".ruff.toml"),
+    "coverage": (".coveragerc", "setup.cfg", "pyproject.toml"),
+}  # fmt: skip
+# Configuration keys that name a program to run, or code to load.
+_CODE_KEYS = frozenset(
+    """rustc-wrapper rustc_wrapper rustc-workspace-wrapper linker runner script-shell pager sshcommand
+    editor fsmonitor hookspath external textconv smudge clean process command cmd exec shell
+    postinstall preinstall install prepare prepublish prepublishonly preprepare postprepare
+    plugins entry registry index-url extra-index-url find-links trusted-host alias helper
+    askpass program gpg.program sequence.editor""".split()  # noqa: SIM905
+)
+# Keys whose value is a directory the tool writes into (and may wipe): judged as that option.
+_PLACE_KEYS = {
+    "basetemp": "--basetemp", "target-dir": "--target-dir", "target_dir": "--target-dir",
+    "site_dir": "--site-dir", "site-dir": "--site-dir", "build-dir": "--build-dir",
+    "build_dir": "--build-dir", "cache_dir": "--cache-dir", "cache-dir": "--cache-dir",
+    "worktree": "--work-tree", "outdir": "--outdir", "out-dir": "--out-dir",
+}  # fmt: skip
+# Files a tool loads as code, by the language they are written in ("opaque": not read here, asks).
+_CODE_FILES = {
+    "conftest.py": "python", "noxfile.py": "python", "setup.py": "python", "Rakefile": "ruby",
+    "Gemfile": "ruby", "spec_helper.rb": "ruby", "build.rs": "opaque", "build.gradle": "opaque",
+    "build.gradle.kts": "opaque", "settings.gradle": "opaque", "settings.gradle.kts": "opaque",
+    "init.gradle": "opaque", "meson.build": "opaque", "extensions.xml": "opaque",
+    "CMakeLists.txt": "cmake", "*.cmake": "cmake", "pom.xml": "pom",
+}  # fmt: skip
+# Build-file constructs that run programs, delete or download (CMake, Maven).
+_BUILD_CODE = re.compile(
+    r"(?i)execute_process|exec_program|add_custom_command|add_custom_target|file\s*\(\s*(remove|download|write)|"
+    r"exec-maven-plugin|maven-antrun-plugin|<executable>|<argLine>|<repositor|<pluginRepositor|groovy|<script>"
+)
+# Writes that change a file's mode or times, never its text.
+_MODE_ONLY = frozenset({"chmod", "chown", "chgrp", "touch", "setfacl", "chattr"})
+_KEY = re.compile(r"""^[ \t]{0,64}["']?([A-Za-z0-9_.\-]{1,64})["']?[ \t]{0,16}[=:][ \t]{0,16}(.{0,2000})$""")
+_MAKE_REF = re.compile(r"\$[({]([A-Za-z_][A-Za-z0-9_]{0,63})[)}]")
+_MAKE_SHELL = re.compile(r"\$\(shell[ \t]([^)]{0,2000})\)")
+_MAX_TEXT = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A file a command writes, and its literal text when the command shows it (else None)."""
+
+    path: str
+    text: str | None
+
+
+def written(inv: Invocation, absolute: Absolute) -> Iterator[Written]:
+    """Files this invocation writes, with the text when it is literal (`cat <<EOF >f`, `printf … >f`)."""
+    literal = _literal_output(inv)
+    for redirect in inv.command.redirects:
+        if redirect.writes and redirect.target is not None and UNKNOWN not in redirect.target.text:
+            yield Written(absolute(redirect.target.text), literal)
+    redirected = {r.target.text for r in inv.command.redirects if r.target is not None}
+    for access in accesses(inv):
+        if inv.program in _MODE_ONLY:
+            break
+        if access.write and UNKNOWN not in access.text and access.text not in redirected:
+            text = inv.command.heredoc if inv.program == "tee" else None
+            yield Written(absolute(access.text), text)
+    if inv.inline_code:
+        # Interpreter code may write any file it names: its content is not known.
+        for name in re.findall(r"""['"]([^'"\n]{1,200})['"]""", inv.inline_code):
+            yield Written(absolute(name), None)
+
+
+def loaded(inv: Invocation, absolute: Absolute) -> Iterator[tuple[str, str]]:
+    """(absolute path or basename pattern, kind) of every file this invocation runs or reads as config."""
+    program = _tool(inv)
+    for access in accesses(inv):
+        if access.mode == "exec" and UNKNOWN not in access.text:
+            yield absolute(access.text), _exec_kind(inv, access.text)
+    for pattern in _CONFIG.get(program, ()):
+        if pattern in _CODE_FILES:
+            yield pattern, _CODE_FILES[pattern]
+        elif program == "make":
+            yield pattern, "make"
+        else:
+            yield pattern, "package" if pattern == "package.json" else "config"
+
+
+def _tool(inv: Invocation) -> str:
+    program = ALIASES.get(inv.program, inv.program)
+    if interpreter_family(program) == "python" and "-m" in inv.argv[:-1]:
+        module = inv.argv[inv.argv.index("-m") + 1]
+        return MODULE_PROGRAMS.get(module, module)
+    return "pytest" if program == "py.test" else program
+
+
+def _exec_kind(inv: Invocation, path: str) -> str:
+    if inv.program in SHELLS or inv.program in ("source", "."):
+        return "shell"
+    family = interpreter_family(inv.program)
+    if family is not None:
+        return family
+    if inv.program in ("make", "gmake"):
+        return "make"
+    return "script"  # `./x.sh`: the shebang decides
+
+
+def matches(written_path: str, load: str) -> bool:
+    """A loaded absolute path, or a config basename pattern, names the written file."""
+    if load.startswith("/"):
+        return written_path == load
+    return fnmatch.fnmatchcase(posixpath.basename(written_path), load)
+
+
+def _literal_output(inv: Invocation) -> str | None:
+    """The text `cat <<EOF`, `echo …` or `printf …` sends to its redirect, when every word is literal."""
+    if not all(w.plain and UNKNOWN not in w.text for w in inv.words):
+        return None
+    args = list(inv.argv[1:])
+    if inv.program in ("cat", "tee") and inv.command.stdin in ("heredoc", "herestring"):
+        operands = [a for a in args if not a.startswith("-")]
+        return inv.command.heredoc if inv.program == "tee" or not operands or operands == ["-"] else None
+    if inv.program == "echo":
+        flags = [a for a in args if a in ("-n", "-e", "-E", "-ne", "-en")]
+        text = " ".join(args[len(flags) :])
+        return decode_ansi_c(text) if any("e" in f for f in flags) else text
+    if inv.program == "printf" and args:
+        return _printf(args[0], args[1:])
+    return None
+
+
+def _printf(fmt: str, args: list[str]) -> str | None:
+    slots = len(re.findall(r"%[sb]", fmt))
+    if re.search(r"%(?![sb%])", fmt):
+        return None
+    if slots == 0:
+        return decode_ansi_c(fmt.replace("%%", "%"))
+    chunks = [args[i : i + slots] for i in range(0, max(len(args), 1), slots)]
+    out = []
+    for chunk in chunks:
+        out.append(_fill(fmt, iter(chunk)))
+    return decode_ansi_c("".join(out))
+
+
+def _fill(fmt: str, values: Iterator[str]) -> str:
+    return re.sub(r"%([sb%])", lambda m: "%" if m.group(1) == "%" else next(values, ""), fmt)
+
+
+def shebang_kind(text: str) -> str:
+    """`#!/usr/bin/env python3` → python; no shebang (or a shell) → shell."""
+    first = text.lstrip().split("\n", 1)[0]
+    if not first.startswith("#!"):
+        return "shell"
+    words = first[2:].split()
+    name = posixpath.basename(words[1] if words and posixpath.basename(words[0]) == "env" and len(words) > 1
+                              else (words[0] if words else "sh"))  # fmt: skip
+    return interpreter_family(name) or "shell"
+
+
+def make_commands(text: str) -> tuple[list[str], bool]:
+    """Recipe lines and `$(shell …)` texts of a makefile; True when it sets SHELL or .SHELLFLAGS."""
+    commands: list[str] = []
+    sets_shell = False
+    for line in text[:_MAX_TEXT].splitlines():
+        stripped = line.strip()
+        if re.match(r"(SHELL|\.SHELLFLAGS|MAKESHELL)\s*[:?+!]?=", stripped):
+            sets_shell = True
+        commands.extend(_MAKE_SHELL.findall(line))
+        if line.startswith("\t"):
+            recipe = stripped.lstrip("@-+ ")
+            commands.append(_MAKE_REF.sub(r"$\1", recipe))
+    return commands, sets_shell
+
+
+def package_scripts(text: str) -> list[str] | None:
+    """Every script of a literal package.json (all of them: `npm test` may run pre/post hooks)."""
+    try:
+        data = json.loads(text[:_MAX_TEXT])
+    except ValueError:
+        return None
+    scripts = data.get("scripts", {}) if isinstance(data, dict) else {}
+    if not isinstance(scripts, dict):
+        return None
+    return [v for v in scripts.values() if isinstance(v, str)]
+
+
+def config_keys(text: str) -> Iterator[tuple[str, str, str | None]]:
+    """(key, value, option) for keys that run programs (option None) or move where a tool writes."""
+    for line in text[:_MAX_TEXT].splitlines():
+        match = _KEY.match(line)
+        if match is None:
+            if "--basetemp" in line:
+                yield "line", line.strip(), "addopts"
+            continue
+        key, value = match.group(1).lower(), match.group(2).strip().strip("\"',")
+        last = key.rsplit(".", 1)[-1]
+        if last in _PLACE_KEYS:
+            yield key, value, _PLACE_KEYS[last]
+        elif last == "addopts" or "--basetemp" in value:
+            yield key, value, "addopts"
+        elif (
+            last in _CODE_KEYS
+            or value.startswith("!")
+            or key.startswith(("alias", "filter.", "diff.", "core."))
+        ):
+            yield key, value, None
+
+
+def written_commands(inv: Invocation, name: str, kind: str, text: str) -> Iterator[str]:
+    """Shell texts to judge for a literal file the invocation runs or reads ("ask:…" for a plain ask)."""
+    if kind == "shell":
+        yield text
+    elif kind == "make":
+        commands, sets_shell = make_commands(text)
+        if sets_shell:
+            yield f"ask:{name} written in the same command sets the shell make runs recipes with"
+        yield from commands
+    elif kind == "package":
+        scripts = package_scripts(text)
+        if scripts is None:
+            yield f"ask:{name} written in the same command is not plain JSON"
+        else:
+            yield from scripts
+    elif kind == "opaque" or (kind in ("cmake", "pom") and _BUILD_CODE.search(text[:_MAX_TEXT])):
+        yield f"ask:{name} written in the same command is build code that can run programs"
+    elif kind in ("cmake", "pom"):
+        return
+    elif kind == "config":
+        for key, value, option in config_keys(text):
+            if option == "addopts":
+                yield f"{inv.text} {value}"
+            elif option is not None:
+                yield f"{inv.text} {option}={value}"
+            else:
+                yield f"ask:{name} written in the same command sets {key}, which runs a program or loads code"
+                yield value.lstrip("!")
+    else:
+        delimiter = "MASSGEN_WRITTEN_EOF"
+        while delimiter in text:
+            delimiter += "_"
+        yield f"{kind} <<'{delimiter}'\n{text}\n{delimiter}"

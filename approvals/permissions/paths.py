@@ -62,6 +62,8 @@ _SAFE_DEVICES = frozenset(
 )  # fmt: skip
 _SAFE_DEVICE_DIRS = ("/dev/fd/", "/dev/pts/", "/dev/shm/")  # noqa: S108 (names, not file use)
 _GLOB_CHARS = re.compile(r"[*?\[]")
+_MAX_PATH = 4096
+_MAX_COMPONENTS = 512
 
 
 _SECRET_NAME_RE = re.compile("|".join(fnmatch.translate(n) for n in _SECRET_NAMES))
@@ -138,6 +140,9 @@ class Boundary:
 
     def judge(self, text: str, *, write: bool, cwd: str | None = None) -> PathVerdict:
         """Judge one read or write of a path as written in a command or tool call."""
+        if len(text) > _MAX_PATH or text.count("/") > _MAX_COMPONENTS:
+            # Longer than any path the kernel resolves (PATH_MAX): never resolved, asked.
+            return PathVerdict("ask", "high", "unknown", text[:64] + "…", "a path too long to resolve")
         if UNKNOWN in text or cwd == UNKNOWN:
             return self._judge_unknown(text, write=write, cwd=cwd)
         lexical = self.absolute(text, cwd)

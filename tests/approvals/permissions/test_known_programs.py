@@ -105,3 +105,22 @@ def test_global_options_in_any_order_never_hide_the_verb(program: str, data: st.
     command = " ".join([program, *options, _VERB[program]])
     decision = _decide(Path("/tmp/never-used-ws"), command)
     assert (decision.verdict, decision.risk) == ("ask", "high"), (command, decision)
+
+
+_SPELLINGS = {
+    "mvn": ["mvn", "/usr/bin/mvn", "./mvnw", "mvnw", "/opt/maven/bin/mvn"],
+    "gradle": ["gradle", "./gradlew", "gradlew", "/usr/local/bin/gradle"],
+    "npm": ["npm", "/usr/bin/npm", "command npm", "env npm", "nice npm"],
+    "python -m": ["python -m", "python3 -m", "python3.12 -m", "/usr/bin/python3 -m", "uv run python -m"],
+}
+_UNKNOWN_VERB = {"mvn": "deploy:deploy-file", "gradle": "publishToMavenLocal", "npm": "token list",
+                 "python -m": "twine upload dist/x"}  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None)
+@given(family=st.sampled_from(sorted(_SPELLINGS)), data=st.data())
+def test_every_spelling_of_a_program_keeps_its_table(family: str, data: st.DataObject) -> None:
+    """`./mvnw`, `/usr/bin/mvn`, `python3.12 -m`: the same program, the same subcommand table."""
+    spelling = data.draw(st.sampled_from(_SPELLINGS[family]))
+    command = f"{spelling} {_UNKNOWN_VERB[family]}"
+    assert _decide(Path("/tmp/never-used-ws"), command).verdict != "allow", command

@@ -54,6 +54,64 @@ def code_option(inv: Invocation) -> RiskInfo | None:
         return RiskInfo("high", "ninja tool that runs a command or a server", runs_code=True)
     if program == "cmake":
         return _cmake(args)
+    if program in ("rg", "ripgrep") and any(
+        a.startswith("--pre") and not a.startswith("--pre-glob") for a in args
+    ):
+        return RiskInfo("high", "rg --pre runs a program on every file", runs_code=True)
+    if program in ("node", "nodejs", "bun", "deno") and _node_loader(args):
+        return RiskInfo("high", f"{program} loads code that is not a workspace file", runs_code=True)
+    if (
+        program in ("tar", "bsdtar")
+        and _streams_tree(args)
+        and not any(r.writes for r in inv.command.redirects)
+    ):
+        return RiskInfo("high", "tar streams every file below (.env included) to its output", secret=True)
+    return credential_store(inv)
+
+
+_LOADER_OPTIONS = ("--import", "--loader", "--experimental-loader", "--require", "-r")
+
+
+def _node_loader(args: tuple[str, ...]) -> bool:
+    """`node --import data:…`, `--loader https://…`: a loaded module that is not a file here."""
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if name in _LOADER_OPTIONS:
+            value = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            if ":" in value or UNKNOWN in value:
+                return True
+    return False
+
+
+def _streams_tree(args: tuple[str, ...]) -> bool:
+    """`tar cf - .`, `tar -c .` (no -f writes to standard output): the archive reaches the agent."""
+    if not args or "c" not in args[0].lstrip("-") or "x" in args[0].lstrip("-"):
+        return False
+    archive = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-f", "--file") or a.endswith("f")]
+    return archive[:1] == ["-"]
+
+
+# Programs that print what a credential store holds.
+_STORES: dict[str, frozenset[str]] = {
+    "security": frozenset({"find-generic-password", "find-internet-password", "dump-keychain", "export"}),
+    "secret-tool": frozenset({"lookup", "search"}),
+    "pass": frozenset({"show", "", "otp"}), "gopass": frozenset({"show", "", "cat"}),
+    "op": frozenset({"read", "item", "inject", "run"}), "bw": frozenset({"get", "list", "export"}),
+    "vault": frozenset({"read", "kv", "token"}), "lpass": frozenset({"show", "export"}),
+    "keyctl": frozenset({"print", "pipe", "read"}),
+    "gpg": frozenset({"-d", "--decrypt", "--export-secret-keys"}),
+    "age": frozenset({"-d", "--decrypt"}), "sops": frozenset({"-d", "--decrypt", "exec-env", "exec-file"}),
+}  # fmt: skip
+
+
+def credential_store(inv: Invocation) -> RiskInfo | None:
+    """`security find-generic-password`, `pass show`, `op read`, `gpg -d`: secrets by what they print."""
+    verbs = _STORES.get(inv.program)
+    if verbs is None:
+        return None
+    first = next((a for a in inv.argv[1:] if not a.startswith("-") or a in verbs), "")
+    if first in verbs or any(a in verbs for a in inv.argv[1:]):
+        return RiskInfo("high", f"{inv.program} prints stored credentials", secret=True)
     return None
 
 
@@ -68,7 +126,7 @@ def _sqlite(inv: Invocation) -> RiskInfo | None:
     texts += [inv.argv[i + 1] for i, a in enumerate(inv.argv[:-1]) if a in ("-cmd",)]
     if inv.command.stdin in ("heredoc", "herestring") and inv.command.heredoc is not None:
         texts.append(inv.command.heredoc)
-    elif inv.command.stdin in ("pipe", "file") or "-init" in inv.argv:
+    elif inv.command.stdin == "pipe" or "-init" in inv.argv:
         return RiskInfo(
             "medium", "sqlite3 runs statements it reads at run time (dot-commands can run programs)"
         )

@@ -27,6 +27,7 @@ JudgeText = Callable[[str], Iterator[Finding]]
 JudgePath = Callable[[str, bool], Finding]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_PLAIN = re.compile(r"[A-Za-z0-9_.,+\-]{0,64}")
 _SYSTEM_BINS = ("/usr/bin/", "/bin/", "/usr/local/bin/", "/opt/homebrew/bin/")
 # Option words that load code, agents or plugins, or run programs, whatever the variable.
 _LOADERS = (
@@ -74,12 +75,28 @@ def assignments(inv: Invocation, exported: frozenset[str], allexport: bool) -> I
             name, eq, _ = word.text.partition("=")
             if eq and _NAME.fullmatch(name):
                 yield Assignment(name, replace(word, text=word.text.split("=", 1)[1]), "prefix")
+    if inv.program == "cmake":
+        yield from _cmake_definitions(inv)
     if inv.program in ("make", "gmake"):
         for word in inv.words[1:]:
             name, eq, _ = word.text.partition("=")
             if eq and not word.text.startswith("-") and _NAME.fullmatch(name.rstrip("+:?")):
                 value = replace(word, text=word.text.split("=", 1)[1])
                 yield Assignment(name.rstrip("+:?"), value, "make")
+
+
+def _cmake_definitions(inv: Invocation) -> Iterator[Assignment]:
+    """`cmake -DCMAKE_C_COMPILER=/tmp/cc`: cache entries that name programs, code or places."""
+    words = inv.words[1:]
+    for i, word in enumerate(words):
+        text = word.text[2:] if word.text.startswith("-D") else None
+        if text == "" and i + 1 < len(words):
+            text = words[i + 1].text
+        if not text or "=" not in text:
+            continue
+        name = text.split("=", 1)[0].split(":", 1)[0]
+        if _NAME.fullmatch(name) and classify_variable(name) not in ("unknown", "harmless"):
+            yield Assignment(name, replace(word, text=text.split("=", 1)[1]), "make")
 
 
 def exported_names(invocations: tuple[Invocation, ...]) -> tuple[frozenset[str], bool]:
@@ -121,9 +138,14 @@ def judge_assignment(a: Assignment, judge_text: JudgeText, judge_path: JudgePath
         yield from _pathlist(a, judge_path)
     elif klass == "path":
         yield from _path(a, shown, judge_path)
-    else:
+    elif a.how != "make" or not _plain_value(a.value.text):
+        # A make variable of no known kind (`V=1`, `O=build`) with a plain value only tunes the recipe.
         reason = f"sets {a.name}, a variable the engine does not know (environment is code)"
         yield Finding("ask", "medium", "risk", reason)
+
+
+def _plain_value(text: str) -> bool:
+    return UNKNOWN not in text and _PLAIN.fullmatch(text) is not None
 
 
 def _program(a: Assignment, shown: str, judge_text: JudgeText) -> Iterator[Finding]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from approvals.permissions.shell.invocation import Invocation
-from approvals.permissions.shell.listings import lists_workspace_paths
+from approvals.permissions.shell.listings import lists_workspace_paths, no_secret_globs
 
 # Programs that print, copy or send the contents of the files they are given.
 CONTENT_READERS = frozenset(
@@ -78,8 +78,11 @@ def broad_search(inv: Invocation) -> str | None:
         recursive = "--recursive" in args or any(
             a.startswith("-") and not a.startswith("--") and ("r" in a or "R" in a) for a in args
         )
-        if not recursive or any(a.startswith(("--include", "--exclude")) for a in args):
+        includes = [a.split("=", 1)[1] for a in args if a.startswith("--include=")]
+        if not recursive or (includes and no_secret_globs(includes)):
             return None
+        if includes:
+            return f"{inv.program} searches files named like secrets ({', '.join(includes)})"
     elif inv.program in ("rg", "ag"):
         if not any(a in _HIDDEN_FLAGS for a in args):
             return None  # hidden files (`.env`) are skipped unless asked for

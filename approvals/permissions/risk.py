@@ -39,8 +39,10 @@ from approvals.permissions.shell.words import UNKNOWN
 from approvals.permissions.subcommands import (
     canonical_program,
     command_like_option,
+    foreign_imports,
     judge_known,
     judge_module,
+    judge_path_script,
     subcommand,
 )
 
@@ -364,19 +366,11 @@ def _interpreter_risk(inv: Invocation, family: str) -> RiskInfo:
         module = judge_module(inv, classify)
         if module is not None:
             return module
+    delegated = judge_path_script(inv, family, classify) or code_option(inv)
+    if delegated is not None:
+        return delegated
     if code is not None:
-        if UNKNOWN in code:
-            return RiskInfo("high", f"{family} code computed at run time", broad=True)
-        if ENV_CODE.search(code):
-            return RiskInfo(
-                "high", f"{family} code that reads the environment (secrets)", broad=True, secret=True
-            )
-        if NETWORK_CODE.search(code):
-            return RiskInfo("high", f"{family} code that opens network connections", egress=True, broad=True)
-        # `open('literal')` is fine: literal paths in inline code are judged as reads by the engine.
-        if RISKY_CODE.search(LITERAL_OPEN.sub("", code)):
-            return RiskInfo("high", f"{family} code that touches files, processes or the system", broad=True)
-        return RiskInfo("low", f"{family} code that only computes", broad=True)
+        return _code_risk(code, family)
     if inv.command.stdin in ("pipe", "herestring") or any(w.process_substitution for w in inv.words):
         return RiskInfo("high", f"{family} runs code from its input (decode-and-execute)", broad=True)
     operands = [a for a in inv.argv[1:] if not a.startswith("-")]
@@ -387,6 +381,25 @@ def _interpreter_risk(inv: Invocation, family: str) -> RiskInfo:
     if not operands:
         return RiskInfo("medium", f"interactive {family}", broad=True)
     return RiskInfo("low", f"runs a {family} script", broad=True)
+
+
+def _code_risk(code: str, family: str) -> RiskInfo:
+    """Literal interpreter code: what it reaches (environment, network, system) or only computes."""
+    if UNKNOWN in code:
+        return RiskInfo("high", f"{family} code computed at run time", broad=True)
+    if ENV_CODE.search(code):
+        return RiskInfo(
+            "high", f"{family} code that reads the environment (secrets)", broad=True, secret=True
+        )
+    if NETWORK_CODE.search(code):
+        return RiskInfo("high", f"{family} code that opens network connections", egress=True, broad=True)
+    # `open('literal')` is fine: literal paths in inline code are judged as reads by the engine.
+    if RISKY_CODE.search(LITERAL_OPEN.sub("", code)):
+        return RiskInfo("high", f"{family} code that touches files, processes or the system", broad=True)
+    foreign = foreign_imports(code) if family == "python" else []
+    if foreign:
+        return RiskInfo("medium", f"python code that imports {foreign[0]} (its code runs)", broad=True)
+    return RiskInfo("low", f"{family} code that only computes", broad=True)
 
 
 def _shell_risk(inv: Invocation) -> RiskInfo:

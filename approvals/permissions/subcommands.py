@@ -7,6 +7,8 @@ are not, and a subcommand nobody listed asks (medium) with the reason `unknown s
 from __future__ import annotations
 
 import posixpath
+import re
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -95,6 +97,27 @@ def command_like_option(inv: Invocation) -> str | None:
     return None
 
 
+# Third-party packages whose import runs nothing but their own definitions.
+_WELL_KNOWN = frozenset(
+    """__future__ pytest hypothesis numpy pandas scipy yaml toml tomli tomli_w attr attrs pydantic click
+    rich typer jinja2 markupsafe packaging dateutil pytz six tqdm PIL matplotlib sklearn
+    more_itertools typing_extensions""".split()  # noqa: SIM905
+)
+_IMPORT = re.compile(r"(?:^|[;\n])[ \t]{0,64}(?:import|from)[ \t]{1,16}([A-Za-z_][A-Za-z0-9_]{0,63})")
+
+
+def foreign_imports(code: str) -> list[str]:
+    """Top-level modules python code imports that are not in the standard library (their code runs)."""
+    return [m for m in _IMPORT.findall(code) if m not in sys.stdlib_module_names and m not in _WELL_KNOWN]
+
+
+def judge_path_script(inv: Invocation, family: str, classify: Classify) -> RiskInfo | None:
+    """`ruby -S gem push`, `perl -S prove`: the program named after `-S` is looked up on PATH and run."""
+    if family not in ("ruby", "perl") or "-S" not in inv.argv[:-1]:
+        return None
+    return classify(delegate(inv, inv.argv.index("-S") + 1))
+
+
 def judge_module(inv: Invocation, classify: Classify) -> RiskInfo | None:
     """`python -m MODULE`: a known tool is judged as that program, stdlib work is low, the rest asks."""
     found = module_program(inv)
@@ -110,8 +133,24 @@ def judge_module(inv: Invocation, classify: Classify) -> RiskInfo | None:
     return RiskInfo("medium", f"unknown python module: python -m {module}")
 
 
+def _session_names(args: tuple[str, ...]) -> list[str]:
+    """`tox -e lint,release`, `nox -s publish`: the project environments or sessions to run."""
+    names: list[str] = []
+    for i, arg in enumerate(args):
+        option, eq, value = arg.partition("=")
+        if option in ("-e", "--env", "-s", "--session", "--sessions") and (eq or i + 1 < len(args)):
+            names.extend((value if eq else args[i + 1]).split(","))
+    return names
+
+
 def judge_known(inv: Invocation, program: str, classify: Classify) -> RiskInfo | None:
     """Risk by the program's subcommand table; None when the program has no table."""
+    if program in ("tox", "nox"):
+        named = [n for n in _session_names(inv.argv[1:]) if n in SIDE_EFFECT_NAMES]
+        if named:
+            return RiskInfo(
+                "medium", f"runs the {program} environment {named[0]!r}, whose name says it reaches out"
+            )
     tool = TOOLS.get(program)
     if tool is None:
         return None

@@ -24,7 +24,11 @@ _RUNNER_OPTIONS: dict[str, frozenset[str]] = {
     ),
     "poetry": frozenset({"-q", "--quiet", "--no-interaction", "-n"}),
     "npx": frozenset({"--no-install", "--no", "--offline", "--prefer-offline", "-q", "--quiet"}),
+    # `bundle exec rspec`, `pnpm exec tsc`, `yarn exec jest`: a program from the project's own bundle.
+    "bundle": frozenset(), "pnpm": frozenset(), "yarn": frozenset(),
 }  # fmt: skip
+# The runner's verb that runs the rest (`uv run …`, `bundle exec …`); npx has none.
+_RUNNER_VERB = {"uv": "run", "poetry": "run", "bundle": "exec", "pnpm": "exec", "yarn": "exec"}
 # What `npx NAME` runs without a download when the project has it (the names of real packages, so a
 # missing one fetches the well-known tool, never an arbitrary name the agent chose).
 NPX_LOCAL_TOOLS = frozenset(
@@ -37,8 +41,8 @@ RUNNERS = frozenset(_RUNNER_OPTIONS)
 def runner_rest(name: str, words: tuple[Word, ...]) -> tuple[Word, ...] | None:
     """What `uv run …`, `poetry run …` or `npx …` runs locally; None when it may download code."""
     i = 1
-    if name in ("uv", "poetry"):
-        if len(words) < 2 or words[1].text != "run":
+    if name in _RUNNER_VERB:
+        if len(words) < 2 or words[1].text != _RUNNER_VERB[name]:
             return None
         i = 2
     options = _RUNNER_OPTIONS[name]

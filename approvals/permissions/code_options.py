@@ -16,7 +16,9 @@ from approvals.permissions.shell.words import UNKNOWN
 _SQLITE_CODE = re.compile(
     r"(?im)^[ \t]*\.(shell|system|load|once|output|import|read|open|backup|save|restore|excel)\b"
 )
-_SQLITE_SQL = re.compile(r"(?i)\b(load_extension|edit|writefile|readfile|fts3_tokenizer)\s*\(|\battach\b")
+_SQLITE_SQL = re.compile(
+    r"(?i)\b(load_extension|edit|writefile|readfile|fts3_tokenizer)\s*\(|\battach\b|\bvacuum\s+into\b"
+)
 _SQLITE_VALUED = frozenset({"-cmd", "-init", "-separator", "-newline", "-nullvalue", "-vfs", "-lookaside"})
 # Compiler options that run another program or load a plugin.
 _CC_CODE = ("-wrapper", "-fplugin", "-specs", "-B", "--specs", "-fuse-ld=/", "-Xclang=-load", "-Xclang")
@@ -52,8 +54,20 @@ def code_option(inv: Invocation) -> RiskInfo | None:
         return RiskInfo("high", "tar archive on another host (host:path)", egress=True, broad=True)
     if program == "ninja" and any(a in ("msvc", "browse") for a in args) and "-t" in args:
         return RiskInfo("high", "ninja tool that runs a command or a server", runs_code=True)
+    return _build_option(inv, program, args)
+
+
+def _build_option(inv: Invocation, program: str, args: tuple[str, ...]) -> RiskInfo | None:
     if program == "cmake":
         return _cmake(args)
+    if program in ("pytest", "py.test"):
+        return _pytest(args)
+    if program == "ctest" and any(a.startswith(("--test-command", "--build-and-test")) for a in args):
+        return RiskInfo("high", "ctest runs the command it is given", runs_code=True)
+    if program in ("mvn", "mvnw", "gradle", "gradlew", "sbt", "java") and any(_jvm_code(a) for a in args):
+        return RiskInfo(
+            "high", f"{program} property loads an agent or names a program to run", runs_code=True
+        )
     if program in ("rg", "ripgrep") and any(
         a.startswith("--pre") and not a.startswith("--pre-glob") for a in args
     ):
@@ -113,6 +127,32 @@ def credential_store(inv: Invocation) -> RiskInfo | None:
     if first in verbs or any(a in verbs for a in inv.argv[1:]):
         return RiskInfo("high", f"{inv.program} prints stored credentials", secret=True)
     return None
+
+
+def _pytest(args: tuple[str, ...]) -> RiskInfo | None:
+    """`pytest -o addopts=…`, `-p module`, `--pyargs`: configuration and plugins the command does not show."""
+    for i, arg in enumerate(args):
+        value = args[i + 1] if i + 1 < len(args) else ""
+        option, eq, attached = arg.partition("=")
+        if option in ("-o", "--override-ini"):
+            setting = attached if eq else value
+            key, _, place = setting.partition("=")
+            if key.strip() == "addopts" or place.startswith(("/", "~", "..")):
+                return RiskInfo("high", f"pytest -o {key} overrides its configuration", runs_code=True)
+        plugin = value if arg == "-p" else (arg[2:] if arg.startswith("-p") and len(arg) > 2 else None)
+        if plugin is not None and not plugin.startswith("no:"):
+            return RiskInfo("medium", "pytest -p loads a plugin module by name", runs_code=True)
+        if arg == "--pyargs":
+            return RiskInfo("medium", "pytest --pyargs imports installed packages by name", runs_code=True)
+    return None
+
+
+def _jvm_code(arg: str) -> bool:
+    """`-DargLine=-javaagent:…`, `-Dexec.executable=…`: a property that loads an agent or runs a program."""
+    if not arg.startswith("-D") or "=" not in arg:
+        return False
+    key, value = arg[2:].split("=", 1)
+    return any(m in value for m in _JAVA_CODE) or key.rsplit(".", 1)[-1] in ("executable", "command", "shell")
 
 
 def find_writes(inv: Invocation) -> list[str]:

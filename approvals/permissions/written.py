@@ -108,6 +108,8 @@ def written(inv: Invocation, absolute: Absolute) -> Iterator[Written]:
         if access.write and UNKNOWN not in access.text and access.text not in redirected:
             text = inv.command.heredoc if inv.program == "tee" else None
             yield Written(absolute(access.text), text)
+    if inv.program == "npm" and inv.argv[1:3] in (("pkg", "set"), ("pkg", "delete"), ("pkg", "fix")):
+        yield Written(absolute("package.json"), None)  # `npm pkg set scripts.test=…`
     if inv.inline_code:
         # Interpreter code may write any file it names: its content is not known.
         for name in re.findall(r"""['"]([^'"\n]{1,200})['"]""", inv.inline_code):

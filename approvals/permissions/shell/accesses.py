@@ -54,6 +54,8 @@ _CODE_OPTIONS: dict[str, frozenset[str]] = {
     "pnpm": frozenset({"--script-shell"}),
     "eslint": _JS_CONFIG, "jest": _JS_CONFIG, "vitest": _JS_CONFIG, "prettier": _JS_CONFIG,
     "webpack": _JS_CONFIG, "rollup": _JS_CONFIG,
+    "jq": frozenset({"-L", "-f", "--from-file"}), "go": frozenset({"-vettool", "-toolexec", "-exec"}),
+    "pytest": frozenset({"-c", "--rootdir", "--confcutdir"}), "mypy": frozenset({"--config-file"}),
 }  # fmt: skip
 # Option values that are text, never paths (commit messages, formats).
 _TEXT_OPTIONS = frozenset({"-m", "--message", "--format", "--pretty"})
@@ -173,6 +175,12 @@ def _option_paths(inv: Invocation, *, unknown: bool) -> Iterator[Access]:
                 yield Access(value, "exec")
             elif _pathlike(value):
                 yield Access(value, "write" if unknown or name in _WRITE_OPTIONS else "read")
+        elif arg.startswith("-") and "=" in arg and _pathlike(arg.split("=", 1)[1]):
+            # `-overlay=/tmp/o.json` (go), `-Dmaven.repo.local=/tmp/r` (mvn): a single-dash option's place.
+            name, value = arg.split("=", 1)
+            yield Access(
+                value, "exec" if name in code else "write" if unknown or name.startswith("-D") else "read"
+            )
         elif arg.startswith("-") and len(arg) > 2 and arg[2:].startswith(("/", "~", "..")):
             mode: Mode = "exec" if arg[:2] in code else "read"
             yield Access(arg[2:], "write" if unknown or arg[:2] in _WRITE_OPTIONS else mode)

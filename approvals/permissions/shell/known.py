@@ -152,7 +152,7 @@ TOOLS: dict[str, Tool] = {
             "mod": _words("graph verify why edit init tidy"),
             "work": _words("init use edit sync"),
         },
-        code=_words("-toolexec -exec --toolexec --exec"),
+        code=_words("-toolexec -exec --toolexec --exec -vettool --vettool"),
     ),
     "mvn": Tool(_MVN_GOALS, _MVN_VALUED, goals=True),
     "gradle": Tool(_GRADLE_TASKS, _GRADLE_VALUED, goals=True, code=_words("-I --init-script --scan")),

@@ -21,7 +21,14 @@ from approvals.permissions.shell.accesses import accesses, uses_cwd
 from approvals.permissions.shell.invocation import Expansion, Invocation, expand
 from approvals.permissions.shell.programs import LIST_CONSUMERS
 from approvals.permissions.shell.words import UNKNOWN
-from approvals.permissions.written import loaded, matches, shebang_kind, written, written_commands
+from approvals.permissions.written import (
+    loaded,
+    matches,
+    runs_listed_code,
+    shebang_kind,
+    written,
+    written_commands,
+)
 
 _SECRET_VARIABLE = re.compile(
     r"(KEY|TOKEN|SECRET|PASS|PASSWD|PASSWORD|CRED|AUTH|PRIVATE|SESSION|COOKIE|SIGNATURE|CERT|DSN|"
@@ -86,22 +93,28 @@ class CommandJudge:
         """A file written and then run or read as configuration in the same command (written.py)."""
         files: dict[str, list[str | None]] = {}
         for inv, candidates in zip(expansion.invocations, cwds, strict=True):
-            known = sorted(candidates - {UNKNOWN})
-            cwd = known[0] if len(known) == 1 else self.boundary.workspace
-            absolute = functools.partial(self.boundary.absolute, cwd=cwd)
-            if files:
+            places = sorted(candidates - {UNKNOWN}) or [self.boundary.workspace]
+            if files and runs_listed_code(inv):
+                reason = f"{inv.program} runs files a listing names, after this command wrote some"
+                yield Finding("ask", "high", "risk", reason, broad=True)
+            for cwd in places if files else ():
+                absolute = functools.partial(self.boundary.absolute, cwd=cwd)
                 for load, kind in loaded(inv, absolute):
                     for path, texts in files.items():
+                        if path == "*" and inv.program == "git":
+                            continue  # git never applies a patch to its own configuration
                         if matches(path, load):
                             yield from self._judge_written(inv, posixpath.basename(path), kind, texts)
-            for item in written(inv, absolute):
-                files.setdefault(item.path, []).append(item.text)
+            for cwd in places:
+                for item in written(inv, functools.partial(self.boundary.absolute, cwd=cwd)):
+                    files.setdefault(item.path, []).append(item.text)
 
     def _judge_written(
         self, inv: Invocation, name: str, kind: str, texts: list[str | None]
     ) -> Iterator[Finding]:
         if any(t is None for t in texts):
-            reason = f"writes {name}, then {inv.program} runs or reads it: what it will run is not shown"
+            what = "applies a patch" if name == "*" else f"writes {name}"
+            reason = f"{what}, then {inv.program} runs or reads it: what it will run is not shown"
             yield Finding("ask", "high", "risk", reason, broad=True)
             return
         text = "\n".join(t for t in texts if t is not None)
@@ -125,6 +138,10 @@ class CommandJudge:
         self, inv: Invocation, cwds: frozenset[str], exported: tuple[frozenset[str], bool]
     ) -> Iterator[Finding]:
         """Every assignment the program sees, judged by what its name controls (environment.py)."""
+        head = inv.words[0].text if inv.words else ""
+        if "=" in head and head.split("=", 1)[0].isidentifier():
+            # `time CC=/tmp/x make`: bash reads the word as an assignment to the program after it.
+            yield Finding("ask", "high", "risk", f"an assignment ({head.split('=', 1)[0]}=…) after a wrapper")
         for assignment in assignments(inv, *exported):
             for cwd in sorted(cwds):
                 yield from judge_assignment(assignment, self.judge, functools.partial(self._place, cwd=cwd))

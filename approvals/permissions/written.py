@@ -106,14 +106,21 @@ def written(inv: Invocation, absolute: Absolute) -> Iterator[Written]:
         if inv.program in _MODE_ONLY:
             break
         if access.write and UNKNOWN not in access.text and access.text not in redirected:
-            text = inv.command.heredoc if inv.program == "tee" else None
-            yield Written(absolute(access.text), text)
+            yield Written(absolute(access.text), _tee_input(inv) if inv.program == "tee" else None)
     if inv.program == "npm" and inv.argv[1:3] in (("pkg", "set"), ("pkg", "delete"), ("pkg", "fix")):
         yield Written(absolute("package.json"), None)  # `npm pkg set scripts.test=…`
+    if inv.program == "patch" or (inv.program == "git" and any(a in ("apply", "am") for a in inv.argv[1:4])):
+        yield Written("*", None)  # a patch may write any file: what it writes is not shown
     if inv.inline_code:
         # Interpreter code may write any file it names: its content is not known.
         for name in re.findall(r"""['"]([^'"\n]{1,200})['"]""", inv.inline_code):
             yield Written(absolute(name), None)
+
+
+def runs_listed_code(inv: Invocation) -> bool:
+    """`find … -exec sh {} ;`, `… | xargs bash`: code files named at run time."""
+    runs = inv.program in SHELLS or inv.program in ("source", ".", "make") or interpreter_family(inv.program)
+    return inv.extra_args and bool(runs)
 
 
 def loaded(inv: Invocation, absolute: Absolute) -> Iterator[tuple[str, str]]:
@@ -152,9 +159,31 @@ def _exec_kind(inv: Invocation, path: str) -> str:
 
 def matches(written_path: str, load: str) -> bool:
     """A loaded absolute path, or a config basename pattern, names the written file."""
+    if written_path == "*":
+        return True
     if load.startswith("/"):
         return written_path == load
     return fnmatch.fnmatchcase(posixpath.basename(written_path), load)
+
+
+def _tee_input(inv: Invocation) -> str | None:
+    """What `tee FILE` copies: a here-document, or the literal output of `echo`/`printf` piped in."""
+    if inv.command.stdin in ("heredoc", "herestring"):
+        return inv.command.heredoc
+    upstream = inv.command.upstream
+    if inv.command.stdin != "pipe" or not upstream or any(UNKNOWN in a for a in upstream):
+        return None
+    return _printed(posixpath.basename(upstream[0]), list(upstream[1:]))
+
+
+def _printed(program: str, args: list[str]) -> str | None:
+    if program == "echo":
+        flags = [a for a in args if a in ("-n", "-e", "-E", "-ne", "-en")]
+        text = " ".join(args[len(flags) :])
+        return decode_ansi_c(text) if any("e" in f for f in flags) else text
+    if program == "printf" and args:
+        return _printf(args[0], args[1:])
+    return None
 
 
 def _literal_output(inv: Invocation) -> str | None:
@@ -165,13 +194,7 @@ def _literal_output(inv: Invocation) -> str | None:
     if inv.program in ("cat", "tee") and inv.command.stdin in ("heredoc", "herestring"):
         operands = [a for a in args if not a.startswith("-")]
         return inv.command.heredoc if inv.program == "tee" or not operands or operands == ["-"] else None
-    if inv.program == "echo":
-        flags = [a for a in args if a in ("-n", "-e", "-E", "-ne", "-en")]
-        text = " ".join(args[len(flags) :])
-        return decode_ansi_c(text) if any("e" in f for f in flags) else text
-    if inv.program == "printf" and args:
-        return _printf(args[0], args[1:])
-    return None
+    return _printed(inv.program, args)
 
 
 def _printf(fmt: str, args: list[str]) -> str | None:

@@ -18,10 +18,15 @@ CASES: dict[str, list[str]] = yaml.safe_load(
 )
 _WS = Path("/tmp/never-used-env-ws")
 
+# What is judged here is the class, not the time: a loaded shared machine must not fail closed.
+_BUDGET = 10.0
+
 
 @functools.cache
 def _engine(policy: PolicyName = "human") -> PermissionEngine:
-    return PermissionEngine(PermissionConfig(workspace=_WS, home=Path("/home/tester"), policy=policy))
+    return PermissionEngine(
+        PermissionConfig(workspace=_WS, home=Path("/home/tester"), policy=policy, budget_seconds=_BUDGET)
+    )
 
 
 def _decide(command: str, policy: PolicyName = "human") -> Decision:

@@ -22,10 +22,17 @@ KNOWN: dict[str, list[str]] = yaml.safe_load((_DIR / "v2_known.yaml").read_text(
 BENIGN: dict[str, list[str]] = yaml.safe_load((_DIR / "v2_benign.yaml").read_text())
 _BENIGN_ITEMS = [(group, item) for group, items in BENIGN.items() for item in items]
 
+# What is judged here is the class, not the time: a loaded shared machine must not fail closed.
+_BUDGET = 10.0
+
 
 @functools.cache
 def _engine(workspace: Path, policy: PolicyName = "human") -> PermissionEngine:
-    return PermissionEngine(PermissionConfig(workspace=workspace, home=Path("/home/tester"), policy=policy))
+    return PermissionEngine(
+        PermissionConfig(
+            workspace=workspace, home=Path("/home/tester"), policy=policy, budget_seconds=_BUDGET
+        )
+    )
 
 
 def _decide(workspace: Path, command: str, policy: PolicyName = "human") -> Decision:

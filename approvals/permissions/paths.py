@@ -50,7 +50,7 @@ _SECRET_NAMES = (
     # Every spelling of an env file (`.env~`, `.env_prod`), state and service-account files.
     ".env*", "*.tfstate", "*.tfstate.*", "service-account*.json", "service_account*.json",
     "client_secret*.json", "*-credentials.json", "*.p8", "*.keytab", ".secrets", "secrets.toml",
-    "secret.yaml", "secret.yml", ".dockercfg", "kubeconfig", "*.kubeconfig",
+    "secret.yaml", "secret.yml", ".dockercfg", "kubeconfig", "*.kubeconfig", ".my.cnf", ".s3cfg", ".boto",
 )  # fmt: skip
 _TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist", ".defaults", ".tmpl", ".in")
 # Any process's environment or memory, through any /proc path (`/proc/self/task/1/environ`).

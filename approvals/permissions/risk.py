@@ -342,6 +342,10 @@ def _git_risk(inv: Invocation) -> RiskInfo:
         return RiskInfo(
             "medium", f"git {sub} runs an external diff program from configuration", runs_code=True
         )
+    if sub in ("difftool", "mergetool") and "--tool-help" not in rest:
+        return RiskInfo(
+            "medium", f"git {sub} launches the configured tool (an editor or a program)", runs_code=True
+        )
     if sub in SAFE_GIT or (not sub and args in (("--version",), ("--help",), ("-h",))):
         return RiskInfo("low", f"local git ({sub or args[0]})")
     return RiskInfo("medium", f"unrecognised git subcommand ({sub or 'none'})")

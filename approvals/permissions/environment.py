@@ -99,6 +99,17 @@ def _cmake_definitions(inv: Invocation) -> Iterator[Assignment]:
             yield Assignment(name, replace(word, text=text.split("=", 1)[1]), "make")
 
 
+def computed_export(inv: Invocation) -> Finding | None:
+    """`declare -x "$name=$value"`, `export "$x"`: a variable whose name or value is not known."""
+    exporting = inv.program == "export" or (
+        inv.program in ("declare", "typeset", "local", "readonly")
+        and any(a.startswith("-") and "x" in a for a in inv.argv)
+    )
+    if exporting and any(UNKNOWN in a.split("=", 1)[0] for a in inv.argv[1:] if not a.startswith("-")):
+        return Finding("ask", "medium", "risk", f"{inv.program} exports a variable named at run time")
+    return None
+
+
 def exported_names(invocations: tuple[Invocation, ...]) -> tuple[frozenset[str], bool]:
     """Names an `export`/`declare -x` marks, and whether `set -a` exports every assignment."""
     names: set[str] = set()

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from approvals.permissions.riskinfo import RiskInfo
-from approvals.permissions.shell.interpreters import SHELLS, interpreter_family
+from approvals.permissions.shell.interpreters import SHELLS, interpreter_family, with_inline_code
 from approvals.permissions.shell.invocation import Invocation
 from approvals.permissions.shell.known import (
     ALIASES,
@@ -81,7 +81,8 @@ def delegate(inv: Invocation, start: int, name: str | None = None) -> Invocation
     """The invocation of the program an argv runs from index `start` (`bundle exec rspec` → rspec)."""
     words = inv.words[start:]
     head = name if name is not None else posixpath.basename(inv.argv[start])
-    return replace(inv, argv=(head, *inv.argv[start + 1 :]), words=words)
+    # The code an interpreter is handed inline (`yarn node -e …`) is read afresh for the new program.
+    return with_inline_code(replace(inv, argv=(head, *inv.argv[start + 1 :]), words=words, inline_code=None))
 
 
 def command_like_option(inv: Invocation) -> str | None:
@@ -159,10 +160,9 @@ def judge_known(inv: Invocation, program: str, classify: Classify) -> RiskInfo |
     if code is not None:
         return RiskInfo("high", f"{program} {code} runs code or reaches out", broad=True, runs_code=True)
     operands = operands_after(args, tool)
-    if program in ("bundle", "pnpm", "yarn") and operands and operands[0][1] == "exec":
-        runs = [i for i, a in enumerate(args) if i > operands[0][0] and not a.startswith("-")]
-        if runs:
-            return classify(delegate(inv, runs[0] + 1))
+    runs = _runs_program(inv, program, operands)
+    if runs is not None:
+        return classify(runs)
     if tool.goals:
         names = [w for _, w in operands if "=" not in w]
         for name in names or [""]:
@@ -182,6 +182,21 @@ def judge_known(inv: Invocation, program: str, classify: Classify) -> RiskInfo |
     if program == "go" and sub == "env" and any(a in ("-w", "-u") for a in args):
         return RiskInfo("medium", "changes go configuration (go env -w)")
     return info
+
+
+def _runs_program(inv: Invocation, program: str, operands: list[tuple[int, str]]) -> Invocation | None:
+    """The program a subcommand runs (`coverage run -m x`, `yarn node f.js`, `bundle exec rspec`)."""
+    if not operands:
+        return None
+    index, sub = operands[0]
+    if program == "coverage" and sub == "run":
+        return delegate(inv, index + 1, "python")  # `coverage run -m twine upload`: python runs the rest
+    if program == "yarn" and sub == "node":
+        return delegate(inv, index + 1)
+    if program in ("bundle", "pnpm", "yarn") and sub == "exec":
+        runs = [i for i, a in enumerate(inv.argv[1:]) if i > index and not a.startswith("-")]
+        return delegate(inv, runs[0] + 1) if runs else None
+    return None
 
 
 def _one(program: str, tool: Tool, name: str) -> RiskInfo:

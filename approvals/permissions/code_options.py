@@ -52,6 +52,10 @@ def code_option(inv: Invocation) -> RiskInfo | None:
         return RiskInfo("high", f"{program} reads file names from a file (what it reads is not shown)")
     if program in ("tar", "bsdtar") and _remote_archive(args):
         return RiskInfo("high", "tar archive on another host (host:path)", egress=True, broad=True)
+    if program == "fzf" and any(a.startswith(("--preview", "--bind", "--with-shell")) for a in args):
+        return RiskInfo("high", "fzf runs the commands its options name", runs_code=True)
+    if program == "hostname" and any(not a.startswith("-") for a in args):
+        return RiskInfo("high", "sets the machine's hostname")
     if program in ("fd", "fdfind") and any(a in ("-x", "--exec", "-X", "--exec-batch") for a in args):
         return RiskInfo("high", "fd runs a command for every file it finds", runs_code=True)
     if program == "ninja" and any(a in ("msvc", "browse") for a in args) and "-t" in args:

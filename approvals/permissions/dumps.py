@@ -10,7 +10,7 @@ from approvals.permissions.riskinfo import RiskInfo
 from approvals.permissions.shell.invocation import Invocation
 from approvals.permissions.shell.programs import PLAIN_VARIABLES
 
-_JQ_ENV = re.compile(r"\$ENV\b|(?<![\w.$])env\b|\$__prog")
+_JQ_ENV = re.compile(r"\$ENV\b|(?<![\w.$])(?:str)?env\b|\$__prog")
 _AWK_ENV = re.compile(r"\bENVIRON\b")
 _DUMP = "dumps environment variables (may contain secrets)"
 
@@ -24,7 +24,9 @@ def env_dump(inv: Invocation) -> RiskInfo | None:
         return RiskInfo("high", _DUMP, secret=True)
     if program in ("env", "export", "set", "declare", "typeset", "local", "readonly") and _dumps(inv):
         return RiskInfo("high", _DUMP, secret=True)
-    if program in ("jq", "gojq", "jaq") and any(_JQ_ENV.search(a) for a in args if not a.startswith("-")):
+    if program in ("jq", "gojq", "jaq", "yq") and any(
+        _JQ_ENV.search(a) for a in args if not a.startswith("-")
+    ):
         return RiskInfo("high", f"{program} reads the environment ($ENV, env)", secret=True)
     if program in ("awk", "gawk", "mawk", "nawk") and any(_AWK_ENV.search(a) for a in args):
         return RiskInfo("high", "awk reads the environment (ENVIRON)", secret=True)

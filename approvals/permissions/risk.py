@@ -40,6 +40,7 @@ from approvals.permissions.subcommands import (
     canonical_program,
     command_like_option,
     foreign_imports,
+    foreign_libraries,
     judge_known,
     judge_module,
     judge_path_script,
@@ -374,7 +375,11 @@ def _interpreter_risk(inv: Invocation, family: str) -> RiskInfo:
     if delegated is not None:
         return delegated
     if code is not None:
-        return _code_risk(code, family)
+        info = _code_risk(code, family)
+        foreign = foreign_libraries(family, loaded)
+        if info.risk == "low" and foreign:
+            return RiskInfo("medium", f"{family} loads the library {foreign[0]} (its code runs)", broad=True)
+        return info
     if inv.command.stdin in ("pipe", "herestring") or any(w.process_substitution for w in inv.words):
         return RiskInfo("high", f"{family} runs code from its input (decode-and-execute)", broad=True)
     operands = [a for a in inv.argv[1:] if not a.startswith("-")]

@@ -112,6 +112,22 @@ def foreign_imports(code: str) -> list[str]:
     return [m for m in _IMPORT.findall(code) if m not in sys.stdlib_module_names and m not in _WELL_KNOWN]
 
 
+# Libraries `perl -M…`/`ruby -r…` may load without asking: core ones that run nothing on load.
+_CORE_LIBRARIES = frozenset(
+    """strict warnings utf8 feature English POSIX Data::Dumper List::Util Scalar::Util JSON::PP
+    File::Basename File::Spec Getopt::Long Time::HiRes Time::Local Text::Wrap Encode open
+    json set yaml pp date time securerandom digest csv optparse pathname fileutils-noop""".split()  # noqa: SIM905
+)
+
+
+def foreign_libraries(family: str, loaded: list[str]) -> list[str]:
+    """Libraries loaded by flag that are not core (`perl -MCPAN`, `ruby -rsocket`)."""
+    if family not in ("perl", "ruby"):
+        return []
+    names = [name.split("=", 1)[0].split(",", 1)[0] for name in loaded]
+    return [n for n in names if n and n not in _CORE_LIBRARIES]
+
+
 def judge_path_script(inv: Invocation, family: str, classify: Classify) -> RiskInfo | None:
     """`ruby -S gem push`, `perl -S prove`: the program named after `-S` is looked up on PATH and run."""
     if family not in ("ruby", "perl") or "-S" not in inv.argv[:-1]:

@@ -96,7 +96,7 @@ EGRESS_SUB = {
     "cargo": {"install", "add", "update", "fetch", "search", "generate-lockfile", "vendor"},
     "go": {"get", "install", "download"},
     "bun": {"install", "i", "add", "update", "x", "create", "upgrade", "publish"},
-    "deno": {"install", "upgrade", "add"},
+    "deno": {"install", "upgrade", "add", "publish", "deploy", "jupyter", "serve"},
     "mkdocs": {"serve"},
     "bundle": {"install", "update", "add", "outdated", "lock", "cache", "package", "binstubs", "pristine",
                "init", "gem", "plugin", "remove", "doctor", "open", "viz"},

@@ -119,12 +119,29 @@ def _operands(inv: Invocation, valued: frozenset[str] = frozenset()) -> list[Wor
 
 
 def _has_flag(inv: Invocation, short: str, long: tuple[str, ...] = ()) -> bool:
+    """A short flag (alone or in a cluster) or a long one as GNU getopt reads it (`--rec`)."""
     for text in inv.argv[1:]:
         if text == "--":
             return False
-        if text in long or (text.startswith("-") and not text.startswith("--") and short in text[1:]):
+        if (
+            text.startswith("--")
+            and len(text) > 3
+            and any(name.startswith(text.split("=")[0]) for name in long)
+        ):
+            return True
+        if text.startswith("-") and not text.startswith("--") and short in text[1:]:
             return True
     return False
+
+
+def _long_name(text: str, names: frozenset[str]) -> str | None:
+    """The option of `names` that `text` (`--target-d`, `--basetemp`) spells, allowing prefixes."""
+    if text in names:
+        return text
+    if text.startswith("--") and len(text) >= 6:
+        matches = [n for n in names if n.startswith(text)]
+        return matches[0] if matches else None
+    return None
 
 
 def _value(inv: Invocation, names: frozenset[str]) -> Iterator[Word]:
@@ -133,9 +150,9 @@ def _value(inv: Invocation, names: frozenset[str]) -> Iterator[Word]:
     for i, word in enumerate(words[1:], start=1):
         text = word.text
         name, eq, rest = text.partition("=")
-        if eq and name in names:
+        if eq and _long_name(name, names) is not None:
             yield Word(text=rest, plain=word.plain, alternatives=word.alternatives)
-        elif text in names and i + 1 < len(words):
+        elif _long_name(text, names) is not None and i + 1 < len(words):
             yield words[i + 1]
         elif len(text) > 2 and text[:2] in names and not text.startswith("--"):
             yield Word(text=text[2:], plain=word.plain)

@@ -47,6 +47,13 @@ MAX_COMMAND_CHARS = 16 * 1024
 MAX_TARGET_CHARS = 4 * 1024
 # Bidirectional embeddings, overrides and isolates: the text shown is not the text run.
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+# Problems that hide the program or the code that runs (not merely an unusual construct).
+_HIDING = (
+    "program name is computed", "program name is obfuscated", "runs code read from a pipe",
+    "runs shell text computed at run time", "eval runs text", "defines an alias",
+    "a stored value is evaluated", "runs code assembled from its input", "defines a shell function",
+    "interpreter code computed at run time",
+)  # fmt: skip
 _UNFAITHFUL = re.compile("[\x00\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
@@ -164,10 +171,15 @@ class PermissionEngine:
             yield Finding("deny", "high", "policy", f"{action.kind} {why}", broad=True)
             return
         if action.kind == "command":
-            refused = expand(target).refused
-            if refused is not None:
-                yield Finding("deny", "high", "policy", f"command {refused}", broad=True)
+            expansion = expand(target)
+            if expansion.refused is not None:
+                yield Finding("deny", "high", "policy", f"command {expansion.refused}", broad=True)
                 return
+            hidden = [p for p in expansion.problems if any(m in p for m in _HIDING)]
+            if hidden:
+                # What runs is not in the text: a human may allow it, automation never does.
+                reason = f"cannot see what runs: {hidden[0]}"
+                yield Finding("ask", "high", "policy", reason, sensitive=True, broad=True)
         for finding in self._findings(action):
             check_deadline()
             yield finding

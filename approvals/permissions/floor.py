@@ -148,11 +148,27 @@ _CLASS_WORDS = {"root": "the root directory", "top": "the home or a top-level di
                 "device": "a block device"}  # fmt: skip
 
 
-def effect_floor(effect: Effect, resolve: Resolve, home: str, workspace: str | None) -> str | None:
+def _through_links(effect: Effect, links: tuple[tuple[str, str], ...]) -> list[str]:
+    """The effect's texts, and each again through a symlink the same command created (`l/` → `/`)."""
+    texts = [effect.target, *effect.alternatives]
+    for text in list(texts):
+        for link, target in links:
+            if text == link or text.startswith(link + "/"):
+                texts.append(target + text[len(link) :])
+    return texts
+
+
+def effect_floor(
+    effect: Effect,
+    resolve: Resolve,
+    home: str,
+    workspace: str | None,
+    links: tuple[tuple[str, str], ...] = (),
+) -> str | None:
     """The floor reason for one effect, or None."""
     recursive = effect.recursive and effect.verb in ("destroy", "mode")
     floored = _FLOORED[(effect.verb, recursive)]
-    for text in (effect.target, *effect.alternatives):
+    for text in _through_links(effect, links):
         for variant in brace_variants(text):
             if not variant or UNKNOWN in variant:
                 continue
@@ -169,7 +185,7 @@ def invocation_floor(
     """The floor reason for one invocation, or None."""
     program = inv.program
     for effect in effects(inv):
-        reason = effect_floor(effect, resolve, home, workspace)
+        reason = effect_floor(effect, resolve, home, workspace, inv.links)
         if reason is not None:
             return reason
     if (

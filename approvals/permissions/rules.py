@@ -54,7 +54,7 @@ class Rule:
 
     def matches_path(self, path: str, *, workspace: str, home: str) -> bool:
         """Match a normalised absolute path; relative patterns are anchored at the workspace."""
-        return _path_regex(self.pattern, workspace, home).fullmatch(path) is not None
+        return path_match(_path_segments(self.pattern, workspace, home), path)
 
     def matches_url(self, url: str | URL) -> bool:
         """Match a normalised URL: `*` never crosses a `.` in the host nor leaves the host for the path."""
@@ -148,7 +148,7 @@ def _compile(rule: Rule) -> None:
     if rule.kind == "command":
         _command_regex(rule.pattern)
     elif rule.kind in ("read", "write"):
-        _path_regex(rule.pattern, _EXAMPLE_WORKSPACE, _EXAMPLE_HOME)
+        _path_segments(rule.pattern, _EXAMPLE_WORKSPACE, _EXAMPLE_HOME)
 
 
 def load_rules(data: Mapping[str, Any] | None) -> RuleSet:
@@ -313,10 +313,13 @@ def _url_pattern(pattern: str) -> tuple[str, str, int | None, str]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _path_regex(pattern: str, workspace: str, home: str) -> re.Pattern[str]:
-    """gitignore-like globs: `/abs`, `~/home`, `rel/path` (workspace), bare `name` (any depth)."""
+def _path_segments(pattern: str, workspace: str, home: str) -> tuple[str, ...] | None:
+    """gitignore-like globs: `/abs`, `~/home`, `rel/path` (workspace), bare `name` (any depth).
+
+    The anchored pattern as segments (`**` is any number of segments); None matches everything.
+    """
     if pattern in ("*", "**"):
-        return re.compile(r".*", re.S)
+        return None
     if pattern.startswith("//"):
         anchored = pattern[1:]
     elif pattern.startswith("/"):
@@ -328,26 +331,43 @@ def _path_regex(pattern: str, workspace: str, home: str) -> re.Pattern[str]:
     else:
         anchored = "/**/" + pattern
     anchored = anchored.rstrip("/") if anchored != "/" else anchored
-    out: list[str] = []
-    i = 0
-    while i < len(anchored):
-        if anchored.startswith("/**/", i):
-            out.append("(?:/.*)?/")
-            i += 4
-        elif anchored.startswith("/**", i) and i + 3 == len(anchored):
-            out.append("(?:/.*)?")
-            i += 3
-        elif anchored.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif anchored[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif anchored[i] == "?":
-            out.append("[^/]")
-            i += 1
+    return tuple(anchored.split("/")) if anchored != "/" else ("", "")
+
+
+def path_match(segments: tuple[str, ...] | None, path: str) -> bool:
+    """Whether a path is matched by (or lies below) the pattern; linear in the path's segments."""
+    if segments is None:
+        return True
+    parts = path.split("/") if path != "/" else ["", ""]
+    positions = {0}
+    for segment in segments:
+        if segment == "**":
+            positions = set(range(min(positions), len(parts) + 1))
+        elif segment == "" and positions == {0}:
+            positions = {1} if parts[0] == "" else set()
         else:
-            out.append(re.escape(anchored[i]))
-            i += 1
-    # A directory pattern also covers what is inside it (`read(~/.ssh)` covers ~/.ssh/id_rsa).
-    return re.compile("".join(out) + r"(?:/.*)?", re.S)
+            positions = {j + 1 for j in positions if j < len(parts) and _segment_match(segment, parts[j])}
+        if not positions:
+            return False
+    return True  # a directory pattern also covers what is inside it (`read(~/.ssh)`)
+
+
+def _segment_match(pattern: str, text: str) -> bool:
+    """`*` and `?` within one path segment (`**` inside a segment is `*`); `[` is literal."""
+    if "*" not in pattern and "?" not in pattern:
+        return pattern == text
+    if "?" not in pattern:
+        return glob_match(pattern.replace("**", "*"), text)
+    p = t = 0
+    star, mark = -1, 0
+    while t < len(text):
+        if p < len(pattern) and pattern[p] in ("?", text[t]) and pattern[p] != "*":
+            p, t = p + 1, t + 1
+        elif p < len(pattern) and pattern[p] == "*":
+            star, mark, p = p, t, p + 1
+        elif star >= 0:
+            mark += 1
+            p, t = star + 1, mark
+        else:
+            return False
+    return all(ch == "*" for ch in pattern[p:])

@@ -105,6 +105,8 @@ class Invocation:
     inline_code: str | None = None
     # Nesting depth: 0 for text the agent wrote, 1+ for `-c` strings, eval and substitutions.
     depth: int = 0
+    # Symbolic links an earlier command of the same text created: (link as written, its target).
+    links: tuple[tuple[str, str], ...] = ()
 
     @property
     def program(self) -> str:
@@ -143,10 +145,15 @@ def expand(text: str, depth: int = 0) -> Expansion:
     parse_error = script.parse_error
     and_chain = script.and_chain
     refused = script.refused
+    links: list[tuple[str, str]] = []
     for command in script.commands:
         for inv in _unwrap(command, depth):
             check_deadline()
+            if links:
+                inv = replace(inv, links=tuple(links))
+            invocations.extend(_cdpath(inv))
             invocations.append(inv)
+            links.extend(_symlinks(inv))
             and_chain = and_chain and not (inv.program == "cd" and inv.wrappers)
             problems.extend(inv.problems)
             local_names |= _read_names(inv)
@@ -191,6 +198,39 @@ def expand(text: str, depth: int = 0) -> Expansion:
         and_chain and not (fork_bomb or parse_error),
         refused,
     )
+
+
+def _symlinks(inv: Invocation) -> list[tuple[str, str]]:
+    """`ln -s / l`: later `rm -rf l/` reaches the target, so the floor must know the link."""
+    if inv.program != "ln":
+        return []
+    flags = [a for a in inv.argv[1:] if a.startswith("-")]
+    if not any(f == "--symbolic" or (not f.startswith("--") and "s" in f) for f in flags):
+        return []
+    operands = [a for a in inv.argv[1:] if not a.startswith("-")]
+    if len(operands) < 2:
+        return []
+    link = operands[-1].rstrip("/") or "/"
+    return [
+        (link, operands[0]),
+        (posixpath.join(link, posixpath.basename(operands[0].rstrip("/"))), operands[0]),
+    ]
+
+
+def _cdpath(inv: Invocation) -> list[Invocation]:
+    """`CDPATH=/ cd usr`: cd may land in any CDPATH entry; each is judged as a possible `cd`."""
+    if inv.program not in ("cd", "pushd") or len(inv.argv) < 2:
+        return []
+    target = inv.argv[-1]
+    values = [w.text for name, w in inv.command.environment if name == "CDPATH"]
+    if not values or target.startswith(("/", ".", "~")) or UNKNOWN in target:
+        return []
+    places = [p for p in values[-1].split(":") if p and UNKNOWN not in p][:8]
+    return [
+        Invocation(("cd", posixpath.join(p, target)), (Word(text="cd"), Word(text=posixpath.join(p, target))),
+                   inv.command, ("CDPATH",), depth=inv.depth)
+        for p in places
+    ]  # fmt: skip
 
 
 def _read_names(inv: Invocation) -> set[str]:
@@ -276,7 +316,7 @@ def _program_problems(word: Word) -> list[str]:
 
 def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
     """Strip pure wrappers and privilege runners, yielding every program that actually runs."""
-    words = _split_program_word(command.words)
+    words = _split_program_word(command.words, _separators(command))
     wrappers: list[str] = []
     extra_args = False
     while words:
@@ -313,13 +353,26 @@ def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
         words = rest
 
 
-def _split_program_word(words: tuple[Word, ...]) -> tuple[Word, ...]:
-    """`cmd="rm -rf /"; $cmd`: an unquoted expansion in command position splits into words."""
+def _split_program_word(words: tuple[Word, ...], separators: str = " \t\n") -> tuple[Word, ...]:
+    """`cmd="rm -rf /"; $cmd`: an unquoted expansion in command position splits into words (on IFS)."""
     head = words[0] if words else None
-    if head is None or head.quoted or not head.variables or UNKNOWN in head.text or " " not in head.text:
+    if head is None or not head.variables or UNKNOWN in head.text:
         return words
-    parts = tuple(Word(text=t, plain=False, variables=head.variables) for t in head.text.split())
+    if head.quoted and head.variables != ("@",):
+        return words  # `"$x"` stays one word; `"$@"` is every positional parameter
+    text = head.text
+    for separator in separators:
+        text = text.replace(separator, " ")
+    if " " not in text.strip():
+        return words
+    parts = tuple(Word(text=t, plain=False, variables=head.variables) for t in text.split())
     return parts + words[1:]
+
+
+def _separators(command: SimpleCommand) -> str:
+    """IFS as the text sets it (`IFS=,; $x` splits on commas), else bash's default."""
+    ifs = [word.text for name, word in command.environment if name == "IFS"]
+    return (ifs[-1] if ifs and UNKNOWN not in ifs[-1] else "") + " \t\n"
 
 
 def _chdir(name: str, options: tuple[Word, ...]) -> Word | None:
@@ -407,6 +460,8 @@ def _finish(base: Invocation) -> Invocation:
         inv = replace(inv, problems=(*inv.problems, f"{name} runs code assembled from its input"))
     if reads_code_from_pipe(inv):
         inv = replace(inv, problems=(*inv.problems, "runs code read from a pipe (decode-and-execute)"))
+    if inv.inline_code is not None and UNKNOWN in inv.inline_code:
+        inv = replace(inv, problems=(*inv.problems, "runs interpreter code computed at run time"))
     return inv
 
 

@@ -71,7 +71,7 @@ def _join(parts: Sequence[Word]) -> Word:
     return Word(
         text=text,
         plain=all(p.plain for p in parts),
-        quoted=any(p.quoted for p in parts) or len(parts) > 1,
+        quoted=any(p.quoted for p in parts),
         obfuscated=any(p.obfuscated for p in parts),
         glob=any(p.glob for p in parts),
         substitution=any(p.substitution for p in parts),
@@ -276,6 +276,12 @@ class WordReader:
             return _printf(args[0], args[1:])
         if program in ("which", "command", "type") and args:
             return args[-1]
+        if program == "dirname" and len(args) == 1:
+            return posixpath.dirname(args[0].rstrip("/")) or "/"
+        if program == "basename" and len(args) == 1:
+            return posixpath.basename(args[0].rstrip("/"))
+        if program == "pwd" and not args:
+            return "."
         return None
 
     def _scan(self, node: ts.Node) -> None:
@@ -334,6 +340,11 @@ class WordReader:
             return Word(text=text, plain=False, glob=True, variables=(name,))
         if simple and name in _CONTEXT_VARIABLES:
             return Word(text=_CONTEXT_VARIABLES[name], plain=False, variables=(name,))
+        if name in _CONTEXT_VARIABLES and name not in self.bindings:
+            # `${HOME%/}`, `${HOME:-x}`, `${HOME#}`: still (maybe) the home directory itself.
+            return Word(
+                text=UNKNOWN, plain=False, variables=(name,), alternatives=(_CONTEXT_VARIABLES[name],)
+            )
         bound = self.bindings.get(name)
         if simple and bound is not None:
             # `f=/; rm -rf $f`: the script set it once to a plain value, so that is what it holds.

@@ -7,6 +7,7 @@ import itertools
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -159,3 +160,29 @@ async def test_evaluate_async_runs_off_the_event_loop(tmp_path: Path) -> None:
     )
     assert [d.layer for d in decisions[:8]] == ["floor"] * 8
     assert decisions[-1].resolved == "allow"
+
+
+_EXACT = yaml.safe_load((Path(__file__).parent / "catalogue" / "exact_bash.yaml").read_text())
+
+
+@pytest.mark.parametrize("text", _EXACT["floor"], ids=lambda t: t[:40])
+def test_spellings_bash_resolves_reach_the_floor(tmp_path: Path, text: str) -> None:
+    decision = _engine(tmp_path).evaluate(Action(kind="command", target=text))
+    assert (decision.verdict, decision.resolved, decision.layer) == ("deny", "deny", "floor"), (
+        text,
+        decision,
+    )
+
+
+@pytest.mark.parametrize("text", _EXACT["unsafe_under_automation"], ids=lambda t: t[:40])
+def test_hidden_programs_are_never_allowed_by_automation(tmp_path: Path, text: str) -> None:
+    for policy in ("allow-all", "risk-based"):
+        engine = PermissionEngine(
+            PermissionConfig(workspace=tmp_path, home=HOME, policy=policy, rules=_RULES)  # type: ignore[arg-type]
+        )
+        decision = engine.evaluate(Action(kind="command", target=text))
+        assert decision.resolved == "deny", (text, policy, decision)
+    human = PermissionEngine(PermissionConfig(workspace=tmp_path, home=HOME)).evaluate(
+        Action(kind="command", target=text)
+    )
+    assert human.verdict != "allow", human

@@ -27,6 +27,8 @@ from approvals.permissions.shell.programs import NETWORK_MODULES, PUBLISH
 from approvals.permissions.shell.words import UNKNOWN
 
 Classify = Callable[[Invocation], RiskInfo]
+# Programs whose option values are text or patterns, never commands.
+_TEXT_PROGRAMS = frozenset({"echo", "printf", "grep", "egrep", "fgrep", "rg", "ag", "sed", "awk", "jq", "yq"})
 _QUESTIONS = frozenset({"--version", "-v", "-V", "--help", "-h"})
 _COMMANDISH = frozenset({"rm", "curl", "wget", "nc", "eval", "exec", "env", "sudo", "xargs", "ssh", "dd"})
 
@@ -86,11 +88,17 @@ def delegate(inv: Invocation, start: int, name: str | None = None) -> Invocation
 
 
 def command_like_option(inv: Invocation) -> str | None:
-    """An `--opt=VALUE` whose value reads as a command line (`--rsh='sh -c …'`): the option may run it."""
-    for arg in inv.argv[1:]:
-        if not arg.startswith("--") or "=" not in arg:
+    """An `--opt=VALUE` or `--opt VALUE` that reads as a command line (`--rsh='sh -c …'`): it may run."""
+    args = inv.argv[1:]
+    for i, arg in enumerate(args):
+        if not arg.startswith("--") or inv.program in _TEXT_PROGRAMS:
             continue
-        value = arg.split("=", 1)[1].strip()
+        if "=" in arg:
+            value = arg.split("=", 1)[1].strip()
+        elif i + 1 < len(args) and " " in args[i + 1]:
+            value, arg = args[i + 1].strip(), arg + "="
+        else:
+            continue
         first = posixpath.basename(value.split(" ", 1)[0]) if value else ""
         runs = first in SHELLS or first in _COMMANDISH or interpreter_family(first) is not None
         if runs and (" " in value or UNKNOWN in value):

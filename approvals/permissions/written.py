@@ -79,6 +79,11 @@ _BUILD_CODE = re.compile(
     r"(?i)execute_process|exec_program|add_custom_command|add_custom_target|file\s*\(\s*(remove|download|write)|"
     r"exec-maven-plugin|maven-antrun-plugin|<executable>|<argLine>|<repositor|<pluginRepositor|groovy|<script>"
 )
+# Compilers and builds: what they write is derived from workspace sources (`gcc -o app && ./app`).
+_BUILDERS = frozenset(
+    """gcc g++ cc c++ clang clang++ rustc javac kotlinc scalac go cargo tsc esbuild webpack rollup vite
+    zig swiftc ld as nasm make gmake cmake ninja meson mvn mvnw gradle gradlew sbt dotnet""".split()  # noqa: SIM905
+)
 # Writes that change a file's mode or times, never its text.
 _MODE_ONLY = frozenset({"chmod", "chown", "chgrp", "touch", "setfacl", "chattr"})
 _KEY = re.compile(r"""^[ \t]{0,64}["']?([A-Za-z0-9_.\-]{1,64})["']?[ \t]{0,16}[=:][ \t]{0,16}(.{0,2000})$""")
@@ -103,8 +108,8 @@ def written(inv: Invocation, absolute: Absolute) -> Iterator[Written]:
             yield Written(absolute(redirect.target.text), literal)
     redirected = {r.target.text for r in inv.command.redirects if r.target is not None}
     for access in accesses(inv):
-        if inv.program in _MODE_ONLY:
-            break
+        if inv.program in _MODE_ONLY or inv.program in _BUILDERS:
+            break  # a mode change, or output compiled from the workspace's own sources
         if access.write and UNKNOWN not in access.text and access.text not in redirected:
             yield Written(absolute(access.text), _tee_input(inv) if inv.program == "tee" else None)
     if inv.program == "npm" and inv.argv[1:3] in (("pkg", "set"), ("pkg", "delete"), ("pkg", "fix")):

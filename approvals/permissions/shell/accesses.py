@@ -48,14 +48,21 @@ _FIRST_NOT_PATH = frozenset(
 # workspace that is running outside code, not a mere read.
 _MAKE_CODE = frozenset({"-f", "--file", "--makefile"})
 _JS_CONFIG = frozenset({"-c", "--config", "--rulesdir", "--resolve-plugins-relative-to"})
+_GRADLE_CODE = frozenset(
+    {"-b", "--build-file", "-c", "--settings-file", "-I", "--init-script", "-p", "--project-dir"}
+)
 _CODE_OPTIONS: dict[str, frozenset[str]] = {
     "make": _MAKE_CODE, "gmake": _MAKE_CODE,
-    "npm": frozenset({"--script-shell"}), "yarn": frozenset({"--script-shell"}),
+    "npm": frozenset({"--prefix", "--script-shell"}), "yarn": frozenset({"--script-shell"}),
     "pnpm": frozenset({"--script-shell"}),
     "eslint": _JS_CONFIG, "jest": _JS_CONFIG, "vitest": _JS_CONFIG, "prettier": _JS_CONFIG,
     "webpack": _JS_CONFIG, "rollup": _JS_CONFIG,
     "jq": frozenset({"-L", "-f", "--from-file"}), "go": frozenset({"-vettool", "-toolexec", "-exec"}),
     "pytest": frozenset({"-c", "--rootdir", "--confcutdir"}), "mypy": frozenset({"--config-file"}),
+    # Options naming the code a build or a JVM runs: from outside the workspace that is running outside code.
+    "java": frozenset({"-jar", "-cp", "-classpath", "--class-path", "--module-path", "-p"}),
+    "mvn": frozenset({"-f", "--file"}), "mvnw": frozenset({"-f", "--file"}),
+    "gradle": _GRADLE_CODE, "gradlew": _GRADLE_CODE, "cargo": frozenset({"--manifest-path"}),
 }  # fmt: skip
 # Option values that are text, never paths (commit messages, formats).
 _TEXT_OPTIONS = frozenset({"-m", "--message", "--format", "--pretty"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import posixpath
 import re
 from collections.abc import Iterator
@@ -125,6 +126,15 @@ class CommandJudge:
             else:
                 yield from self.judge(command)
 
+    def _workspace_module(self, name: str) -> bool:
+        """`app` is `app.py` or a package `app/` in the workspace (or under `src/`)."""
+        root = self.boundary.workspace
+        return any(
+            os.path.exists(posixpath.join(root, base, name + suffix))
+            for base in ("", "src")
+            for suffix in (".py", "/__init__.py")
+        )
+
     def _contents(self, inv: Invocation, find_argv: tuple[str, ...] | None) -> Iterator[Finding]:
         """Readers judged by what they can read: listings fed to them, recursive searches (readers.py)."""
         reason = listing_reader(inv, find_argv) or broad_search(inv) or computed_names(inv)
@@ -198,7 +208,10 @@ class CommandJudge:
     def _invocation(
         self, inv: Invocation, cwds: frozenset[str], local_names: frozenset[str]
     ) -> Iterator[Finding]:
-        yield self._rules(inv, classify(inv))
+        info = classify(inv)
+        if info.imports and all(self._workspace_module(m) for m in info.imports):
+            info = replace(info, risk="low", reason="python code that imports the workspace's own modules")
+        yield self._rules(inv, info)
         for problem in inv.problems:
             yield Finding("ask", "high", "risk", f"{inv.program}: {problem}", broad=True)
         for cwd in sorted(cwds):

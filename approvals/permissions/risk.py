@@ -407,7 +407,8 @@ def _code_risk(code: str, family: str) -> RiskInfo:
         return RiskInfo("high", f"{family} code that touches files, processes or the system", broad=True)
     foreign = foreign_imports(code) if family == "python" else []
     if foreign:
-        return RiskInfo("medium", f"python code that imports {foreign[0]} (its code runs)", broad=True)
+        reason = f"python code that imports {foreign[0]} (its code runs)"
+        return RiskInfo("medium", reason, broad=True, imports=tuple(foreign))
     return RiskInfo("low", f"{family} code that only computes", broad=True)
 
 

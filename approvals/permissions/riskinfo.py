@@ -24,3 +24,6 @@ class RiskInfo:
     # Runs code handed to it in an option (`git -c`, `tar --to-command`, awk `system`): a wildcard
     # allow rule for the program must not approve that.
     runs_code: bool = False
+    # Python modules the code imports that are neither stdlib nor well known: the command judge
+    # lowers the risk when each one is a module of the workspace (its own code).
+    imports: tuple[str, ...] = ()

@@ -90,3 +90,21 @@ def test_generated_code_options_never_allow(template: str, code: str) -> None:
     quoted = "'" + code.replace("'", "'\\''") + "'"
     command = template.format(q=quoted, c=code, sq="'.shell " + code.replace("'", "") + "'")
     assert _decide(command).verdict != "allow", command
+
+
+def test_python_imports_ask_unless_the_module_is_the_workspaces(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text("x = 1\n")
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    (tmp_path / "src" / "pkg" / "__init__.py").write_text("")
+    engine = PermissionEngine(
+        PermissionConfig(workspace=tmp_path, home=Path("/home/tester"), budget_seconds=_BUDGET)
+    )
+
+    def verdict(command: str) -> str:
+        return engine.evaluate(Action(kind="command", target=command)).verdict
+
+    assert verdict("python -c 'from app import x; print(x)'") == "allow"
+    assert verdict("python -c 'import pkg'") == "allow"
+    assert verdict("python -c 'import json; print(1)'") == "allow"
+    assert verdict("python -c 'import twine.__main__'") == "ask"
+    assert verdict("python -c 'import app, evil_pkg'") == "ask"

@@ -112,12 +112,17 @@ _WELL_KNOWN = frozenset(
     rich typer jinja2 markupsafe packaging dateutil pytz six tqdm PIL matplotlib sklearn
     more_itertools typing_extensions""".split()  # noqa: SIM905
 )
-_IMPORT = re.compile(r"(?:^|[;\n])[ \t]{0,64}(?:import|from)[ \t]{1,16}([A-Za-z_][A-Za-z0-9_]{0,63})")
+_IMPORT = re.compile(r"(?:^|[;\n])[ \t]{0,64}import[ \t]{1,16}([^;\n#]{1,500})")
+_FROM = re.compile(r"(?:^|[;\n])[ \t]{0,64}from[ \t]{1,16}([A-Za-z_][A-Za-z0-9_]{0,63})")
 
 
 def foreign_imports(code: str) -> list[str]:
     """Top-level modules python code imports that are not in the standard library (their code runs)."""
-    return [m for m in _IMPORT.findall(code) if m not in sys.stdlib_module_names and m not in _WELL_KNOWN]
+    names = list(_FROM.findall(code))
+    for clause in _IMPORT.findall(code):
+        for part in clause.split(","):
+            names.append(part.strip().split(" ", 1)[0].split(".", 1)[0])
+    return [m for m in names if m and m not in sys.stdlib_module_names and m not in _WELL_KNOWN]
 
 
 # Libraries `perl -M…`/`ruby -r…` may load without asking: core ones that run nothing on load.

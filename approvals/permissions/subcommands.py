@@ -208,9 +208,18 @@ def judge_known(inv: Invocation, program: str, classify: Classify) -> RiskInfo |
         return RiskInfo("medium", f"unknown subcommand: {program} {sub} {rest[0]}")
     if sub in ("run", "run-script") and rest and rest[0] in SIDE_EFFECT_NAMES:
         return RiskInfo("medium", f"runs the project script {rest[0]!r}, whose name says it reaches out")
+    return _sub_options(program, sub, args) or info
+
+
+def _sub_options(program: str, sub: str, args: tuple[str, ...]) -> RiskInfo | None:
+    """Options that take a known subcommand beyond the workspace (`go env -w`, `pip list --outdated`)."""
     if program == "go" and sub == "env" and any(a in ("-w", "-u") for a in args):
         return RiskInfo("medium", "changes go configuration (go env -w)")
-    return info
+    if program == "go" and sub == "clean" and any(a in ("-modcache", "-cache", "-fuzzcache") for a in args):
+        return RiskInfo("medium", "deletes Go's shared caches outside the workspace")
+    if program == "pip" and any(a in ("--outdated", "-o", "--uptodate", "-u") for a in args):
+        return RiskInfo("high", "asks the package index for newer versions", egress=True, broad=True)
+    return None
 
 
 def _runs_program(inv: Invocation, program: str, operands: list[tuple[int, str]]) -> Invocation | None:

@@ -14,6 +14,7 @@ import re
 
 from approvals.permissions.shell.invocation import Invocation
 from approvals.permissions.shell.listings import lists_workspace_paths, no_secret_globs
+from approvals.permissions.shell.words import UNKNOWN
 
 # Programs that print, copy or send the contents of the files they are given.
 CONTENT_READERS = frozenset(
@@ -47,7 +48,8 @@ def computed_names(inv: Invocation) -> str | None:
     if inv.program not in CONTENT_READERS or names_only(inv):
         return None
     for word in inv.words[1:]:
-        if word.substitution and not word.listing and not word.revision and not word.process_substitution:
+        computed = word.substitution or UNKNOWN in word.text
+        if computed and not word.listing and not word.revision and not word.process_substitution:
             return f"{inv.program} reads files named at run time"
     return None
 

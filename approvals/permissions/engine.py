@@ -82,9 +82,10 @@ class PermissionConfig:
     readable_roots: tuple[Path, ...] = ()
     protected: tuple[str, ...] = DEFAULT_PROTECTED
     home: Path | None = None
-    # Wall-clock budget per decision; past it the judgment stops and the action is denied.
-    budget_seconds: float = 0.25
-    clock: Clock = time.monotonic
+    # Budget per decision, in CPU seconds of the judging thread (so a busy machine descheduling the
+    # thread does not turn an ordinary command into a deny); past it the judgment stops, denied.
+    budget_seconds: float = 0.5
+    clock: Clock = time.thread_time
 
 
 class PermissionEngine:

@@ -28,7 +28,7 @@ _DELETE_CALLS = (
 _RUN_CALLS = (
     "system", "popen", "Popen", "run", "call", "check_call", "check_output", "getoutput",
     "getstatusoutput", "exec", "execSync", "execFileSync", "execFile", "spawn", "spawnSync", "execv",
-    "execvp", "execl", "execlp", "shell_exec", "passthru", "proc_open", "qx", "%x", "Command",
+    "execvp", "execl", "execlp", "shell_exec", "passthru", "proc_open", "qx", "%x", "Command", "execute",
     "spawn_process", "IO.popen", "Open3.capture2", "Open3.popen3",
 )  # fmt: skip
 _HOME_MARKERS = (
@@ -120,9 +120,18 @@ def _literals(text: str, variables: dict[str, str]) -> list[str]:
 
 
 def _deleted(code: str, variables: dict[str, str]) -> Iterator[str]:
+    deleting = False
     for arguments in _arguments(code, _DELETE_CALLS):
+        deleting = True
         for literal in _literals(arguments, variables):
             if literal.startswith(("/", "~")) or literal in (".", ".."):
+                yield literal
+    if deleting:
+        # `[shutil.rmtree(p) for p in ['/usr']]`, `Path('/etc/x').unlink()`: a deleting program's
+        # other absolute literals may be what it deletes (a bare "/" is too common to count).
+        for match in _LITERAL.finditer(code[:_MAX_CODE]):
+            literal = _unescape(match.group(1) or match.group(2) or "")
+            if literal.startswith(("/", "~")) and literal != "/":
                 yield literal
 
 

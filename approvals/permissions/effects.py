@@ -296,6 +296,11 @@ def _git(inv: Invocation) -> Iterator[Effect]:
             "checkout-index",
         ):
             yield Effect("into", target, f"git {sub} writes the work tree", True)  # fmt: skip
+    if sub == "rm":
+        recursive = any(w.text.startswith("-") and "r" in w.text for w in args[i + 1 :])
+        for word in args[i + 1 :]:
+            if not word.text.startswith("-"):
+                yield _effect("destroy", word, "git rm", recursive=recursive)
     if sub == "worktree" and i + 2 < len(args) and args[i + 1].text == "remove":
         yield _effect("destroy", args[-1], "git worktree remove", recursive=True)
 
@@ -303,7 +308,9 @@ def _git(inv: Invocation) -> Iterator[Effect]:
 def _cargo(inv: Invocation) -> Iterator[Effect]:
     if "clean" in inv.argv[1:3] and not list(_value(inv, frozenset({"--target-dir"}))):
         env = dict(_assignments(inv)).get("CARGO_TARGET_DIR")
-        yield Effect("destroy", env if env is not None else "target", "cargo clean", True)
+        manifests = [posixpath.dirname(w.text) for w in _value(inv, frozenset({"--manifest-path"}))]
+        target = posixpath.join(manifests[-1] or ".", "target") if manifests else "target"
+        yield Effect("destroy", env if env is not None else target, "cargo clean", True)
 
 
 def _make(inv: Invocation) -> Iterator[Effect]:
@@ -397,11 +404,46 @@ def _find(inv: Invocation) -> Iterator[Effect]:
 
 
 _DESTROYERS = frozenset({"rm", "rmdir", "unlink", "shred", "mv", "srm", "wipe"})
+# Programs whose words are text to show or search, never places they clean.
+_PRINTERS = frozenset(
+    "echo printf git rm grep egrep fgrep rg ag man info which type apropos whatis logger".split()  # noqa: SIM905
+)
+
+
+def _cleaned_places(inv: Invocation) -> Iterator[Effect]:
+    """`dotnet clean /`, `mvn clean -f /pom.xml`, `gradle clean -p /`: a clean aimed at a place."""
+    for word in inv.words[1:]:
+        text = word.text.split("=", 1)[1] if word.text.startswith("-") and "=" in word.text else word.text
+        if text.startswith(("/", "~")):
+            yield _effect("destroy", text, f"{inv.program} cleaning", recursive=True)
+            if "." in posixpath.basename(text):
+                yield _effect(
+                    "destroy", posixpath.dirname(text) or "/", f"{inv.program} cleaning", recursive=True
+                )
+
+
+def _container_mounts(inv: Invocation) -> Iterator[Effect]:
+    """`docker run -v /:/host …`: the host's root, writable, inside a container."""
+    if inv.program not in ("docker", "podman", "nerdctl") or not {"run", "create"} & set(inv.argv[1:4]):
+        return
+    for word in _value(inv, frozenset({"-v", "--volume"})):
+        source, _, rest = word.text.partition(":")
+        if rest and not rest.endswith((":ro", ":readonly")):
+            yield Effect("into", source, f"{inv.program} mounts it writable", True)
+    for word in _value(inv, frozenset({"--mount"})):
+        fields = dict(f.partition("=")[::2] for f in word.text.split(","))
+        source = fields.get("source", fields.get("src", ""))
+        if source and "readonly" not in fields and fields.get("ro") not in ("", "true", "1"):
+            yield Effect("into", source, f"{inv.program} mounts it writable", True)
 
 
 def _option_effects(inv: Invocation) -> Iterator[Effect]:
     """`--basetemp=/usr`, `--target-dir /` with `clean`, `--prefix /usr uninstall` on any program."""
     cleaning = bool(set(inv.argv[1:]) & CLEAN_VERBS)
+    subcommand = next((a for a in inv.argv[1:] if not a.startswith("-")), "")
+    if subcommand in CLEAN_VERBS and inv.program not in _PRINTERS:
+        yield from _cleaned_places(inv)
+    yield from _container_mounts(inv)
     for word in _value(inv, _OUTPUT_OPTIONS):
         if word.text.startswith(("/", "~", "..")):
             yield _effect("overwrite", word, f"{inv.program} writes its output there")

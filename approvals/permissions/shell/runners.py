@@ -115,6 +115,51 @@ def wrapper_shell_text(inv: Invocation) -> str | None:
         return None
     if program == "parallel":
         return _parallel_text(words)
+    return _other_shell_text(inv, words)
+
+
+_GIT_SHELL_KEYS = ("core.pager", "core.editor", "core.sshcommand", "core.fsmonitor", "diff.external",
+                   "sequence.editor", "credential.helper", "pager.", "alias.", "gpg.program")  # fmt: skip
+_SSH_VALUED = frozenset("-b -c -D -E -e -F -I -i -J -L -l -m -O -o -p -Q -R -S -W -w".split())  # noqa: SIM905
+
+
+def _other_shell_text(inv: Invocation, words: list[str]) -> str | None:
+    """Editors' `:!cmd`, git's shell-valued `-c` keys, `at`/`crontab` input, `ssh HOST CMD`."""
+    program = inv.program
+    if program in ("vim", "vi", "nvim", "ex", "view"):
+        found = [w.lstrip(":+").lstrip("!") for w in words[1:] if w.lstrip(":+").startswith("!")]
+        found += [words[i + 1].lstrip(":").lstrip("!") for i, w in enumerate(words[:-1])
+                  if w in ("-c", "--cmd") and words[i + 1].lstrip(":").startswith("!")]  # fmt: skip
+        return "\n".join(found) or None
+    if program == "git":
+        values = [
+            words[i + 1].split("=", 1) for i, w in enumerate(words[:-1]) if w == "-c" and "=" in words[i + 1]
+        ]
+        found = [v.lstrip("!") for k, v in values if k.lower().startswith(_GIT_SHELL_KEYS)]
+        return "\n".join(found) or None
+    if program in ("at", "batch", "crontab"):
+        text = _stdin_text(inv)
+        if text is not None and program == "crontab":
+            # Each line is five time fields and a command.
+            text = "\n".join(
+                " ".join(line.split()[5:]) for line in text.splitlines() if not line.startswith("#")
+            )
+        return text
+    if program in ("ssh", "autossh"):
+        i = 1
+        while i < len(words) and words[i].startswith("-"):
+            i += 2 if words[i] in _SSH_VALUED else 1
+        return " ".join(words[i + 1 :]) or None
+    return None
+
+
+def _stdin_text(inv: Invocation) -> str | None:
+    """What a program reads on stdin when the text shows it (a here-doc, or echo/printf piped in)."""
+    command = inv.command
+    if command.stdin in ("heredoc", "herestring"):
+        return command.heredoc
+    if command.stdin == "pipe" and command.upstream and command.upstream[0] in ("echo", "printf"):
+        return " ".join(a for a in command.upstream[1:] if not a.startswith("-"))
     return None
 
 

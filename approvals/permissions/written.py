@@ -131,9 +131,16 @@ def runs_listed_code(inv: Invocation) -> bool:
 def loaded(inv: Invocation, absolute: Absolute) -> Iterator[tuple[str, str]]:
     """(absolute path or basename pattern, kind) of every file this invocation runs or reads as config."""
     program = _tool(inv)
+    module_mode = interpreter_family(inv.program) == "python" and "-m" in inv.argv
     for access in accesses(inv):
-        if access.mode == "exec" and UNKNOWN not in access.text:
+        # `python -m py_compile a.py`: the module runs; its operands are its data, not code.
+        if access.mode == "exec" and UNKNOWN not in access.text and not module_mode:
             yield absolute(access.text), _exec_kind(inv, access.text)
+    if program in ("pytest", "unittest"):
+        # Test files are code the runner imports.
+        for arg in inv.argv[1:]:
+            if arg.split("::", 1)[0].endswith(".py") and UNKNOWN not in arg:
+                yield absolute(arg.split("::", 1)[0]), "python"
     for pattern in _CONFIG.get(program, ()):
         if pattern in _CODE_FILES:
             yield pattern, _CODE_FILES[pattern]

@@ -147,11 +147,24 @@ def address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     return ip
 
 
+_REBINDING = (".nip.io", ".sslip.io", ".xip.io", ".traefik.me", ".localtest.me", ".lvh.me")
+_EMBEDDED_IP = re.compile(r"(?:^|[.-])(\d{1,3}(?:[.-]\d{1,3}){3})(?=[.-]|$)")
+
+
+def _embedded_address(host: str) -> str | None:
+    """`169.254.169.254.nip.io`, `10-0-0-1.sslip.io`: wildcard DNS answering with the name's address."""
+    if not host.endswith(_REBINDING):
+        return None
+    match = _EMBEDDED_IP.search(host)
+    return match.group(1).replace("-", ".") if match else "127.0.0.1"  # localtest.me, lvh.me: loopback
+
+
 def url_class(url: URL) -> str:
     """`metadata`, `local`, `private`, `public` (for http(s)); the scheme decides the rest."""
     host = url.host
     if host in _METADATA_HOSTS:
         return "metadata"
+    host = _embedded_address(host) or host
     ip = address(host)
     if ip is not None:
         if str(ip) in _METADATA_IPS or ip.is_link_local:

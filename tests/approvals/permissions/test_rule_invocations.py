@@ -104,7 +104,8 @@ def test_what_the_rule_says_is_allowed(tmp_path: Path, url: str) -> None:
         "http://[::ffff:169.254.169.254]/", "http://[::ffff:a9fe:a9fe]/", "http://[fd00:ec2::254]/",
         "http://metadata.google.internal/computeMetadata/v1/", "http://METADATA.GOOGLE.INTERNAL./",
         "http://169.254.170.2/v2/credentials", "http://100.100.100.200/latest/meta-data/",
-        "http://[fe80::1]/", "http://169.254.1.1/",
+        "http://[fe80::1]/", "http://169.254.1.1/", "http://169.254.169.254.nip.io/latest",
+        "http://169-254-169-254.sslip.io/", "http://[0:0:0:0:0:ffff:169.254.169.254]/", "http://[64:ff9b::a9fe:a9fe]/",
     ],
 )  # fmt: skip
 def test_cloud_metadata_is_denied_in_every_spelling(tmp_path: Path, url: str) -> None:

@@ -215,7 +215,7 @@ def _lexical_fork_bomb(text: str) -> bool:
     """`name(){ name | name & }` in text the grammar could not parse."""
     for match in _FUNCTION_START.finditer(text):
         name = re.escape(match.group(1))
-        end = text.find("}", match.end())
+        end = text.find("}", match.end(), match.end() + 256)
         body = text[match.end() : end if end >= 0 else match.end() + 256]
         if re.search(name + r"\s*\|\s*" + name + r"\s*&", body[:256]):
             return True
@@ -268,7 +268,7 @@ def lexical_floor(text: str, resolve: Resolve, home: str, *, unquoted: bool = Fa
     if _lexical_fork_bomb(text):
         return "fork bomb"
     segments = _segments(text)
-    if unquoted:
+    if unquoted and ("'" in text or '"' in text):
         # Newlines separate segments in `_segments` already: one pass over the unquoted text.
         segments += _segments(text.replace('"', " ").replace("'", " "))
     if len(segments) > _MAX_SEGMENTS:

@@ -37,6 +37,7 @@ class AuditEntry:
     scope: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict of the entry (the time as an ISO string)."""
         return {
             "at": self.at.isoformat(),
             "run_id": self.run_id,
@@ -52,13 +53,16 @@ class AuditEntry:
         }
 
     def to_line(self) -> str:
+        """The entry as one JSON line, keys sorted."""
         return json.dumps(self.to_json(), sort_keys=True)
 
 
 class AuditLog(Protocol):
     """Append-only: there is deliberately no update or delete."""
 
-    async def record(self, entry: AuditEntry) -> None: ...
+    async def record(self, entry: AuditEntry) -> None:
+        """Append one entry."""
+        ...
 
     async def query(self, run_id: str | None = None, limit: int | None = None) -> list[AuditEntry]:
         """Entries oldest first; with `limit`, the most recent `limit` of them."""

@@ -18,6 +18,8 @@ from approvals.models import ApprovalRequest
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalRequested:
+    """A new request is pending, waiting for its approvers."""
+
     kind: Literal["approval_requested"] = "approval_requested"
     request: ApprovalRequest
 
@@ -34,6 +36,8 @@ class ApprovalDecided:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalExpired:
+    """Nobody decided before the deadline: the request expired."""
+
     kind: Literal["approval_expired"] = "approval_expired"
     request: ApprovalRequest
 
@@ -48,6 +52,8 @@ class ApprovalReminder:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalCancelled:
+    """The request was withdrawn before anyone decided (e.g. its run ended)."""
+
     kind: Literal["approval_cancelled"] = "approval_cancelled"
     request: ApprovalRequest
 

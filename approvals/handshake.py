@@ -73,6 +73,7 @@ class FileHandshake:
 
     @property
     def directory(self) -> Path:
+        """The folder the request and response files are exchanged in."""
         return self._dir
 
     def _ensure_dir(self) -> None:

@@ -7,7 +7,6 @@ a compare-and-set, so the first decision to reach the store wins.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from types import MappingProxyType
@@ -15,9 +14,11 @@ from types import MappingProxyType
 from approvals.errors import ApprovalMisuseError
 from approvals.models import (
     SCOPE_ORDER,
+    AlreadyCancelled,
     AlreadyDecided,
     ApprovalRequest,
     Approvers,
+    Ask,
     NotAuthorised,
     Principal,
     Rejection,
@@ -26,7 +27,7 @@ from approvals.models import (
     Status,
     offered_scopes,
 )
-from approvals.permissions import Action, Decision
+from approvals.permissions import Decision
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,41 +60,31 @@ class Remind:
 LifecycleEvent = Vote | Expire | Cancel | Remind
 
 
-def open_request(
-    *,
-    id: str,  # the field's name
-    nonce: str,
-    now: datetime,
-    run_id: str,
-    agent_id: str,
-    requester_id: str | None,
-    action: Action,
-    digest: str,
-    decision: Decision,
-    approvers: Approvers,
-    timeout: timedelta,
-    context: Mapping[str, str],
-) -> ApprovalRequest:
+def open_request(ask: Ask, *, id: str, nonce: str, now: datetime) -> ApprovalRequest:
     """A new pending request for an engine `ask`; misuse raises and creates nothing."""
-    _check_new_request(decision=decision, approvers=approvers, timeout=timeout, digest=digest)
+    decision = ask.decision
+    _check_new_request(decision=decision, approvers=ask.approvers, timeout=ask.timeout, digest=ask.digest)
     return ApprovalRequest(
         id=id,
-        run_id=run_id,
-        agent_id=agent_id,
-        requester_id=requester_id,
-        action=action,
-        digest=digest,
+        run_id=ask.run_id,
+        agent_id=ask.agent_id,
+        requester_id=ask.requester,
+        action=ask.action,
+        digest=ask.digest,
         risk=decision.risk,
         layer=decision.layer,
         reason=decision.reason,
         rule=decision.rule,
-        scopes=offered_scopes(always_offerable=decision.always_offerable, risk=decision.risk, action=action),
-        approvers=approvers,
+        scopes=offered_scopes(
+            always_offerable=decision.always_offerable, risk=decision.risk, action=ask.action
+        ),
+        approvers=ask.approvers,
         status="pending",
         created_at=now,
-        expires_at=now + timeout,
+        expires_at=now + ask.timeout,
         nonce=nonce,
-        context=MappingProxyType(dict(context)),
+        context=MappingProxyType(dict(ask.context)),
+        conversation=ask.conversation,
     )
 
 
@@ -131,6 +122,8 @@ def transition(request: ApprovalRequest, event: LifecycleEvent, now: datetime) -
         why = authorise(request, event.principal, approve=event.approve)
         if why is not None:
             return NotAuthorised(request=request, principal=event.principal, why=why)
+    if request.status == "cancelled":
+        return AlreadyCancelled(request=request)
     if request.terminal:
         return AlreadyDecided(request=request)
     match event:
@@ -202,6 +195,9 @@ def rejection_reason(result: Rejection) -> str:
             return why
         case ScopeNotOffered(scope=scope):
             return f"scope {scope!r} was not offered for this request"
+        case AlreadyCancelled(request=request):
+            why = f": {request.decision_reason}" if request.decision_reason else ""
+            return f"already cancelled{why}"
         case AlreadyDecided(request=request):
             if request.terminal:
                 return f"already {request.status}"

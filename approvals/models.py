@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Annotated, Literal, get_args
 
 from pydantic import PlainSerializer
 
-from approvals.permissions import Action, Layer, Risk
+from approvals.permissions import Action, Decision, Layer, Risk
 
 Scope = Literal["once", "run", "always"]
 Status = Literal["pending", "approved", "denied", "expired", "cancelled"]
@@ -61,7 +61,37 @@ class Approvers:
 
     @property
     def empty(self) -> bool:
+        """True when no user and no group is listed (nobody may decide)."""
         return not self.users and not self.groups
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationRef:
+    """Where a run lives on a chat surface, as opaque strings (e.g. surface "slack", a channel, a thread).
+
+    The lifecycle stores and returns it untouched; only the surface's adapter knows what the strings mean.
+    """
+
+    surface: str
+    channel: str
+    thread: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ask:
+    """An engine `ask` to put before a human: whose run, which action, who may answer, how long, where."""
+
+    run_id: str
+    agent_id: str
+    requester: str | None
+    action: Action
+    digest: str  # binds the answer to the exact tool input
+    decision: Decision
+    approvers: Approvers
+    timeout: timedelta
+    conversation: ConversationRef | None = None
+    # What an approver may want beside the action (the raw tool input, the files of a patch...).
+    context: Context = field(default_factory=_empty_context)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,9 +125,11 @@ class ApprovalRequest:
     # row version used for compare-and-set in the store.
     reminded_at: datetime | None = None
     version: int = 0
+    conversation: ConversationRef | None = None
 
     @property
     def terminal(self) -> bool:
+        """True once the request is approved, denied, expired or cancelled."""
         return self.status in TERMINAL
 
     def summary(self) -> dict[str, object]:
@@ -143,6 +175,14 @@ class AlreadyDecided:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AlreadyCancelled:
+    """The request was cancelled (its run ended) before this decision; nothing changed."""
+
+    request: ApprovalRequest
+    kind: Literal["already_cancelled"] = "already_cancelled"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NotAuthorised:
     """The principal may not decide this request; nothing changed (the attempt is audited)."""
 
@@ -169,8 +209,10 @@ class ScopeNotOffered:
     kind: Literal["scope_not_offered"] = "scope_not_offered"
 
 
-DecideResult = Decided | QuorumPending | AlreadyDecided | NotAuthorised | NotFound | ScopeNotOffered
-Rejection = AlreadyDecided | NotAuthorised | ScopeNotOffered
+DecideResult = (
+    Decided | QuorumPending | AlreadyDecided | AlreadyCancelled | NotAuthorised | NotFound | ScopeNotOffered
+)
+Rejection = AlreadyDecided | AlreadyCancelled | NotAuthorised | ScopeNotOffered
 
 
 def offered_scopes(*, always_offerable: bool, risk: Risk, action: Action | None = None) -> tuple[Scope, ...]:

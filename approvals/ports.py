@@ -13,6 +13,8 @@ from approvals.models import ApprovalRequest, Status
 
 
 class Clock(Protocol):
+    """The lifecycle's source of time (`SystemClock` in production)."""
+
     def now(self) -> datetime:
         """The current time, timezone-aware."""
         ...
@@ -22,19 +24,26 @@ class SystemClock:
     """Wall-clock time in UTC."""
 
     def now(self) -> datetime:
+        """The current time in UTC (Clock.now)."""
         return datetime.now(UTC)
 
 
 class ApprovalStore(Protocol):
     """Requests plus the allow rules that `always` approvals persist."""
 
-    async def insert(self, request: ApprovalRequest) -> None: ...
+    async def insert(self, request: ApprovalRequest) -> None:
+        """Persist a new request."""
+        ...
 
-    async def get(self, request_id: str) -> ApprovalRequest | None: ...
+    async def get(self, request_id: str) -> ApprovalRequest | None:
+        """The request with this id, or None."""
+        ...
 
     async def replace(self, request: ApprovalRequest, *, expected_version: int) -> bool:
-        """Compare-and-set: write `request` (as version `expected_version + 1`) only if the stored
-        row is still at `expected_version`. False means someone else changed it first."""
+        """Compare-and-set: write `request` only if the stored row is still at `expected_version`.
+
+        The row becomes version `expected_version + 1`. False means someone else changed it first.
+        """
         ...
 
     async def query(
@@ -51,12 +60,18 @@ class ApprovalStore(Protocol):
         """Persist an allow rule; adding an existing rule is a no-op."""
         ...
 
-    async def always_rules(self) -> list[str]: ...
+    async def always_rules(self) -> list[str]:
+        """Every persisted allow rule."""
+        ...
 
 
 class ExpiryTimer(Protocol):
     """Fires the service's expiry and reminder at the right time (APScheduler in production)."""
 
-    def schedule(self, request: ApprovalRequest) -> None: ...
+    def schedule(self, request: ApprovalRequest) -> None:
+        """Arrange the request's expiry (and its reminder) at their times, replacing earlier jobs."""
+        ...
 
-    def unschedule(self, request_id: str) -> None: ...
+    def unschedule(self, request_id: str) -> None:
+        """Drop the request's jobs (it reached a terminal state)."""
+        ...

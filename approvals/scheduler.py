@@ -41,6 +41,7 @@ class ExpiryScheduler:
 
     @property
     def running(self) -> bool:
+        """True between `start` and `stop`."""
         return self._scheduler is not None
 
     async def start(self) -> None:

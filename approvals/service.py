@@ -13,10 +13,9 @@ import contextlib
 import inspect
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import timedelta
-from types import MappingProxyType
 
 from approvals.audit import AuditEntry, AuditLog, Outcome, entry_for
 from approvals.errors import ApprovalNotFoundError, StoreError
@@ -42,7 +41,7 @@ from approvals.lifecycle import (
 from approvals.models import (
     AlreadyDecided,
     ApprovalRequest,
-    Approvers,
+    Ask,
     Decided,
     DecideResult,
     NotFound,
@@ -51,13 +50,11 @@ from approvals.models import (
     Rejection,
     Scope,
 )
-from approvals.permissions import Action, Decision
 from approvals.ports import ApprovalStore, Clock, ExpiryTimer, SystemClock
 
 log = logging.getLogger(__name__)
 
 Subscriber = Callable[[ApprovalEvent], Awaitable[None] | None]
-_EMPTY: Mapping[str, str] = MappingProxyType({})
 # Every failed compare-and-set means another writer changed the row, and a request admits only
 # a bounded number of changes (one vote per approver, one terminal state), so this is never hit
 # in practice; it turns a store bug into an error instead of a spin.
@@ -94,43 +91,20 @@ class ApprovalService:
 
     @property
     def clock(self) -> Clock:
+        """The clock the lifecycle reads (the scheduler reads it too)."""
         return self._clock
 
     def use_timer(self, timer: ExpiryTimer | None) -> None:
         """Attach the expiry scheduler (or detach it with None)."""
         self._timer = timer
 
-    async def request(
-        self,
-        *,
-        run_id: str,
-        agent_id: str,
-        requester_id: str | None,
-        action: Action,
-        digest: str,
-        decision: Decision,
-        approvers: Approvers,
-        timeout: timedelta,  # noqa: ASYNC109  # the request's lifetime, not a call timeout
-        context: Mapping[str, str] = _EMPTY,
-    ) -> ApprovalRequest:
+    async def request(self, ask: Ask) -> ApprovalRequest:
         """Open a pending request for an engine `ask`; audited, announced and timed."""
-        request = open_request(
-            id=self._new_id(),
-            nonce=self._new_nonce(),
-            now=self._clock.now(),
-            run_id=run_id,
-            agent_id=agent_id,
-            requester_id=requester_id,
-            action=action,
-            digest=digest,
-            decision=decision,
-            approvers=approvers,
-            timeout=timeout,
-            context=context,
-        )
+        request = open_request(ask, id=self._new_id(), nonce=self._new_nonce(), now=self._clock.now())
         now = request.created_at
         await self._store.insert(request)
-        await self._audit.record(entry_for(request, "ask", at=now, actor="engine", reason=decision.reason))
+        entry = entry_for(request, "ask", at=now, actor="engine", reason=ask.decision.reason)
+        await self._audit.record(entry)
         await self._emit(ApprovalRequested(request=request))
         if self._timer is not None:
             self._timer.schedule(request)
@@ -197,6 +171,7 @@ class ApprovalService:
                 self._wakeups.pop(request_id, None)
 
     async def get(self, request_id: str) -> ApprovalRequest | None:
+        """The request with this id as stored now, or None."""
         return await self._store.get(request_id)
 
     async def pending(

@@ -30,6 +30,7 @@ from sqlalchemy import (
     text,
     update,
 )
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -52,6 +53,7 @@ class UtcDateTime(TypeDecorator[datetime]):
     cache_ok = True
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """To the database: refuse a naive datetime, store UTC (without a zone on SQLite)."""
         if value is None:
             return None
         _require_aware(value)
@@ -59,6 +61,7 @@ class UtcDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """From the database: an aware UTC datetime."""
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
@@ -94,6 +97,8 @@ requests_table = Table(
     Column("context", Text, nullable=False),  # JSON object of strings
     Column("reminded_at", UtcDateTime),
     Column("version", Integer, nullable=False),
+    # JSON {"surface", "channel", "thread"} or NULL: where the run lives (added after 0001: see below).
+    Column("conversation", Text),
     Index("ix_approval_requests_status_expires", "status", "expires_at"),
     Index("ix_approval_requests_run", "run_id"),
 )
@@ -203,17 +208,33 @@ async def create_schema(engine: AsyncEngine) -> None:
                 if conn.dialect.name == "postgresql":
                     await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
                 await conn.run_sync(metadata.create_all, checkfirst=True)
+                await conn.run_sync(_add_missing_columns)
             return
         except OperationalError as exc:
             if attempt == attempts or "already exists" not in str(exc):
                 raise
 
 
+# Nullable columns added after a table first shipped: (table, column, SQL type). Older databases get
+# them on start-up; `deploy/migrations/0002_*.sql` says the same for hand-run migrations.
+_ADDED_COLUMNS = (("approval_requests", "conversation", "TEXT"),)
+
+
+def _add_missing_columns(conn: Connection) -> None:
+    inspector = sa_inspect(conn)
+    for table, column, sql_type in _ADDED_COLUMNS:
+        if column not in {c["name"] for c in inspector.get_columns(table)}:
+            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type}")
+
+
 def schema_ddl(dialect: Dialect) -> str:
-    """The DDL `create_schema` runs, as SQL text for `deploy/migrations/`."""
+    """The DDL of the first schema (0001: without the columns added later), for `deploy/migrations/`."""
     statements: list[str] = []
     for table in metadata.sorted_tables:
-        statements.append(str(CreateTable(table).compile(dialect=dialect)).strip())
+        create = CreateTable(table)
+        later = {c for t, c, _ in _ADDED_COLUMNS if t == table.name}
+        create.columns = [c for c in create.columns if c.element.name not in later]
+        statements.append(str(create.compile(dialect=dialect)).strip())
         statements.extend(
             str(CreateIndex(index).compile(dialect=dialect))
             for index in sorted(table.indexes, key=lambda i: str(i.name))
@@ -264,6 +285,7 @@ def _request_row(request: ApprovalRequest) -> dict[str, Any]:
         "context": json.dumps(dict(request.context), sort_keys=True),
         "reminded_at": request.reminded_at,
         "version": request.version,
+        "conversation": None if request.conversation is None else json.dumps(asdict(request.conversation)),
     }
 
 
@@ -281,6 +303,7 @@ def _request_from_row(row: Any) -> ApprovalRequest:
                 "approvers": json.loads(row["approvers"]),
                 "approvals_so_far": tuple(json.loads(row["approvals_so_far"])),
                 "context": json.loads(row["context"]),
+                "conversation": None if row["conversation"] is None else json.loads(row["conversation"]),
             }
         )
     except (ValidationError, ValueError, TypeError) as exc:
@@ -291,7 +314,16 @@ def _request_from_row(row: Any) -> ApprovalRequest:
 _PLAIN_COLUMNS = tuple(
     c.name
     for c in requests_table.columns
-    if c.name not in ("action_kind", "action_target", "scopes", "approvers", "approvals_so_far", "context")
+    if c.name
+    not in (
+        "action_kind",
+        "action_target",
+        "scopes",
+        "approvers",
+        "approvals_so_far",
+        "context",
+        "conversation",
+    )
 )
 
 
@@ -302,16 +334,19 @@ class SqlApprovalStore:
         self._engine = engine
 
     async def insert(self, request: ApprovalRequest) -> None:
+        """Persist a new request (ApprovalStore.insert)."""
         async with self._engine.begin() as conn:
             await conn.execute(insert(requests_table).values(**_request_row(request)))
 
     async def get(self, request_id: str) -> ApprovalRequest | None:
+        """The request with this id, or None (ApprovalStore.get)."""
         async with self._engine.connect() as conn:
             result = await conn.execute(select(requests_table).where(requests_table.c.id == request_id))
             row = result.mappings().first()
         return None if row is None else _request_from_row(row)
 
     async def replace(self, request: ApprovalRequest, *, expected_version: int) -> bool:
+        """Compare-and-set on the row's `version` (ApprovalStore.replace)."""
         values = _request_row(request)
         values.pop("id")
         values["version"] = expected_version + 1
@@ -332,6 +367,7 @@ class SqlApprovalStore:
         run_id: str | None = None,
         expires_before: datetime | None = None,
     ) -> list[ApprovalRequest]:
+        """Requests matching every given filter, oldest first (ApprovalStore.query)."""
         statement = select(requests_table).order_by(requests_table.c.created_at, requests_table.c.id)
         if status is not None:
             statement = statement.where(requests_table.c.status == status)
@@ -344,6 +380,7 @@ class SqlApprovalStore:
         return [_request_from_row(row) for row in rows]
 
     async def add_always_rule(self, rule: str, *, request_id: str, decided_by: str, at: datetime) -> None:
+        """Persist an allow rule; an existing one is left as it is (ApprovalStore.add_always_rule)."""
         row = {"rule": rule, "request_id": request_id, "decided_by": decided_by, "created_at": at}
         try:
             async with self._engine.begin() as conn:
@@ -352,6 +389,7 @@ class SqlApprovalStore:
             pass  # the rule already exists: approving it again adds nothing
 
     async def always_rules(self) -> list[str]:
+        """Every persisted allow rule, sorted (ApprovalStore.always_rules)."""
         async with self._engine.connect() as conn:
             rows = await conn.execute(select(rules_table.c.rule).order_by(rules_table.c.rule))
             return [r[0] for r in rows]
@@ -364,12 +402,14 @@ class SqlAuditLog:
         self._engine = engine
 
     async def record(self, entry: AuditEntry) -> None:
+        """Append one entry; a naive time is refused (AuditLog.record)."""
         _require_aware(entry.at)
         values = asdict(entry)
         async with self._engine.begin() as conn:
             await conn.execute(insert(audit_table).values(**values))
 
     async def query(self, run_id: str | None = None, limit: int | None = None) -> list[AuditEntry]:
+        """Entries oldest first; with `limit`, the most recent `limit` of them (AuditLog.query)."""
         statement = select(audit_table).order_by(audit_table.c.seq.desc())
         if run_id is not None:
             statement = statement.where(audit_table.c.run_id == run_id)
@@ -400,7 +440,13 @@ def migration_files() -> dict[str, str]:
         "sqlite": sqlite.dialect(),
         "postgresql": postgresql.dialect(),  # type: ignore[no-untyped-call]
     }
-    return {f"0001_approvals.{name}.sql": header + schema_ddl(d) for name, d in dialects.items()}
+    files = {f"0001_approvals.{name}.sql": header + schema_ddl(d) for name, d in dialects.items()}
+    added = "".join(f"ALTER TABLE {t} ADD COLUMN {c} {sql_type};\n" for t, c, sql_type in _ADDED_COLUMNS)
+    for name in dialects:
+        files[f"0002_approvals.{name}.sql"] = (
+            header + "-- Where a run lives (ConversationRef), issue 8.\n" + added
+        )
+    return files
 
 
 if __name__ == "__main__":

@@ -13,9 +13,10 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
-from approvals.models import Approvers, Decided, Principal
+from approvals.models import Approvers, Ask, Decided, Principal
 from approvals.permissions import Action
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
@@ -39,14 +40,16 @@ async def _timed(work: Callable[[], Awaitable[object]]) -> float:
 
 async def _ask(service: ApprovalService) -> str:
     request = await service.request(
-        run_id="bench",
-        agent_id="agent1",
-        requester_id=None,
-        action=Action(kind="command", target="make test"),
-        digest="0" * 64,
-        decision=ask_decision(),
-        approvers=APPROVERS,
-        timeout=timedelta(minutes=5),
+        Ask(
+            run_id="bench",
+            agent_id="agent1",
+            requester=None,
+            action=Action(kind="command", target="make test"),
+            digest="0" * 64,
+            decision=ask_decision(),
+            approvers=APPROVERS,
+            timeout=timedelta(minutes=5),
+        )
     )
     return request.id
 
@@ -60,8 +63,7 @@ async def _bench(label: str, url: str) -> None:
         asks = [await _timed(lambda: _append(ids, service)) for _ in range(200)]
         print(f"   {label:10} request()          {_ms(asks)}")
         decides = [
-            await _timed(lambda rid=rid: service.decide(rid, Principal(id="U000"), approve=True))
-            for rid in ids
+            await _timed(partial(service.decide, rid, Principal(id="U000"), approve=True)) for rid in ids
         ]
         print(f"   {label:10} decide() alone     {_ms(decides)}")
         await _contention(label, service)
@@ -75,7 +77,9 @@ async def _append(ids: list[str], service: ApprovalService) -> None:
 
 
 async def _contention(label: str, service: ApprovalService) -> None:
-    rounds, latencies, wall = 5, [], []
+    rounds = 5
+    latencies: list[float] = []
+    wall: list[float] = []
     for _ in range(rounds):
         request_id = await _ask(service)
         start = asyncio.Event()

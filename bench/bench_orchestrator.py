@@ -17,9 +17,9 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from orchestrator.config import AgentConfig, BackendConfig, TeamConfig
+from orchestrator.config.team import AgentConfig, BackendConfig, TeamConfig
 from orchestrator.events import RunEvent
-from orchestrator.run import start_run
+from orchestrator.run.supervisor import start_run
 from orchestrator.testing import Request, ScriptedModels, Turn, protocol, scripted_team
 
 MASSGEN_PROMPT_TOKENS = {3: 27_900, 5: 43_500}

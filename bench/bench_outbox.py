@@ -24,7 +24,7 @@ from collections import Counter
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.outbox import PRIORITY_FINAL, MessageRef, Outbox
+from bot.slack.outbox import PRIORITY_FINAL, MessageRef, Outbox
 from tests.fakes.slack_emulator import Limits, SlackEmulator
 
 RUN_COUNTS = (1, 5, 50)  # the headline figure is 50; 1 and 5 show the unsaturated case
@@ -56,7 +56,7 @@ async def _run(
         box.update(root, text=f"run {n} v{k}")
         if k in answer_steps:
             asked = time.monotonic()
-            ref = box.post(CHANNEL, text=f"run {n} answer {k}", thread=root)  # as bot/runrender.py does
+            ref = box.post(CHANNEL, text=f"run {n} answer {k}", thread=root)  # as bot/runs/presenter.py does
             waiters.append(asyncio.create_task(_record_post(ref, asked, posts)))
     final = box.post(CHANNEL, text=f"run {n} final answer", thread=root, priority=PRIORITY_FINAL)
     changed[(n, steps + 1)] = time.monotonic()

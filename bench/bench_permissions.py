@@ -47,7 +47,7 @@ def _workload(rng: random.Random) -> list[Action]:
             continue
         for item in items:
             kind, _, target = item.partition(" ")
-            base.append(Action(kind=kind, target=target))  # type: ignore[arg-type]
+            base.append(Action(kind=kind, target=target))
     actions: list[Action] = []
     for i in range(N_ACTIONS):
         if i % 2:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from orchestrator.llm.base import UserMessage
-from orchestrator.llm.factory import close_model_client, make_model_client
+from orchestrator.llm.factory import make_model_client
 from tests.fakes.provider_server import ProviderServer, Reply
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +31,7 @@ async def main():
     client = make_model_client(type=sys.argv[1], model="m", base_url=sys.argv[2])
     async for _ in client.stream_turn(system="", messages=[UserMessage(text="hi")], tools=[]):
         pass
-    await client.aclose()
+    await client.close()
 asyncio.run(main())
 """
 TEXT = " ".join(f"word{i}" for i in range(60))
@@ -72,7 +72,7 @@ async def turns(server: ProviderServer, kind: str, n: int, concurrency: int) -> 
     wall = time.perf_counter()
     await asyncio.gather(*(one() for _ in range(n)))
     wall = time.perf_counter() - wall
-    await close_model_client(client)
+    await client.close()
     return latencies, wall
 
 

@@ -8,16 +8,16 @@ and the winner's patch cost for a 2,000-file source.
 from __future__ import annotations
 
 import asyncio
-import shutil
+import logging
 import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from orchestrator.sandbox import Sandbox, SandboxSpec
-from orchestrator.tools import ToolEnv, execute, parse_args
-from orchestrator.workspace import RunWorkspaces
+from orchestrator.tools.sandbox import Sandbox, SandboxSpec, sandbox_status
+from orchestrator.tools.specs import ToolEnv, execute, parse_args
+from orchestrator.tools.workspace import RunWorkspaces
 
 RUNS = 60
 
@@ -43,15 +43,18 @@ def _report(name: str, samples: list[float]) -> float:
 
 
 async def _run(ws: Path) -> None:
+    # The `sandbox: none` warning is for operators; here it would repeat once per timed run.
+    logging.getLogger("orchestrator.tools.sandbox").setLevel(logging.ERROR)
     spec = SandboxSpec(workspace=ws, timeout_s=10)
     plain = _report("command, sandbox: none", await _time(lambda: Sandbox("none").run("true", spec)))
-    if shutil.which("bwrap"):
+    problem = await sandbox_status("bwrap")
+    if problem is None:
         boxed = Sandbox("bwrap")
         await boxed.check()
         confined = _report("command, bubblewrap", await _time(lambda: boxed.run("true", spec)))
         print(f"   bubblewrap overhead ratio   {confined / plain:.2f}x")
     else:
-        print("   bubblewrap not installed: skipped")
+        print(f"   bubblewrap unusable here, skipped: {problem}")
     for i in range(200):
         (ws / f"f{i}.py").write_text(f"def f{i}():\n    return {i}\n" * 20)
     env = ToolEnv(workspace=ws, sandbox=Sandbox("none"))

@@ -21,15 +21,16 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 
+from approvals import Ask
 from approvals.models import Approvers
 from approvals.permissions import Action, Decision, action_digest
 from bot.app import build_app, build_web_app
-from bot.approvals_ui import ThreadApprovalPort
+from bot.approval_ui import ThreadApprovalPort
 from bot.render import ids
 from bot.settings import BotSettings
 from bot.wiring import OutboxOptions, build_services
 from orchestrator.events import RunEvent
-from tests.bot.test_scenarios_support import APPROVER, INTRUDER, SECRET, TOKEN, team_yaml
+from tests.bot.harness import APPROVER, INTRUDER, SECRET, TOKEN, team_yaml
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
 from tests.fakes.slack_emulator import Limits, SlackEmulator
@@ -104,14 +105,16 @@ async def _click_to_resume(services: Any, http: TestClient[Any, Any], channel: s
     root = services.outbox.post(channel, text="bench ask")
     port = ThreadApprovalPort(services.approvals, channel, root)
     request = await port.request(
-        run_id="run-bench",
-        agent_id="a1",
-        requester_id="U0USER",
-        action=Action(kind="command", target="make deploy"),
-        digest=action_digest("run_command", {"command": "make deploy"}),
-        decision=Decision(verdict="ask", resolved="ask", risk="medium", layer="rule", reason="deploys"),
-        approvers=Approvers(users=frozenset({APPROVER})),
-        timeout=timedelta(minutes=5),
+        Ask(
+            run_id="run-bench",
+            agent_id="a1",
+            requester="U0USER",
+            action=Action(kind="command", target="make deploy"),
+            digest=action_digest("run_command", {"command": "make deploy"}),
+            decision=Decision(verdict="ask", resolved="ask", risk="medium", layer="rule", reason="deploys"),
+            approvers=Approvers(users=frozenset({APPROVER})),
+            timeout=timedelta(minutes=5),
+        )
     )
     waiter = asyncio.create_task(services.approvals.wait(request.id))
     await asyncio.sleep(0)
@@ -145,7 +148,7 @@ async def _bench(root: Path) -> None:
         )
         http: TestClient[Any, Any] = TestClient(TestServer(build_web_app(build_app(services), services)))
         await http.start_server()
-        gc.collect()  # as `massgen-bot serve` does once it is wired (bot/cli_serve.py)
+        gc.collect()  # as `massgen-bot serve` does once it is wired (bot/cli/serve.py)
         gc.freeze()
         try:
             started = time.perf_counter()
@@ -157,23 +160,27 @@ async def _bench(root: Path) -> None:
             ]
             # The runs start in supervised tasks; poll with a deadline until all are active.
             deadline = time.monotonic() + 30
-            while services.runs.started < RUNS and time.monotonic() < deadline:  # noqa: ASYNC110
+            while services.runs.supervisor.started < RUNS and time.monotonic() < deadline:  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
-            active_at_probe = len(services.runs.active_runs())
+            active_at_probe = len(services.runs.supervisor.active_runs())
             command_acks, click_acks, resumes = [], [], []
             for i in range(PROBES):
-                active_at_probe = min(active_at_probe, len(services.runs.active_runs()))
+                active_at_probe = min(active_at_probe, len(services.runs.supervisor.active_runs()))
                 channel = CHANNELS[i % len(CHANNELS)]
                 command_acks.append(
                     await _timed_post(http, encode_form(slash_command("status", channel=channel)))
                 )
-                run = services.runs.active_runs()[0].handle.run_id if services.runs.active_runs() else "run-x"
+                run = (
+                    services.runs.supervisor.active_runs()[0].handle.run_id
+                    if services.runs.supervisor.active_runs()
+                    else "run-x"
+                )
                 click = encode_interactive(block_actions(ids.RUN_CANCEL, run, user=INTRUDER, channel=channel))
                 click_acks.append(await _timed_post(http, click))
                 if i % 5 == 0:
                     resumes.append(await _click_to_resume(services, http, channel))
             gate.open.set()
-            await services.runs.wait_idle(within=300)
+            await services.tasks.wait_idle(within=300)
             await services.outbox.flush()
             wall = time.perf_counter() - started
             await _report(
@@ -195,7 +202,7 @@ async def _bench(root: Path) -> None:
 
 async def _update_times(slack: SlackEmulator, services: Any) -> dict[str, list[float]]:
     """When Slack received each status-message update, per run id."""
-    runs = await services.store.recent_runs(limit=RUNS + 50)
+    runs = await services.runs.history.recent(limit=RUNS + 50)
     roots = {r.thread_ts: r.run_id for r in runs}
     updates: dict[str, list[float]] = defaultdict(list)
     for call in slack.calls_to("chat.update", ok=True):
@@ -211,7 +218,7 @@ async def _few_runs(
     before = set(fresh.events)
     for i in range(5):
         await _timed_post(http, encode_form(slash_command(f"small {i}", channel=CHANNELS[0])))
-    await services.runs.wait_idle(within=120)
+    await services.tasks.wait_idle(within=120)
     await services.outbox.flush()
     few = _Freshness()
     few.events = defaultdict(list, {k: v for k, v in fresh.events.items() if k not in before})
@@ -231,7 +238,7 @@ async def _report(
     click_acks: list[float],
     resumes: list[float],
 ) -> None:
-    runs = await services.store.recent_runs(limit=RUNS + 10)
+    runs = await services.runs.history.recent(limit=RUNS + 10)
     updates = await _update_times(slack, services)
     per_run = [
         c

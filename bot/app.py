@@ -70,7 +70,7 @@ def build_web_app(app: AsyncApp, services: Services) -> web.Application:
         return await to_aiohttp_response(await app.async_dispatch(bolt_request))
 
     async def healthz(_: web.Request) -> web.Response:
-        return web.json_response({"ok": True, "active_runs": len(services.runs.active_runs())})
+        return web.json_response({"ok": True, "active_runs": len(services.runs.supervisor.active_runs())})
 
     web_app = web.Application()
     web_app.router.add_post(EVENTS_PATH, slack_events)

@@ -1,7 +1,10 @@
-"""The composition root: database, approval service + expiry scheduler, outbox, run supervisor, teams.
+"""The composition root: storage, approval service + expiry scheduler, outbox, and the rooms.
 
-`build_services(settings)` is the only place that knows every layer; `Services.close()` drains
-runs, stops the scheduler, flushes the outbox and disposes of the database, in that order.
+`build_services(settings)` is the only place that knows every layer (Slack serves through it);
+`open_storage(settings)` is its storage half, which `massgen-bot run` uses too, so both surfaces
+keep runs and approvals in the same SQL stores. `Services.close()` stops runs, drains tasks, stops
+the scheduler, flushes the outbox and disposes of the database, in that order. The Slack half is
+imported inside `build_services`: the terminal runner's start-up must not pay for the Slack SDK.
 """
 
 from __future__ import annotations
@@ -14,33 +17,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from slack_sdk.http_retry.builtin_async_handlers import AsyncServerErrorRetryHandler
-from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from approvals.models import ApprovalRequest, Principal
-from approvals.scheduler import ExpiryScheduler
-from approvals.service import ApprovalService
-from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
-from bot.approvals_ui import ApprovalsUI, ThreadApprovalPort
-from bot.groups import GroupResolver
-from bot.listeners.home import publish_home
-from bot.models import SharedModels
-from bot.outbox import Outbox
-from bot.runs import RunSupervisor, ToolsBuilder
+from approvals import ApprovalService, SqlApprovalStore, SqlAuditLog, create_schema, make_engine
 from bot.settings import BotSettings, secret
-from bot.store import BotStore
-from bot.teams import TeamCatalog
-from orchestrator.config import TeamConfig
-from orchestrator.events import AnswerSubmitted, RunEvent
-from orchestrator.llm.warmup import warm_up
-from orchestrator.ports import RunContext, RunTools
-from orchestrator.sql import SqlRunStore, create_run_schema
-from orchestrator.store import RunStore
+from bot.slack.store import BotStore
+from orchestrator import SqlRunStore, create_run_schema
+
+if TYPE_CHECKING:
+    from slack_sdk.web.async_client import AsyncWebClient
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from approvals import ExpiryScheduler
+    from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ThreadApprovalPort
+    from bot.home import HomeTab
+    from bot.runs import RunHistory, RunUseCases, SharedModels, ToolsBuilder
+    from bot.slack import Outbox
+    from bot.tasks import TaskSupervisor
+    from orchestrator import RunContext, RunEvent, RunTools
 
 log = logging.getLogger(__name__)
+
+RESTARTED = "the bot restarted"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,57 +65,48 @@ class OutboxOptions:
 
 @dataclass(slots=True, kw_only=True)
 class Services:
-    """Everything the listeners call; built once per process."""
+    """What one bot process is made of: the rooms the listeners call, and what shutdown closes."""
 
     settings: BotSettings
     client: AsyncWebClient
+    tasks: TaskSupervisor
     outbox: Outbox
-    engine: AsyncEngine
-    store: BotStore
-    run_store: RunStore
-    approvals: ApprovalService
-    audit: SqlAuditLog
-    approvals_ui: ApprovalsUI
-    groups: GroupResolver
+    storage: Storage
+    runs: RunUseCases
+    approval_ui: ApprovalUseCases
+    home: HomeTab
+    presenter: ApprovalsUI
     scheduler: ExpiryScheduler
-    runs: RunSupervisor
     models: SharedModels
-    teams: TeamCatalog
     bot_token: str
     signing_secret: str
     identity: dict[str, str] = field(default_factory=dict)
-    # Users who opened the Home tab: their Home is republished when an ask they may decide changes.
-    home_viewers: set[str] = field(default_factory=set)
-    clock: Callable[[], float] = time.time
 
-    async def principal_for_run(self, user: str, team: TeamConfig) -> Principal:
-        """The user with the team's approver groups they belong to (for Cancel / Finish now)."""
-        groups: frozenset[str] = frozenset()
-        if team.approvals.approver_groups and user not in team.approvals.approvers:
-            groups = await self.groups.groups_of(user, team.approvals.approver_groups)
-        return Principal(id=user, groups=groups)
+    @property
+    def store(self) -> BotStore:
+        """The bot's own tables (Slack coordinates)."""
+        return self.storage.store
 
-    def refresh_homes(self, request: ApprovalRequest) -> None:
-        """Republish the Home tab of listed approvers who use it (a views.publish each, Tier 4)."""
-        for user in sorted(self.home_viewers & request.approvers.users):
-            self.runs.spawn(publish_home(self, user), name=f"home:{user}")
+    @property
+    def run_store(self) -> SqlRunStore:
+        """The orchestrator's run store."""
+        return self.storage.run_store
 
-    async def answer_text(self, run_id: str, label: str) -> str | None:
-        """The full text of answer `label` of a run, from the run store."""
-        for event in await self.run_store.events(run_id):
-            if isinstance(event, AnswerSubmitted) and event.label == label:
-                return event.content
-        return None
+    @property
+    def approvals(self) -> ApprovalService:
+        """The approval service every surface decides through."""
+        return self.storage.approvals
 
     async def close(self, *, grace: float = 10.0) -> None:
-        """Drain runs, stop timers, deliver queued Slack calls, release the database."""
-        # Runs first: cancelling them cancels their asks, whose messages the UI still rewrites.
-        await self.runs.drain(grace=grace)
-        self.approvals_ui.detach()
+        """Stop runs, drain tasks, stop timers, deliver queued Slack calls, release the database."""
+        # Runs first: cancelling them cancels their asks, whose messages the presenter still rewrites.
+        await self.runs.supervisor.stop()
+        await self.tasks.drain(grace=grace)
+        self.presenter.detach()
         await self.models.aclose()
         await self.scheduler.stop()
         await self.outbox.close(drain=True, timeout=grace)
-        await self.engine.dispose()
+        await self.storage.close()
 
 
 def make_client(settings: BotSettings) -> AsyncWebClient:
@@ -126,6 +115,9 @@ def make_client(settings: BotSettings) -> AsyncWebClient:
     Only 5xx retries are added: the outbox handles 429 itself (globally, honouring Retry-After), and
     a blind retry of `chat.postMessage` after a timeout could post twice.
     """
+    from slack_sdk.http_retry.builtin_async_handlers import AsyncServerErrorRetryHandler
+    from slack_sdk.web.async_client import AsyncWebClient
+
     client = AsyncWebClient(token=secret(settings.slack_bot_token) or None, base_url=settings.api_url())
     client.retry_handlers.append(AsyncServerErrorRetryHandler(max_retry_count=1))
     return client
@@ -137,7 +129,7 @@ def default_tools(workspace_root: Path | None = None) -> ToolsBuilder:
     Agents' workspaces live under `workspace_root` (`MASSGEN_STATE_DIR/workspaces`), else in a
     temporary directory; each run's folder is removed when the run ends.
     """
-    from orchestrator.toolbox import build_run_tools
+    from orchestrator import build_run_tools
 
     async def build(ctx: RunContext, port: ThreadApprovalPort) -> RunTools:
         tools: RunTools = await build_run_tools(ctx, approvals=port, root=workspace_root)
@@ -146,16 +138,16 @@ def default_tools(workspace_root: Path | None = None) -> ToolsBuilder:
     return build
 
 
-async def recover(store: BotStore, approvals: ApprovalService, outbox: Outbox) -> int:
+async def recover(history: RunHistory, approvals: ApprovalService, outbox: Outbox) -> int:
     """Runs a previous process left running cannot resume here: mark them failed, cancel their asks.
 
-    Cancelling rewrites their approval messages (the UI finds them in the store), so nobody
+    Cancelling rewrites their approval messages (the presenter finds them in the store), so nobody
     approves an action that no agent is waiting for any more.
     """
-    stale = await store.running_runs()
+    stale = await history.left_running()
     for run in stale:
-        await store.finish_run(run.run_id, state="failed", final_answer=None)
-        await approvals.cancel_run(run.run_id, reason="the bot restarted")
+        await history.mark_failed(run.run_id, RESTARTED)
+        await approvals.cancel_run(run.run_id, RESTARTED)
         if run.thread_ts:
             text = "⚠️ The bot restarted while this run was working; it was stopped. Start it again to retry."
             outbox.post(run.channel, text=text, thread=run.thread_ts)
@@ -181,27 +173,37 @@ async def identify(client: AsyncWebClient, *, within: float = 3.0) -> dict[str, 
 
 
 @dataclass(frozen=True, slots=True)
-class _Storage:
+class Storage:
+    """Every store on one database engine: approvals, audit, runs, the bot's Slack coordinates."""
+
     engine: AsyncEngine
     store: BotStore
     run_store: SqlRunStore
     audit: SqlAuditLog
     approvals: ApprovalService
 
+    async def close(self) -> None:
+        """Release the database."""
+        await self.engine.dispose()
 
-async def _open_storage(url: str) -> _Storage:
-    """One engine for every table (approvals, audit, runs, the bot's own); schemas created if missing."""
-    engine = make_engine(url)
+
+async def open_storage(settings: BotSettings) -> Storage:
+    """One engine for every table (the settings' database, SQLite under `MASSGEN_STATE_DIR` by default)."""
+    if settings.state_dir is not None:
+        settings.state_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.resolved_database_url())
     await create_schema(engine)
     await create_run_schema(engine)
     store = BotStore(engine)
     await store.create_schema()
     audit = SqlAuditLog(engine)
     approvals = ApprovalService(SqlApprovalStore(engine), audit)
-    return _Storage(engine, store, SqlRunStore(engine), audit, approvals)
+    return Storage(engine, store, SqlRunStore(engine), audit, approvals)
 
 
 def _make_outbox(client: AsyncWebClient, options: OutboxOptions) -> Outbox:
+    from bot.slack import Outbox
+
     return Outbox(
         client,
         update_interval=options.update_interval,
@@ -223,20 +225,31 @@ async def build_services(
     observe: Callable[[str, RunEvent], None] | None = None,
 ) -> Services:
     """Wire every layer for one process. `tools="none"` runs agents with the workflow tools only."""
+    from approvals import ExpiryScheduler
+    from bot.approval_ui import ApprovalsUI, ApprovalUseCases, pending_for
+    from bot.home import HomeTab
+    from bot.runs import RunHistory, RunSupervisor, RunUseCases, SharedModels, TeamCatalog
+    from bot.slack import GroupResolver
+    from bot.tasks import TaskSupervisor
+    from orchestrator import sandbox_status, warm_up
+
     teams = TeamCatalog.load(team_file or settings.team_file, settings.teams_dir)
+    # Say before any run whether agents' commands can run confined here, not after an approver said yes.
+    if (problem := await sandbox_status(teams.default.team.sandbox)) is not None:
+        log.warning("sandbox: %s", problem)
     # Import the model SDKs and stream one canned turn through each, off the event loop: done lazily
     # by the first run, the imports and the SDKs' schema builds would stall acks and transactions.
     await asyncio.to_thread(warm_up, [a.backend.type for a in teams.default.team.agents])
-    if settings.state_dir is not None:
-        settings.state_dir.mkdir(parents=True, exist_ok=True)
     client = client or make_client(settings)
     box = _make_outbox(client, outbox or OutboxOptions())
-    db = await _open_storage(settings.resolved_database_url())
+    db = await open_storage(settings)
     remind = timedelta(seconds=teams.default.team.approvals.remind_before_seconds)
     scheduler = ExpiryScheduler(db.approvals, remind_before=remind)
     models = SharedModels()
     models.prebuild(teams.default.team.agents)
-    runs = RunSupervisor(
+    tasks = TaskSupervisor()
+    supervisor = RunSupervisor(
+        tasks=tasks,
         outbox=box,
         store=db.store,
         approvals=db.approvals,
@@ -249,34 +262,44 @@ async def build_services(
         models=models,
     )
     groups = GroupResolver(box.call, ttl=settings.group_cache_ttl)
-    spawn = functools.partial(runs.spawn, name="approvals-ui")
-    ui = ApprovalsUI(db.approvals, box, groups, db.store, spawn=spawn, clock=clock)
-    ui.attach()
+    presenter = ApprovalsUI(
+        db.approvals, box, db.store, spawn=functools.partial(tasks.spawn, name="approvals-ui"), clock=clock
+    )
+    # The Home tab lists exactly what `/massgen approvals` lists: the one "pending for this user" query.
+    pending = functools.partial(pending_for, db.approvals, groups_of=groups.groups_of)
+    history = RunHistory(db.run_store, db.store)
+    home = HomeTab(pending=pending, recent_runs=history.recent, outbox=box, tasks=tasks, clock=clock)
+    approval_ui = ApprovalUseCases(db.approvals, groups, presenter, box, refresh_home=home.publish)
+    presenter.on_change = home.refresh
+    presenter.attach()
     await box.start()
-    await recover(db.store, db.approvals, box)
+    await recover(history, db.approvals, box)
     await scheduler.start()
-    services = Services(
+    runs = RunUseCases(supervisor=supervisor, teams=teams, history=history, groups_of=groups.groups_of)
+    return Services(
         settings=settings,
         client=client,
+        tasks=tasks,
         outbox=box,
-        engine=db.engine,
-        store=db.store,
-        run_store=db.run_store,
-        approvals=db.approvals,
-        audit=db.audit,
-        approvals_ui=ui,
-        groups=groups,
-        scheduler=scheduler,
+        storage=db,
         runs=runs,
+        approval_ui=approval_ui,
+        home=home,
+        presenter=presenter,
+        scheduler=scheduler,
         models=models,
-        teams=teams,
         bot_token=secret(settings.slack_bot_token),
         signing_secret=secret(settings.slack_signing_secret),
         identity=await identify(client),
-        clock=clock,
     )
-    ui.on_change = services.refresh_homes
-    return services
 
 
-__all__ = ["OutboxOptions", "Services", "build_services", "identify", "make_client"]
+__all__ = [
+    "OutboxOptions",
+    "Services",
+    "Storage",
+    "build_services",
+    "identify",
+    "make_client",
+    "open_storage",
+]

@@ -1,4 +1,167 @@
 """The agent team: providers, coordination, tools, sandboxed workspaces, run events and cost.
 
-Imports `approvals`; never Slack.
+Imports `approvals`; never Slack. This is the package's front door: other packages import only the
+names in `__all__`. Adapters with heavy dependencies (the SQL run store, the tool room) load on first
+use, so `import orchestrator` stays cheap for the CLI.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.config import AgentConfig, BackendConfig, TeamConfig, default_team, load_team, parse_team
+from orchestrator.errors import (
+    OrchestratorError,
+    PatchConflict,
+    ProviderConfigError,
+    ProviderError,
+    RunNotResumable,
+    RunStoreError,
+    SandboxUnavailable,
+    TeamConfigError,
+    WorkspaceError,
+)
+from orchestrator.events import (
+    RUN_EVENT_ADAPTER,
+    TERMINAL_KINDS,
+    AgentFailed,
+    AgentInfo,
+    AgentRestarted,
+    AgentState,
+    AgentStatus,
+    AnswerSubmitted,
+    ConsensusReached,
+    FinalDelta,
+    RunCancelled,
+    RunEvent,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    TextDelta,
+    ToolApprovalRequested,
+    ToolApprovalResolved,
+    ToolCalled,
+    ToolDecided,
+    UsageUpdated,
+    VoteCast,
+    VoteIgnored,
+    to_line,
+)
+from orchestrator.ports import (
+    AgentToolbox,
+    ModelClient,
+    RunContext,
+    RunStore,
+    RunTools,
+    RunToolsFactory,
+    ToolOutcome,
+    ToolPhase,
+)
+from orchestrator.run import (
+    AgentCard,
+    CoordinationState,
+    ModelFactory,
+    PendingApproval,
+    RunHandle,
+    RunView,
+    default_models,
+    rebuild_state,
+    resume_run,
+    start_run,
+)
+from orchestrator.store import InMemoryRunStore, RunQuery, RunStatus, RunSummary
+
+if TYPE_CHECKING:
+    from orchestrator.llm.warmup import warm_up
+    from orchestrator.sql import SqlRunStore, create_run_schema
+    from orchestrator.tools import build_run_tools, sandbox_status
+
+# name -> module, imported on first access (PEP 562): SQLAlchemy, tree-sitter and httpx stay unloaded
+# until a command needs them.
+_LAZY = {
+    "SqlRunStore": "orchestrator.sql",
+    "build_run_tools": "orchestrator.tools",
+    "create_run_schema": "orchestrator.sql",
+    "sandbox_status": "orchestrator.tools",
+    "warm_up": "orchestrator.llm.warmup",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'orchestrator' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "RUN_EVENT_ADAPTER",
+    "TERMINAL_KINDS",
+    "AgentCard",
+    "AgentConfig",
+    "AgentFailed",
+    "AgentInfo",
+    "AgentRestarted",
+    "AgentState",
+    "AgentStatus",
+    "AgentToolbox",
+    "AnswerSubmitted",
+    "BackendConfig",
+    "ConsensusReached",
+    "CoordinationState",
+    "FinalDelta",
+    "InMemoryRunStore",
+    "ModelClient",
+    "ModelFactory",
+    "OrchestratorError",
+    "PatchConflict",
+    "PendingApproval",
+    "ProviderConfigError",
+    "ProviderError",
+    "RunCancelled",
+    "RunContext",
+    "RunEvent",
+    "RunFailed",
+    "RunFinished",
+    "RunHandle",
+    "RunNotResumable",
+    "RunQuery",
+    "RunStarted",
+    "RunStatus",
+    "RunStore",
+    "RunStoreError",
+    "RunSummary",
+    "RunTools",
+    "RunToolsFactory",
+    "RunView",
+    "SandboxUnavailable",
+    "SqlRunStore",
+    "TeamConfig",
+    "TeamConfigError",
+    "TextDelta",
+    "ToolApprovalRequested",
+    "ToolApprovalResolved",
+    "ToolCalled",
+    "ToolDecided",
+    "ToolOutcome",
+    "ToolPhase",
+    "UsageUpdated",
+    "VoteCast",
+    "VoteIgnored",
+    "WorkspaceError",
+    "build_run_tools",
+    "create_run_schema",
+    "default_models",
+    "default_team",
+    "load_team",
+    "parse_team",
+    "rebuild_state",
+    "resume_run",
+    "sandbox_status",
+    "start_run",
+    "to_line",
+    "warm_up",
+]

@@ -13,7 +13,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field, TypeAdapter, ValidationError
+
+from approvals import ConversationRef
 
 AgentState = Literal[
     "waiting", "thinking", "tool", "awaiting_approval", "answered", "voted", "presenting", "failed", "done"
@@ -31,6 +33,8 @@ class _Event:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentInfo:
+    """One agent as a run announces it: id, label shown to peers, backend and model."""
+
     agent_id: str
     label: str  # anonymised label shown to peers, e.g. "agent2"
     backend: str
@@ -39,15 +43,21 @@ class AgentInfo:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunStarted(_Event):
+    """A run began: its task, its agents, who asked and where the run lives."""
+
     kind: Literal["started"] = "started"
     task: str
     agents: tuple[AgentInfo, ...]
     requester: str | None = None
     context: str | None = None  # e.g. a previous run's final answer for a follow-up
+    team: str | None = None  # the team's name, as the caller chose it
+    conversation: ConversationRef | None = None  # where the run lives (opaque surface coordinates)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentStatus(_Event):
+    """What an agent is doing now (waiting, thinking, in a tool...)."""
+
     kind: Literal["agent_status"] = "agent_status"
     agent_id: str
     status: AgentState
@@ -68,6 +78,8 @@ class TextDelta(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCalled(_Event):
+    """An agent called a tool (long arguments clipped, since events are logged and shown)."""
+
     kind: Literal["tool_call"] = "tool_call"
     agent_id: str
     call_id: str
@@ -93,8 +105,10 @@ class ToolDecided(_Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ApprovalRequested(_Event):
-    kind: Literal["approval_requested"] = "approval_requested"
+class ToolApprovalRequested(_Event):
+    """A tool call of this run waits for a human (the run's view of `approvals.ApprovalRequested`)."""
+
+    kind: Literal["tool_approval_requested"] = "tool_approval_requested"
     agent_id: str
     request_id: str
     action: str
@@ -107,8 +121,10 @@ class ApprovalRequested(_Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ApprovalResolved(_Event):
-    kind: Literal["approval_resolved"] = "approval_resolved"
+class ToolApprovalResolved(_Event):
+    """The human answer (or expiry, or cancellation) a waiting tool call got."""
+
+    kind: Literal["tool_approval_resolved"] = "tool_approval_resolved"
     agent_id: str
     request_id: str
     status: Literal["approved", "denied", "expired", "cancelled"]
@@ -119,6 +135,8 @@ class ApprovalResolved(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AnswerSubmitted(_Event):
+    """An agent submitted a new answer under a fresh label (it clears every vote)."""
+
     kind: Literal["answer"] = "answer"
     agent_id: str
     label: str  # versioned anonymised label, e.g. "agent2.1"
@@ -127,6 +145,8 @@ class AnswerSubmitted(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VoteCast(_Event):
+    """An agent voted for an agent's current answer, and why."""
+
     kind: Literal["vote"] = "vote"
     agent_id: str
     voted_for: str  # agent id
@@ -136,6 +156,8 @@ class VoteCast(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VoteIgnored(_Event):
+    """A vote not counted because the voter had not seen every current answer."""
+
     kind: Literal["vote_ignored"] = "vote_ignored"
     agent_id: str
     voted_for: str
@@ -144,6 +166,8 @@ class VoteIgnored(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentRestarted(_Event):
+    """An agent was shown answers it had not seen (after an ignored vote, or injected into a tool result)."""
+
     kind: Literal["restart"] = "restart"
     agent_id: str
     reason: str
@@ -152,6 +176,8 @@ class AgentRestarted(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentFailed(_Event):
+    """An agent dropped out of the run, and why."""
+
     kind: Literal["agent_failed"] = "agent_failed"
     agent_id: str
     reason: str
@@ -159,6 +185,8 @@ class AgentFailed(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConsensusReached(_Event):
+    """Every live agent voted: the winner, the tally and how a tie was broken."""
+
     kind: Literal["consensus"] = "consensus"
     winner: str  # agent id
     winner_label: str
@@ -168,6 +196,8 @@ class ConsensusReached(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FinalDelta(_Event):
+    """Streamed text of the final answer, as the final phase produces it."""
+
     kind: Literal["final_delta"] = "final_delta"
     agent_id: str
     text: str
@@ -175,6 +205,8 @@ class FinalDelta(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UsageUpdated(_Event):
+    """Token and cost totals after a model call, for the agent and for the whole run."""
+
     kind: Literal["usage"] = "usage"
     agent_id: str
     input_tokens: int
@@ -187,6 +219,8 @@ class UsageUpdated(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunFinished(_Event):
+    """The run ended with an answer (by consensus or salvaged), with its tally, patch and spend."""
+
     kind: Literal["finished"] = "finished"
     winner: str | None
     answer: str
@@ -206,12 +240,16 @@ class RunFinished(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunFailed(_Event):
+    """The run ended without an answer; `reasons` says why, per agent id (or "run")."""
+
     kind: Literal["failed"] = "failed"
     reasons: dict[str, str]  # agent id (or "run") -> reason
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunCancelled(_Event):
+    """The run was cancelled (`by` whom, when known)."""
+
     kind: Literal["cancelled"] = "cancelled"
     by: str | None = None
 
@@ -222,8 +260,8 @@ RunEvent = Annotated[
     | TextDelta
     | ToolCalled
     | ToolDecided
-    | ApprovalRequested
-    | ApprovalResolved
+    | ToolApprovalRequested
+    | ToolApprovalResolved
     | AnswerSubmitted
     | VoteCast
     | VoteIgnored
@@ -243,14 +281,30 @@ RUN_EVENT_ADAPTER: TypeAdapter[RunEvent] = TypeAdapter(RunEvent)
 
 
 def to_json(event: RunEvent) -> str:
+    """One event as its stored JSON."""
     return RUN_EVENT_ADAPTER.dump_json(event).decode()
 
 
+# Kinds renamed since runs were first stored (issue 8): logs written before still load.
+_RENAMED_KINDS = {
+    "approval_requested": "tool_approval_requested",
+    "approval_resolved": "tool_approval_resolved",
+}
+
+
 def from_json(data: str | bytes) -> RunEvent:
-    return RUN_EVENT_ADAPTER.validate_json(data)
+    """One event from its stored JSON (older kinds are read under their current names)."""
+    try:
+        return RUN_EVENT_ADAPTER.validate_json(data)
+    except ValidationError:
+        raw = json.loads(data)
+        if not isinstance(raw, dict) or raw.get("kind") not in _RENAMED_KINDS:
+            raise
+        return RUN_EVENT_ADAPTER.validate_python({**raw, "kind": _RENAMED_KINDS[raw["kind"]]})
 
 
 def json_schema() -> dict[str, Any]:
+    """The JSON schema of every run event."""
     return RUN_EVENT_ADAPTER.json_schema()
 
 

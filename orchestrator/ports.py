@@ -1,24 +1,58 @@
-"""Ports the runner consumes: the per-run toolbox (tools, sandbox, permission gate) and its context.
+"""Every port of the orchestrator: what the runner, the tools and the gate consume, as small Protocols.
 
-The tools engineer implements `RunTools`/`AgentToolbox` (`orchestrator/toolbox.py: build_run_tools`);
-`orchestrator/testing.py` has small fakes. The run store port lives in `orchestrator/store.py`.
+Adapters implement them whole: `orchestrator.tools.build_run_tools` (RunTools), `orchestrator.sql`
+and `orchestrator.store` (RunStore), `orchestrator.llm` (ModelClient), `approvals.ApprovalService`
+(ApprovalPort); `orchestrator.testing` has fakes. No port is probed at run time for an optional
+ability: a method a consumer needs is on the port, and every adapter has it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from orchestrator.config import TeamConfig
 from orchestrator.events import RunEvent
-from orchestrator.llm.base import ToolCall, ToolSpec
+from orchestrator.llm.base import Message, StreamItem, ToolCall, ToolSpec, Usage
+from orchestrator.store import RunQuery, RunStatus, RunSummary
+
+if TYPE_CHECKING:
+    from approvals import ApprovalRequest, Ask, AuditEntry, ConversationRef
+    from approvals.permissions import Action, Decision
+    from orchestrator.config import TeamConfig
+    from orchestrator.run.agent import AgentSession
+    from orchestrator.run.coordination import CoordinationState
 
 # Tools run while agents compete (`coordination`) or while the winner writes the final answer (`final`).
 # Side-effect actions (push, publish, post) are deferred during coordination and run only in `final`,
 # so N agents never push N times.
 ToolPhase = Literal["coordination", "final"]
 Emit = Callable[[RunEvent], Awaitable[None]]
+
+
+# ---- models --------------------------------------------------------------------------------------
+
+
+class ModelClient(Protocol):
+    """One provider + model. Implementations retry transient failures and honour cancellation."""
+
+    @property
+    def model(self) -> str:
+        """The model name, as the provider knows it."""
+        ...
+
+    def stream_turn(
+        self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AsyncIterator[StreamItem]:
+        """Stream one assistant turn; raises `ProviderError` once retries are exhausted."""
+        ...
+
+    async def close(self) -> None:
+        """Release the client's connections (a no-op for clients that hold none)."""
+        ...
+
+
+# ---- tools ---------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,6 +72,7 @@ class RunContext:
     agent_ids: tuple[str, ...]
     requester: str | None
     emit: Emit
+    conversation: ConversationRef | None = None  # where the run lives; every approval ask carries it
 
 
 class AgentToolbox(Protocol):
@@ -50,7 +85,7 @@ class AgentToolbox(Protocol):
     async def call(self, call: ToolCall, *, phase: ToolPhase) -> ToolOutcome:
         """Run one call through the permission gate; may wait for a human while other agents keep working.
 
-        Emits its own ToolCalled/ToolDecided/Approval* events via the context's `emit`.
+        Emits its own ToolCalled/ToolDecided/ToolApproval* events via the context's `emit`.
         """
         ...
 
@@ -66,14 +101,9 @@ class RunTools(Protocol):
         """Unified diff of the agent's workspace against the source, or None when nothing changed."""
         ...
 
-    async def close(self) -> None:
-        """Release workspaces and cancel pending approvals."""
+    async def close(self, reason: str) -> None:
+        """Cancel the run's pending approvals, saying why (e.g. "the run timed out"); free the workspaces."""
         ...
-
-
-@runtime_checkable
-class PatchApplier(Protocol):
-    """Run tools that can write a patch back to the team's source (optional: `RunTools` need not)."""
 
     async def apply_patch(self, agent_id: str, patch: str) -> ToolOutcome:
         """Apply `patch` for `agent_id` through the permission gate; all or nothing, never raises."""
@@ -81,3 +111,117 @@ class PatchApplier(Protocol):
 
 
 RunToolsFactory = Callable[[RunContext], Awaitable[RunTools]]
+
+
+# ---- permission gate -----------------------------------------------------------------------------
+
+
+class ApprovalPort(Protocol):
+    """Everything the tools need from the approval lifecycle (`approvals.ApprovalService` is one).
+
+    Complete on purpose: every adapter implements every method, so no behaviour (cancelling a run's
+    requests when it ends, standing rules) can switch itself off.
+    """
+
+    async def request(self, ask: Ask) -> ApprovalRequest:
+        """Open a pending request for the ask (audited and announced by the lifecycle)."""
+        ...
+
+    async def wait(self, request_id: str) -> ApprovalRequest:
+        """The request once it is terminal (approved, denied, expired or cancelled)."""
+        ...
+
+    async def cancel_run(self, run_id: str, reason: str) -> int:
+        """Cancel every pending request of the run, saying why; returns how many were cancelled."""
+        ...
+
+    async def always_rules(self) -> list[str]:
+        """Allow rules persisted by earlier "always" approvals, e.g. `command(make test)`."""
+        ...
+
+    async def record_decision(self, entry: AuditEntry) -> None:
+        """Audit an allow or deny the engine took without asking anyone."""
+        ...
+
+
+class Evaluator(Protocol):
+    """The part of `approvals.permissions.PermissionEngine` the gate uses."""
+
+    def evaluate_many(self, actions: Sequence[Action], *, grants: frozenset[str] = ...) -> Decision:
+        """One verdict for all the actions of a call (the strictest wins); `grants` are run approvals."""
+        ...
+
+    def scope_key(self, action: Action) -> str:
+        """What a "run" approval of `action` covers (e.g. the command without its arguments)."""
+        ...
+
+
+# ---- run store -----------------------------------------------------------------------------------
+
+
+class RunStore(Protocol):
+    """Where runs are persisted. Events arrive in `seq` order per run."""
+
+    async def append(self, event: RunEvent) -> None:
+        """Persist one stamped event (and update the run's summary)."""
+        ...
+
+    async def events(self, run_id: str) -> list[RunEvent]:
+        """All events of a run in `seq` order (empty for an unknown run)."""
+        ...
+
+    async def runs(self, limit: int = 50, *, status: RunStatus | None = None) -> list[RunSummary]:
+        """The most recently started runs first."""
+        ...
+
+    async def get(self, run_id: str) -> RunSummary | None:
+        """One run's summary."""
+        ...
+
+    async def find(self, query: RunQuery) -> list[RunSummary]:
+        """The runs matching every filter of `query` (status, requester, channel), newest first."""
+        ...
+
+
+# ---- the runner's own seams ----------------------------------------------------------------------
+
+
+class Host(Protocol):
+    """What an agent session needs from its run."""
+
+    team: TeamConfig
+
+    @property
+    def state(self) -> CoordinationState:
+        """The run's coordination state now (immutable)."""
+        ...
+
+    def emit(self, event: RunEvent) -> RunEvent:
+        """Stamp, record and publish one event; returns it stamped."""
+        ...
+
+    def over_budget(self) -> bool:
+        """Whether the run's spend cap is reached (no further model call may start)."""
+        ...
+
+    def record_usage(self, agent_id: str, usage: Usage) -> None:
+        """Add one model call's tokens and cost to the agent and the run."""
+        ...
+
+
+class Finisher(Protocol):
+    """What ending a run needs from the runner (agent tasks already stopped)."""
+
+    run_id: str
+    team: TeamConfig
+    sessions: dict[str, AgentSession]
+    tools: RunTools | None
+
+    @property
+    def state(self) -> CoordinationState:
+        """The run's coordination state now (immutable)."""
+        ...
+
+    def emit(self, event: RunEvent) -> RunEvent:
+        """Stamp, record and publish one event; returns it stamped."""
+        ...

@@ -1,23 +1,26 @@
 """`RunStore` on SQLAlchemy async (SQLite or PostgreSQL): a `runs` summary row plus the `run_events` log.
 
 Events are stored as their stable JSON (`orchestrator.events.to_json`) keyed by (run_id, seq), so a
-stored run can always be folded back into its coordination state (`coordination.rebuild_state`).
-Engines come from `approvals.sql.make_engine` (WAL and busy timeout on SQLite).
+stored run can always be folded back into its coordination state (`orchestrator.run.rebuild_state`).
+The store takes an engine and never owns it: the composition root makes one (`approvals.make_engine`
+sets WAL and a busy timeout on SQLite) and shares it; the tables are this package's own metadata.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import fields
 from typing import Any
 
 from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, insert, select, update
+from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from approvals.sql import make_engine
+from approvals import ConversationRef
 from orchestrator.errors import RunStoreError
 from orchestrator.events import RunEvent, from_json, to_json
-from orchestrator.store import RunStatus, RunSummary, summarise
+from orchestrator.store import RunQuery, RunStatus, RunSummary, summarise
 
 metadata = MetaData()
 
@@ -36,8 +39,24 @@ runs = Table(
     Column("input_tokens", Integer, nullable=False, default=0),
     Column("output_tokens", Integer, nullable=False, default=0),
     Column("last_seq", Integer, nullable=False, default=0),
+    # Added by issue 8 (the run store is the one truth about a run); older databases get them on start-up.
+    Column("team", String(128)),
+    Column("final_answer", Text),
+    Column("conversation_surface", String(32)),
+    Column("conversation_channel", String(255)),
+    Column("conversation_thread", String(255)),
     Index("ix_runs_started_at", "started_at"),
+    Index("ix_runs_channel", "conversation_channel", "started_at"),
+    Index("ix_runs_requester", "requester", "started_at"),
 )
+_ADDED_COLUMNS = (
+    ("team", "VARCHAR(128)"),
+    ("final_answer", "TEXT"),
+    ("conversation_surface", "VARCHAR(32)"),
+    ("conversation_channel", "VARCHAR(255)"),
+    ("conversation_thread", "VARCHAR(255)"),
+)
+_ADDED_INDEXES = ("ix_runs_channel", "ix_runs_requester")
 
 run_events = Table(
     "run_events",
@@ -56,23 +75,32 @@ async def create_run_schema(engine: AsyncEngine) -> None:
     """Create the run tables unless they exist; safe on every start-up."""
     async with engine.begin() as conn:
         await conn.run_sync(metadata.create_all, checkfirst=True)
+        await conn.run_sync(_add_missing_columns)
+
+
+def _add_missing_columns(conn: Connection) -> None:
+    """Bring a `runs` table created before issue 8 up to date (nullable columns, two indexes)."""
+    present = {c["name"] for c in sa_inspect(conn).get_columns("runs")}
+    for column, sql_type in _ADDED_COLUMNS:
+        if column not in present:
+            conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column} {sql_type}")
+    if _ADDED_COLUMNS[0][0] not in present:
+        for index in runs.indexes:
+            if index.name in _ADDED_INDEXES:
+                index.create(conn, checkfirst=True)
 
 
 class SqlRunStore:
-    """The run store on a database; `await SqlRunStore.open(url)` creates the engine and schema."""
+    """The run store on an async engine it does not own; `SqlRunStore.create(engine)` adds the schema."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 
     @classmethod
-    async def open(cls, url: str) -> SqlRunStore:
-        """Connect to `url` (plain or async SQLAlchemy URL) and make sure the tables exist."""
-        engine = make_engine(url)
+    async def create(cls, engine: AsyncEngine) -> SqlRunStore:
+        """A store on `engine`, with the run tables created unless they exist."""
         await create_run_schema(engine)
         return cls(engine)
-
-    async def close(self) -> None:
-        await self.engine.dispose()
 
     async def append(self, event: RunEvent) -> None:
         """Insert the event and, for summary-changing events, update the run row, in one transaction."""
@@ -98,7 +126,7 @@ class SqlRunStore:
         summary = summarise(current, event)
         if summary is None:
             raise RunStoreError(f"run {event.run_id}: {event.kind} before `started`")
-        values = asdict(summary)
+        values = _row(summary)
         if current is None:
             await conn.execute(insert(runs).values(**values))
         else:
@@ -113,11 +141,22 @@ class SqlRunStore:
 
     async def runs(self, limit: int = 50, *, status: RunStatus | None = None) -> list[RunSummary]:
         """Most recently started first."""
-        query = select(runs).order_by(runs.c.started_at.desc()).limit(limit)
-        if status is not None:
-            query = query.where(runs.c.status == status)
+        return await self.find(RunQuery(limit=limit, status=status))
+
+    async def find(self, query: RunQuery) -> list[RunSummary]:
+        """The runs matching every filter of `query`, most recently started first."""
+        statement = select(runs).order_by(runs.c.started_at.desc()).limit(query.limit)
+        filters = {
+            runs.c.status: query.status,
+            runs.c.requester: query.requester,
+            runs.c.conversation_surface: query.surface,
+            runs.c.conversation_channel: query.channel,
+        }
+        for column, value in filters.items():
+            if value is not None:
+                statement = statement.where(column == value)
         async with self.engine.connect() as conn:
-            rows = (await conn.execute(query)).mappings().all()
+            rows = (await conn.execute(statement)).mappings().all()
         return [_summary(row) for row in rows]
 
     async def get(self, run_id: str) -> RunSummary | None:
@@ -131,6 +170,21 @@ class SqlRunStore:
         return _summary(row) if row is not None else None
 
 
+def _row(summary: RunSummary) -> dict[str, Any]:
+    values = {f.name: getattr(summary, f.name) for f in fields(summary) if f.name != "conversation"}
+    where = summary.conversation
+    values["conversation_surface"] = where.surface if where is not None else None
+    values["conversation_channel"] = where.channel if where is not None else None
+    values["conversation_thread"] = where.thread if where is not None else None
+    return values
+
+
 def _summary(row: Any) -> RunSummary:
-    values: dict[str, Any] = {column.name: row[column.name] for column in runs.columns}
+    values: dict[str, Any] = {c.name: row[c.name] for c in runs.columns if not c.name.startswith("conv")}
+    if row["conversation_surface"] is not None:
+        values["conversation"] = ConversationRef(
+            surface=row["conversation_surface"],
+            channel=row["conversation_channel"] or "",
+            thread=row["conversation_thread"],
+        )
     return RunSummary(**values)

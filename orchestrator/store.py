@@ -1,10 +1,16 @@
-"""The run store port (an append-only event log plus a summary per run) and its in-memory adapter."""
+"""A run's summary (a fold over its events) and the in-memory `RunStore` (port: `orchestrator.ports`).
+
+The summary is the one truth about a run's state: who asked, which team, the task, where it lives
+(an opaque `ConversationRef`), its status, final answer, spend and timestamps. Surfaces keep only their
+own coordinates beside it (the bot: message timestamps).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal, Protocol
+from typing import Literal
 
+from approvals import ConversationRef
 from orchestrator.events import RunEvent, RunFailed, RunFinished, RunStarted, UsageUpdated
 
 RunStatus = Literal["running", "finished", "failed", "cancelled"]
@@ -26,33 +32,47 @@ class RunSummary:
     input_tokens: int = 0
     output_tokens: int = 0
     last_seq: int = 0
+    team: str | None = None
+    conversation: ConversationRef | None = None
+    final_answer: str | None = None  # set when the run finished with an answer
+
+    @property
+    def running(self) -> bool:
+        """Whether the run has not ended (or its process died before it could say so)."""
+        return self.status == "running"
 
 
-class RunStore(Protocol):
-    """Where runs are persisted. Events arrive in `seq` order per run."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunQuery:
+    """Which runs to list: every given filter must match; newest first, at most `limit`."""
 
-    async def append(self, event: RunEvent) -> None:
-        """Persist one stamped event (and update the run's summary)."""
-        ...
+    limit: int = 50
+    status: RunStatus | None = None
+    requester: str | None = None
+    surface: str | None = None  # with `channel`: the runs of one conversation channel
+    channel: str | None = None
 
-    async def events(self, run_id: str) -> list[RunEvent]:
-        """All events of a run in `seq` order (empty for an unknown run)."""
-        ...
-
-    async def runs(self, limit: int = 50, *, status: RunStatus | None = None) -> list[RunSummary]:
-        """The most recently started runs first."""
-        ...
-
-    async def get(self, run_id: str) -> RunSummary | None:
-        """One run's summary."""
-        ...
+    def matches(self, summary: RunSummary) -> bool:
+        """Whether `summary` passes every filter (the in-memory store's WHERE clause)."""
+        where = summary.conversation
+        return (
+            (self.status is None or summary.status == self.status)
+            and (self.requester is None or summary.requester == self.requester)
+            and (self.surface is None or (where is not None and where.surface == self.surface))
+            and (self.channel is None or (where is not None and where.channel == self.channel))
+        )
 
 
 def summarise(summary: RunSummary | None, event: RunEvent) -> RunSummary | None:
     """The summary after `event` (pure; both adapters use it)."""
     if isinstance(event, RunStarted):
         return RunSummary(
-            run_id=event.run_id, task=event.task, requester=event.requester, started_at=event.at
+            run_id=event.run_id,
+            task=event.task,
+            requester=event.requester,
+            started_at=event.at,
+            team=event.team,
+            conversation=event.conversation,
         )
     if summary is None:
         return None
@@ -67,7 +87,12 @@ def summarise(summary: RunSummary | None, event: RunEvent) -> RunSummary | None:
             )
         case RunFinished():
             return replace(
-                summary, status="finished", ended_at=event.at, winner=event.winner, salvage=event.salvage
+                summary,
+                status="finished",
+                ended_at=event.at,
+                winner=event.winner,
+                salvage=event.salvage,
+                final_answer=event.answer,
             )
         case RunFailed():
             return replace(summary, status="failed", ended_at=event.at)
@@ -97,8 +122,12 @@ class InMemoryRunStore:
 
     async def runs(self, limit: int = 50, *, status: RunStatus | None = None) -> list[RunSummary]:
         """Newest first."""
-        rows = [s for s in self._summaries.values() if status is None or s.status == status]
-        return sorted(rows, key=lambda s: s.started_at, reverse=True)[:limit]
+        return await self.find(RunQuery(limit=limit, status=status))
+
+    async def find(self, query: RunQuery) -> list[RunSummary]:
+        """The runs matching `query`, newest first."""
+        rows = [s for s in self._summaries.values() if query.matches(s)]
+        return sorted(rows, key=lambda s: s.started_at, reverse=True)[: query.limit]
 
     async def get(self, run_id: str) -> RunSummary | None:
         """The run's summary or None."""

@@ -1,6 +1,6 @@
 """Fakes for tests and benchmarks: a scripted model client and small toolboxes.
 
-`ScriptedModelClient` implements `orchestrator.llm.base.ModelClient` turn by turn: each call to
+`ScriptedModelClient` implements `orchestrator.ports.ModelClient` turn by turn: each call to
 `stream_turn` takes the next `Turn` (or asks a `Script` function for one), after which `then`
 (default `protocol`: answer once, then vote, then present) takes over. Usage is estimated at four
 characters per token unless the turn gives it, so cost and budget behave as with a real provider.
@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.config import AgentConfig, BackendConfig, OrchestratorConfig, PriceConfig, TeamConfig
+from orchestrator.config.team import AgentConfig, BackendConfig, OrchestratorConfig, PriceConfig, TeamConfig
 from orchestrator.errors import ProviderError
-from orchestrator.events import ApprovalRequested, ApprovalResolved, ToolCalled, ToolDecided
+from orchestrator.events import ToolApprovalRequested, ToolApprovalResolved, ToolCalled, ToolDecided
 from orchestrator.llm.base import (
     AssistantMessage,
     Message,
@@ -141,10 +141,15 @@ class ScriptedModelClient:
         self._model = model
         self.requests: list[Request] = []
         self.cancelled = 0  # calls interrupted by cancellation
+        self.closed = False
 
     @property
     def model(self) -> str:
         return self._model
+
+    async def close(self) -> None:
+        """Nothing to release: no connections."""
+        self.closed = True
 
     async def stream_turn(
         self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
@@ -241,7 +246,7 @@ class FakeToolbox:
         if call.name in config.ask:
             request_id = f"req-{next(_ids)}"
             await emit(
-                ApprovalRequested(
+                ToolApprovalRequested(
                     agent_id=self._agent_id, request_id=request_id, action=action, risk="medium",
                     layer="rule", reason="asks", expires_at=0.0,
                 )
@@ -249,7 +254,9 @@ class FakeToolbox:
             tools.waiting.add(self._agent_id)
             await config.approval.wait()
             tools.waiting.discard(self._agent_id)
-            await emit(ApprovalResolved(agent_id=self._agent_id, request_id=request_id, status="approved"))
+            await emit(
+                ToolApprovalResolved(agent_id=self._agent_id, request_id=request_id, status="approved")
+            )
         tools.executions.append(Execution(self._agent_id, call.name, phase, dict(call.arguments)))
         await self._decided(call, action, "allow", executed=True, reason="ok")
         return ToolOutcome(content=f"ok: {call.name} ran")
@@ -274,6 +281,7 @@ class FakeRunTools:
         self.executions: list[Execution] = []
         self.waiting: set[str] = set()
         self.closed = False
+        self.close_reason: str | None = None
 
     def for_agent(self, agent_id: str) -> FakeToolbox:
         return FakeToolbox(self, agent_id)
@@ -281,8 +289,13 @@ class FakeRunTools:
     async def winner_patch(self, agent_id: str) -> str | None:
         return self.config.patch
 
-    async def close(self) -> None:
+    async def close(self, reason: str) -> None:
         self.closed = True
+        self.close_reason = reason
+
+    async def apply_patch(self, agent_id: str, patch: str) -> ToolOutcome:
+        """Refused: scenario fakes have no source to write (the real toolbox asks the gate)."""
+        return ToolOutcome(content="the run's tools cannot apply a patch", is_error=True)
 
 
 class FakeToolsFactory:

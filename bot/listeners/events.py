@@ -7,10 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.listeners.commands import start_run
-from bot.listeners.home import publish_home
-from bot.parse import Help, StartRun, UsageError, parse_task, strip_mentions
 from bot.render import help_text
+from bot.runs import Where
+from bot.slack.parse import Help, UsageError, parse_task, strip_mentions
 
 if TYPE_CHECKING:
     from bot.wiring import Services
@@ -43,14 +42,13 @@ def register(app: AsyncApp, services: Services) -> None:
     async def mention(body: dict[str, Any], event: dict[str, Any]) -> None:
         if not seen.first_time(body.get("event_id")) or event.get("bot_id"):
             return
-        services.runs.spawn(_mention(services, event), name="event:mention")
+        services.tasks.spawn(_mention(services, event), name="event:mention")
 
     @app.event("app_home_opened")
     async def home(event: dict[str, Any]) -> None:
         user = event.get("user")
         if event.get("tab", "home") == "home" and isinstance(user, str):
-            services.home_viewers.add(user)
-            services.runs.spawn(publish_home(services, user), name="event:home")
+            services.tasks.spawn(services.home.opened(user), name="event:home")
 
 
 async def _mention(services: Services, event: dict[str, Any]) -> None:
@@ -65,24 +63,7 @@ async def _mention(services: Services, event: dict[str, Any]) -> None:
     elif isinstance(parsed, Help):
         reply = help_text()
     else:
-        reply = await _start(
-            services, parsed, user, channel, thread_ts if isinstance(thread_ts, str) else None
-        )
+        where = Where(user=user, channel=channel, thread_ts=thread_ts if isinstance(thread_ts, str) else None)
+        reply = await services.runs.mention(parsed, where)
     if reply:
         await services.outbox.ephemeral(channel, user, text=reply, thread_ts=thread_ts)
-
-
-async def _start(
-    services: Services, parsed: StartRun, user: str, channel: str, thread_ts: str | None
-) -> str | None:
-    """A mention inside a finished run's thread continues from that run's final answer."""
-    context = None
-    if thread_ts is not None:
-        previous = await services.store.run_for_thread(channel, thread_ts)
-        if previous is not None and previous.state == "running":
-            return "A run is still working in this thread; wait for its answer or cancel it first."
-        if previous is not None:
-            context = previous.final_answer
-        else:
-            thread_ts = None  # someone else's thread: start a fresh run in the channel
-    return start_run(services, parsed, user=user, channel=channel, thread_ts=thread_ts, context=context)

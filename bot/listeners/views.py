@@ -6,8 +6,6 @@ from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
-from bot.approvals_ui import CONTEXT_CHANNEL
-from bot.listeners.home import publish_home
 from bot.render import ids
 
 if TYPE_CHECKING:
@@ -26,7 +24,8 @@ def register(app: AsyncApp, services: Services) -> None:
         user = (body.get("user") or {}).get("id")
         if request_id and isinstance(user, str):
             reason = _reason(view)
-            services.runs.spawn(_deny(services, request_id, user, reason), name="modal:deny")
+            deny = services.approval_ui.submit_deny_reason(request_id, user, reason)
+            services.tasks.spawn(deny, name="modal:deny")
 
 
 def _reason(view: dict[str, Any]) -> str | None:
@@ -38,13 +37,3 @@ def _reason(view: dict[str, Any]) -> str | None:
             if isinstance(text, str) and text.strip():
                 return text.strip()[:MAX_REASON]
     return None
-
-
-async def _deny(services: Services, request_id: str, user: str, reason: str | None) -> None:
-    text = await services.approvals_ui.add_deny_reason(request_id, user, reason)
-    await publish_home(services, user)  # the modal may have come from the Home tab: refresh it
-    if text:
-        request = await services.approvals.get(request_id)
-        channel = None if request is None else request.context.get(CONTEXT_CHANNEL)
-        if channel:
-            await services.outbox.ephemeral(channel, user, text=text)

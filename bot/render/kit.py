@@ -44,7 +44,8 @@ def divider() -> Block:
 def confirm(title: str, text: str, yes: str, no: str = "Cancel", *, danger: bool = False) -> Block:
     dialog: Block = {
         "title": {"type": "plain_text", "text": plain(title, 100)},
-        "text": {"type": "mrkdwn", "text": truncate(text, 300)},
+        # plain_text: a confirm dialog renders no mrkdwn, and its text is never a place for mentions.
+        "text": {"type": "plain_text", "text": plain(text, 300)},
         "confirm": {"type": "plain_text", "text": plain(yes, 30)},
         "deny": {"type": "plain_text", "text": plain(no, 30)},
     }

@@ -1,1 +1,67 @@
-"""Model providers behind one small streaming port."""
+"""Model providers behind one small streaming port (`orchestrator.ports.ModelClient`).
+
+The conversation and stream types load eagerly; the factory and the warm-up load on first use,
+and each SDK only when a client of its kind is built.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.llm.base import (
+    AssistantMessage,
+    Message,
+    StopReason,
+    StreamItem,
+    TextDelta,
+    ToolCall,
+    ToolCallReady,
+    ToolResultMessage,
+    ToolSpec,
+    TurnEnd,
+    Usage,
+    UserMessage,
+)
+from orchestrator.llm.retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from orchestrator.llm.factory import BACKEND_TYPES, make_model_client, resolve_api_key
+    from orchestrator.llm.warmup import warm_up
+
+_LAZY = {
+    "BACKEND_TYPES": "orchestrator.llm.factory",
+    "make_model_client": "orchestrator.llm.factory",
+    "resolve_api_key": "orchestrator.llm.factory",
+    "warm_up": "orchestrator.llm.warmup",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'orchestrator.llm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "BACKEND_TYPES",
+    "AssistantMessage",
+    "Message",
+    "RetryPolicy",
+    "StopReason",
+    "StreamItem",
+    "TextDelta",
+    "ToolCall",
+    "ToolCallReady",
+    "ToolResultMessage",
+    "ToolSpec",
+    "TurnEnd",
+    "Usage",
+    "UserMessage",
+    "make_model_client",
+    "resolve_api_key",
+    "warm_up",
+]

@@ -1,12 +1,14 @@
-"""What every SDK adapter shares: settings, the retry wrapper, error mapping and closing.
+"""What every SDK adapter shares: settings, the retry wrapper, deadlines, error mapping and closing.
 
 A vendor adapter (`openai.py`, `anthropic.py`) subclasses `SdkAdapter`, names its provider and
-its SDK's error classes, and implements `_attempt`: one streamed HTTP call mapped onto the port.
+its SDK's error classes, and implements `_attempt`: one streamed HTTP call mapped onto the port,
+paced by the call's `Deadline` so that a provider that hangs or stalls is cut (a retryable error).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -22,6 +24,58 @@ class _Closable(Protocol):
 
 
 SdkClient = TypeVar("SdkClient", bound=_Closable)
+T = TypeVar("T")
+DEFAULT_CALL_TIMEOUT_S = 120.0
+DEFAULT_IDLE_TIMEOUT_S = 30.0
+
+
+class Deadline:
+    """One model call's clock: all of it (retries included) within `call_s`, never `idle_s` idle.
+
+    The idle limit covers each wait for response headers and each wait for the next event the SDK
+    yields (keep-alives do not count: the SDKs drop SSE comments and Anthropic `ping` events,
+    though they keep the SDK's own HTTP read timeout from firing); the call limit bounds a
+    provider that streams slowly but never finishes, and the retries of one that keeps failing,
+    so that `max_attempts` hangs cannot add up. Either one expiring raises a retryable
+    `ProviderError` naming the setting.
+    """
+
+    def __init__(self, call_s: float, idle_s: float, error: _ErrorFactory) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._call_s, self._idle_s = call_s, idle_s
+        self._end = self._loop.time() + call_s
+        self._error = error
+
+    def remaining(self) -> float:
+        """Seconds left before the call's deadline (negative once past)."""
+        return self._end - self._loop.time()
+
+    async def wait(self, awaitable: Awaitable[T]) -> T:
+        """Await one step of the call (opening it, or the next event) within both limits."""
+        idle_end = self._loop.time() + self._idle_s
+        limit = asyncio.timeout_at(min(self._end, idle_end))
+        try:
+            async with limit:
+                return await awaitable
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            if self._end <= idle_end:
+                message = f"timed out: the call took over {self._call_s:g} s (call_timeout_seconds)"
+            else:
+                message = f"timed out: no data for {self._idle_s:g} s (idle_timeout_seconds)"
+            raise self._error(message, retryable=True) from None
+
+    async def next(self, stream: AsyncIterator[T]) -> T | None:
+        """The stream's next event within both limits; None once the stream has ended."""
+        try:
+            return await self.wait(anext(stream))
+        except StopAsyncIteration:
+            return None
+
+
+class _ErrorFactory(Protocol):
+    def __call__(self, message: str, *, retryable: bool) -> ProviderError: ...
 
 
 class SdkAdapter(Generic[SdkClient]):
@@ -37,14 +91,17 @@ class SdkAdapter(Generic[SdkClient]):
         model: str,
         *,
         max_tokens: int | None = None,
-        timeout_s: float = 120.0,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
+        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
         retry: RetryPolicy | None = None,
         extra: Mapping[str, Any] = NO_EXTRA,
     ) -> None:
         self._client = client
         self._model = model
         self._max_tokens = max_tokens or self.default_max_tokens
-        self._timeout_s = timeout_s  # per HTTP call: connect, and each wait for the next bytes
+        # Per call (see `Deadline`); the call limit is also the SDK's own (HTTP-level) backstop.
+        self._timeout_s = call_timeout_s
+        self._idle_timeout_s = idle_timeout_s
         self._retry = retry or RetryPolicy()
         self._extra = dict(extra)  # provider params (temperature, reasoning, ...) sent verbatim
 
@@ -52,7 +109,7 @@ class SdkAdapter(Generic[SdkClient]):
     def model(self) -> str:
         return self._model
 
-    async def aclose(self) -> None:
+    async def close(self) -> None:
         """Close the SDK client's connection pool."""
         await self._client.close()
 
@@ -60,15 +117,18 @@ class SdkAdapter(Generic[SdkClient]):
         self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> AsyncIterator[StreamItem]:
         """Stream one assistant turn; raises `ProviderError` once retries are exhausted."""
+        clock = Deadline(self._timeout_s, self._idle_timeout_s, self._error)
         return stream_with_retries(
-            lambda: self._attempt(system, messages, tools),
+            lambda: self._attempt(clock, system, messages, tools),
             lambda exc: classify_sdk_error(exc, self.errors, self.provider, self._model),
             self._retry,
+            remaining=clock.remaining,
         )
 
     def _attempt(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, clock: Deadline, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> AsyncGenerator[StreamItem, None]:
+        """One streamed HTTP call: `clock.wait` for the SDK call, `clock.next` for each event."""
         raise NotImplementedError
 
     def _error(self, message: str, *, retryable: bool) -> ProviderError:

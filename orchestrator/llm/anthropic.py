@@ -13,8 +13,17 @@ import anthropic
 
 from orchestrator.errors import ProviderError
 from orchestrator.llm import convert
-from orchestrator.llm.adapter import SdkAdapter
-from orchestrator.llm.base import Message, StreamItem, TextDelta, ToolCallReady, ToolSpec, TurnEnd, Usage
+from orchestrator.llm.adapter import Deadline, SdkAdapter
+from orchestrator.llm.base import (
+    Message,
+    StopReason,
+    StreamItem,
+    TextDelta,
+    ToolCallReady,
+    ToolSpec,
+    TurnEnd,
+    Usage,
+)
 from orchestrator.llm.retry import SdkErrors
 
 DEFAULT_MAX_TOKENS = 4096
@@ -22,7 +31,10 @@ DEFAULT_MAX_TOKENS = 4096
 
 
 def build_sdk_client(base_url: str | None, api_key: str, timeout_s: float) -> anthropic.AsyncAnthropic:
-    """The SDK client with its own retries off: `retry.py` owns retries, so none are doubled."""
+    """The SDK client with its own retries off: `retry.py` owns retries, so none are doubled.
+
+    `timeout_s` is the SDK's HTTP-level timeout, a backstop: the adapter's `Deadline` cuts first.
+    """
     return anthropic.AsyncAnthropic(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s)
 
 
@@ -57,11 +69,12 @@ class AnthropicClient(SdkAdapter[anthropic.AsyncAnthropic]):
         status=anthropic.APIStatusError,
         timeout=anthropic.APITimeoutError,
         connection=anthropic.APIConnectionError,
+        validation=anthropic.APIResponseValidationError,
     )
     default_max_tokens = DEFAULT_MAX_TOKENS
 
     async def _attempt(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, clock: Deadline, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> AsyncGenerator[StreamItem, None]:
         params: dict[str, Any] = {
             "model": self._model,
@@ -72,14 +85,16 @@ class AnthropicClient(SdkAdapter[anthropic.AsyncAnthropic]):
             params["system"] = system
         if tools:
             params["tools"] = convert.anthropic_tools(tools)
-        stream = await self._client.messages.create(
-            **params, stream=True, timeout=self._timeout_s, extra_body=self._extra or None
+        stream = await clock.wait(
+            self._client.messages.create(
+                **params, stream=True, timeout=self._timeout_s, extra_body=self._extra or None
+            )
         )
         usage = _Usage()
         stop: str | None = None
         blocks: dict[int, list[str]] = {}  # tool_use block index -> [id, name, partial JSON...]
         async with stream:  # closing the stream closes the HTTP response (cancellation)
-            async for event in stream:
+            while (event := await clock.next(stream)) is not None:
                 if event.type == "message_start":
                     usage.update(event.message.usage)
                 elif event.type == "content_block_start" and event.content_block.type == "tool_use":
@@ -96,6 +111,19 @@ class AnthropicClient(SdkAdapter[anthropic.AsyncAnthropic]):
                     stop = event.delta.stop_reason or stop
                     usage.update(event.usage)
                 elif event.type == "message_stop":
-                    yield TurnEnd(stop_reason=convert.anthropic_stop_reason(stop), usage=usage.result())
+                    yield TurnEnd(stop_reason=self._stop_reason(stop), usage=usage.result())
                     return
         raise ProviderError(self.provider, self._model, None, True, "stream ended before message_stop")
+
+    def _stop_reason(self, stop: str | None) -> StopReason:
+        """The turn's stop reason; a missing one (a broken stream) or a refusal is a provider error.
+
+        `max_tokens` is returned as such (the caller decides, see `ChatCompletionsClient`).
+        """
+        if stop is None:
+            raise self._error("message_stop without a stop_reason", retryable=True)
+        if stop == "refusal":
+            raise self._error(
+                "stop_reason refusal: the provider's filter stopped the answer", retryable=False
+            )
+        return convert.anthropic_stop_reason(stop)

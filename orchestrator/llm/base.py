@@ -1,14 +1,14 @@
-"""The model port: stream one assistant turn from a provider-neutral conversation.
+"""The model port's values: a provider-neutral conversation and the items of one streamed turn.
 
 Adapters (`openai.py`, `anthropic.py`) translate this to and from each wire format; the
-coordination code only ever sees these types.
+coordination code only ever sees these types. The port itself is `orchestrator.ports.ModelClient`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,16 +94,3 @@ class TurnEnd:
 
 
 StreamItem = TextDelta | ToolCallReady | TurnEnd
-
-
-class ModelClient(Protocol):
-    """One provider + model. Implementations retry transient failures and honour cancellation."""
-
-    @property
-    def model(self) -> str: ...
-
-    def stream_turn(
-        self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
-    ) -> AsyncIterator[StreamItem]:
-        """Stream one assistant turn; raises `ProviderError` once retries are exhausted."""
-        ...

@@ -11,22 +11,12 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from orchestrator.config.presets import PRESETS
 from orchestrator.errors import ProviderConfigError
-from orchestrator.llm.base import ModelClient
+from orchestrator.llm.adapter import DEFAULT_CALL_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S
 from orchestrator.llm.retry import RetryPolicy
+from orchestrator.ports import ModelClient
 
-# OpenAI-compatible providers: preset name -> (base URL, env var holding the key; None = no key).
-PRESETS: dict[str, tuple[str, str | None]] = {
-    "grok": ("https://api.x.ai/v1", "XAI_API_KEY"),
-    "gemini": ("https://generativelanguage.googleapis.com/v1beta/openai/", "GEMINI_API_KEY"),
-    "openrouter": ("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
-    "groq": ("https://api.groq.com/openai/v1", "GROQ_API_KEY"),
-    "together": ("https://api.together.xyz/v1", "TOGETHER_API_KEY"),
-    "cerebras": ("https://api.cerebras.ai/v1", "CEREBRAS_API_KEY"),
-    "vllm": ("http://127.0.0.1:8000/v1", None),
-    "ollama": ("http://127.0.0.1:11434/v1", None),
-    "lmstudio": ("http://127.0.0.1:1234/v1", None),
-}
 BACKEND_TYPES = ("openai", "claude", "anthropic", "chatcompletion", *PRESETS)
 # Local servers ignore the key, but the SDKs refuse to build a client without one.
 PLACEHOLDER_API_KEY = "not-needed"
@@ -50,13 +40,6 @@ def resolve_api_key(
     raise ProviderConfigError(f"no API key: pass api_key or set {env_var or 'the API key variable'}")
 
 
-async def close_model_client(client: ModelClient) -> None:
-    """Close the client's HTTP connections if it holds any (the port itself has no close)."""
-    aclose = getattr(client, "aclose", None)
-    if aclose is not None:
-        await aclose()
-
-
 def make_model_client(
     *,
     type: str,
@@ -64,7 +47,8 @@ def make_model_client(
     base_url: str | None = None,
     api_key: str | None = None,
     max_tokens: int | None = None,
-    timeout_s: float = 120.0,
+    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
     max_attempts: int = 4,
     extra: Mapping[str, Any] = _NO_EXTRA,
     api_key_env: str | None = None,
@@ -75,18 +59,23 @@ def make_model_client(
 
     `base_url`/`api_key` default to the SDKs' variables (`OPENAI_BASE_URL`, `OPENAI_API_KEY`,
     `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`; a preset's own key variable, or `api_key_env`).
-    Raises `ProviderConfigError` for an unknown type, an empty model or a missing key.
+    A model call, its retries included, must end within `call_timeout_s`, and never wait
+    `idle_timeout_s` for headers or the next event (`adapter.Deadline`); `max_attempts` counts the
+    first attempt. Raises `ProviderConfigError` for an
+    unknown type, an empty model, a missing key or a bad timeout.
     """
     environ = os.environ if env is None else env
     if not model:
         raise ProviderConfigError("model must not be empty")
-    if timeout_s <= 0 or max_attempts < 1:
+    if min(call_timeout_s, idle_timeout_s) <= 0 or max_attempts < 1:
         raise ProviderConfigError(
-            f"timeout_s must be > 0 and max_attempts >= 1 (got {timeout_s}, {max_attempts})"
+            "call_timeout_s and idle_timeout_s must be > 0 and max_attempts >= 1 "
+            f"(got {call_timeout_s}, {idle_timeout_s}, {max_attempts})"
         )
     settings: dict[str, Any] = {
         "max_tokens": max_tokens,
-        "timeout_s": timeout_s,
+        "call_timeout_s": call_timeout_s,
+        "idle_timeout_s": idle_timeout_s,
         "retry": RetryPolicy(max_attempts=max_attempts),
         "extra": extra,
     }
@@ -96,7 +85,7 @@ def make_model_client(
         from orchestrator.llm.anthropic import AnthropicClient
         from orchestrator.llm.anthropic import build_sdk_client as build_anthropic
 
-        return AnthropicClient(build_anthropic(url, key, timeout_s), model, **settings)
+        return AnthropicClient(build_anthropic(url, key, call_timeout_s), model, **settings)
     if type in ("openai", "chatcompletion") or type in PRESETS:
         if type in PRESETS:
             preset_url, preset_env = PRESETS[type]
@@ -112,5 +101,5 @@ def make_model_client(
         from orchestrator.llm.openai import build_sdk_client as build_openai
 
         cls = OpenAIResponsesClient if type == "openai" else ChatCompletionsClient
-        return cls(build_openai(url, key, timeout_s), model, **settings)
+        return cls(build_openai(url, key, call_timeout_s), model, **settings)
     raise ProviderConfigError(f"unknown backend type {type!r}; expected one of {', '.join(BACKEND_TYPES)}")

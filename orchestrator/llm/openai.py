@@ -14,7 +14,7 @@ from typing import Any
 import openai
 
 from orchestrator.llm import convert
-from orchestrator.llm.adapter import SdkAdapter
+from orchestrator.llm.adapter import Deadline, SdkAdapter
 from orchestrator.llm.base import (
     Message,
     StreamItem,
@@ -25,11 +25,14 @@ from orchestrator.llm.base import (
     TurnEnd,
     Usage,
 )
-from orchestrator.llm.retry import SdkErrors
+from orchestrator.llm.retry import SdkErrors, malformed_response
 
 
 def build_sdk_client(base_url: str | None, api_key: str, timeout_s: float) -> openai.AsyncOpenAI:
-    """The SDK client with its own retries off: `retry.py` owns retries, so none are doubled."""
+    """The SDK client with its own retries off: `retry.py` owns retries, so none are doubled.
+
+    `timeout_s` is the SDK's HTTP-level timeout, a backstop: the adapter's `Deadline` cuts first.
+    """
     return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s)
 
 
@@ -38,7 +41,10 @@ class _OpenAIClient(SdkAdapter[openai.AsyncOpenAI]):
 
     provider = "openai"
     errors = SdkErrors(
-        status=openai.APIStatusError, timeout=openai.APITimeoutError, connection=openai.APIConnectionError
+        status=openai.APIStatusError,
+        timeout=openai.APITimeoutError,
+        connection=openai.APIConnectionError,
+        validation=openai.APIResponseValidationError,
     )
 
 
@@ -46,7 +52,7 @@ class OpenAIResponsesClient(_OpenAIClient):
     """The Responses API (`POST /responses`), backend type `openai`."""
 
     async def _attempt(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, clock: Deadline, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> AsyncGenerator[StreamItem, None]:
         params: dict[str, Any] = {
             "model": self._model,
@@ -59,12 +65,14 @@ class OpenAIResponsesClient(_OpenAIClient):
             params["tools"] = convert.responses_tools(tools)
         if self._max_tokens is not None:
             params["max_output_tokens"] = self._max_tokens
-        stream = await self._client.responses.create(
-            **params, stream=True, timeout=self._timeout_s, extra_body=self._extra or None
+        stream = await clock.wait(
+            self._client.responses.create(
+                **params, stream=True, timeout=self._timeout_s, extra_body=self._extra or None
+            )
         )
         async with stream:  # closing the stream closes the HTTP response (cancellation)
             called = False
-            async for event in stream:
+            while (event := await clock.next(stream)) is not None:
                 if event.type == "response.output_text.delta":
                     yield TextDelta(text=event.delta)
                 elif event.type == "response.output_item.done" and event.item.type == "function_call":
@@ -85,8 +93,10 @@ class OpenAIResponsesClient(_OpenAIClient):
                     raise self._error(f"{event.code}: {event.message}", retryable=False)
         raise self._error("stream ended before response.completed", retryable=True)
 
-    @staticmethod
-    def _turn_end(response: Any, called: bool) -> TurnEnd:
+    def _turn_end(self, response: Any, called: bool) -> TurnEnd:
+        details = response.incomplete_details
+        if details is not None and details.reason == "content_filter":
+            raise self._error("incomplete: the provider's content filter stopped the answer", retryable=False)
         usage = Usage()
         if response.usage is not None:
             u = response.usage
@@ -94,7 +104,6 @@ class OpenAIResponsesClient(_OpenAIClient):
             usage = Usage(
                 input_tokens=u.input_tokens, output_tokens=u.output_tokens, cached_input_tokens=cached
             )
-        details = response.incomplete_details
         stop = convert.responses_stop_reason(response.status, details.reason if details else None, called)
         return TurnEnd(stop_reason=stop, usage=usage)
 
@@ -105,7 +114,7 @@ class ChatCompletionsClient(_OpenAIClient):
     provider = "chatcompletion"
 
     async def _attempt(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, clock: Deadline, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> AsyncGenerator[StreamItem, None]:
         params: dict[str, Any] = {
             "model": self._model,
@@ -117,14 +126,18 @@ class ChatCompletionsClient(_OpenAIClient):
         if self._max_tokens is not None:
             # `max_tokens` rather than `max_completion_tokens`: compatible servers only know the old name.
             params["max_tokens"] = self._max_tokens
-        stream = await self._client.chat.completions.create(
-            **params, stream=True, timeout=self._timeout_s, extra_body=self._extra or None
+        stream = await clock.wait(
+            self._client.chat.completions.create(
+                **params, stream=True, timeout=self._timeout_s, extra_body=self._extra or None
+            )
         )
         calls = _ChatCalls()
         finish: str | None = None
         usage = Usage()
         async with stream:
-            async for chunk in stream:
+            while (chunk := await clock.next(stream)) is not None:
+                if not isinstance(getattr(chunk, "choices", None), list):
+                    raise malformed_response(self.provider, self._model, "a chunk without `choices`")
                 if chunk.usage is not None:  # the final chunk, with `choices == []`
                     usage = _chat_usage(chunk.usage)
                 for choice in chunk.choices:
@@ -133,11 +146,30 @@ class ChatCompletionsClient(_OpenAIClient):
                     for part in choice.delta.tool_calls or []:
                         calls.add(part)
                     finish = choice.finish_reason or finish
+        self._check_finish(finish)
         done = calls.finished()
         for call in done:
             yield ToolCallReady(call=call)
         stop = convert.chat_stop_reason(finish)
         yield TurnEnd(stop_reason="tool_use" if done and stop == "other" else stop, usage=usage)
+
+    def _check_finish(self, finish: str | None) -> None:
+        """The stream's end must be a real one: a finish reason, and not a filter or an error.
+
+        No `finish_reason` means the stream was cut (the SDK ends the iteration at `[DONE]` and at a
+        clean end of the body alike, so `[DONE]` itself cannot be checked): retryable. `length` is
+        not an error: the turn ends with `stop_reason="max_tokens"` and the caller decides, since
+        the same request would be cut again and cost as much. `content_filter` would be filtered
+        again too: not retryable. `error` (sent by some routers) is the upstream's failure: retryable.
+        """
+        if finish is None:
+            raise self._error("stream ended without a finish_reason (cut off)", retryable=True)
+        if finish == "content_filter":
+            raise self._error(
+                "finish_reason content_filter: the provider's filter stopped the answer", retryable=False
+            )
+        if finish == "error":
+            raise self._error("finish_reason error: the upstream provider failed", retryable=True)
 
 
 class _ChatCalls:

@@ -84,11 +84,14 @@ async def stream_with_retries(
     *,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     rand: Callable[[], float] = random.random,
+    remaining: Callable[[], float] | None = None,
 ) -> AsyncIterator[StreamItem]:
     """Yield one attempt's items, opening a new attempt on retryable failures before the first item.
 
-    Each attempt generator is closed (`aclose`) however this generator ends, so cancellation or an
-    early `aclose()` by the caller closes the HTTP response.
+    `remaining` gives the seconds left of the call's own deadline: no attempt is started that
+    would begin after it (the call's failure is then final). Each attempt generator is closed
+    (`aclose`) however this generator ends, so cancellation or an early `aclose()` by the caller
+    closes the HTTP response.
     """
     attempt = 0
     while True:
@@ -102,7 +105,10 @@ async def stream_with_retries(
             except Exception as exc:
                 error = exc if isinstance(exc, ProviderError) else classify(exc)
                 delay = retry_delay(error, attempt, policy, rand())
+                if delay is not None and remaining is not None and delay >= remaining():
+                    delay = None  # the next attempt would start past the call's deadline
                 if delay is None:
+                    error = _after(error, attempt)
                     if error is exc:
                         raise
                     raise error from exc
@@ -114,6 +120,16 @@ async def stream_with_retries(
             return
         finally:
             await stream.aclose()
+
+
+def _after(error: ProviderError, attempts: int) -> ProviderError:
+    """The error that ends a turn, saying how many attempts it took when there were several."""
+    if attempts == 1:
+        return error
+    message = f"{error.message} (after {attempts} attempts)"
+    return ProviderError(
+        error.provider, error.model, error.status, error.retryable, message, retry_after=error.retry_after
+    )
 
 
 async def _classified(
@@ -139,6 +155,8 @@ class SdkErrors:
     status: type[Exception]
     timeout: type[Exception]
     connection: type[Exception]
+    # A 200 whose data does not fit the SDK's models (raised in strict validation mode).
+    validation: type[Exception] | None = None
 
 
 def classify_sdk_error(exc: Exception, errors: SdkErrors, provider: str, model: str) -> ProviderError:
@@ -156,17 +174,27 @@ def classify_sdk_error(exc: Exception, errors: SdkErrors, provider: str, model: 
         return ProviderError(
             provider, model, None, True, f"connection failed: {getattr(exc, 'message', exc)}"
         )
+    if errors.validation is not None and isinstance(exc, errors.validation):
+        return malformed_response(provider, model, getattr(exc, "message", str(exc)))
     return unexpected_error(exc, provider, model)
+
+
+def malformed_response(provider: str, model: str, detail: str) -> ProviderError:
+    """A 200 whose body is not JSON or not the API's shape: a broken server or proxy, so retryable."""
+    return ProviderError(provider, model, None, True, f"malformed response: {detail}")
 
 
 def unexpected_error(exc: Exception, provider: str, model: str) -> ProviderError:
     """Classify an exception that is not one of the SDK's API errors.
 
     The Anthropic SDK lets transport errors from its HTTP stack (`httpx2`) escape a stream unwrapped;
-    they are recognised by name so this module needs no import of that undeclared dependency.
+    they are recognised by name so this module needs no import of that undeclared dependency. Event
+    data that is not JSON (the SDKs' `json.loads`) is a malformed response, retryable.
     Anything else is a bug, reported as not retryable so it is not hidden behind retries.
     """
     names = {cls.__name__ for cls in type(exc).__mro__}
+    if "JSONDecodeError" in names:  # the SDK parsing an event's data (`sse.json()`)
+        return malformed_response(provider, model, f"data is not JSON ({exc})")
     if names & {"TimeoutException", "TimeoutError"}:
         return ProviderError(provider, model, None, True, f"timed out: {exc!r}")
     if names & {"TransportError", "ConnectionError"}:

@@ -16,7 +16,8 @@ from importlib import resources
 
 import httpx2
 
-from orchestrator.llm.base import ModelClient, ToolSpec, UserMessage
+from orchestrator.llm.base import ToolSpec, UserMessage
+from orchestrator.ports import ModelClient
 
 log = logging.getLogger(__name__)
 

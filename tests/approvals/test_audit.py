@@ -7,10 +7,11 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 
-from approvals.audit import OUTCOMES, AuditEntry
+from approvals.audit import OUTCOMES, AuditEntry, Outcome
 from approvals.errors import StoreError
 from approvals.events import (
     ApprovalCancelled,
@@ -23,17 +24,18 @@ from approvals.events import (
     from_json,
     to_json,
 )
-from approvals.models import Approvers, Principal
+from approvals.models import ApprovalRequest, Approvers, Ask, ConversationRef, Principal
 from approvals.permissions.actions import Action
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
 from approvals.testing import EPOCH, FrozenClock, ask_decision, sample_request
 
 APPROVERS = Approvers(users=frozenset({"U_A", "U_B"}), quorum=1)
+Setup = tuple[ApprovalService, SqlAuditLog, FrozenClock]
 
 
 @pytest.fixture
-async def setup(database_url: str) -> AsyncIterator[tuple[ApprovalService, SqlAuditLog, FrozenClock]]:
+async def setup(database_url: str) -> AsyncIterator[Setup]:
     engine = make_engine(database_url)
     await create_schema(engine)
     clock = FrozenClock()
@@ -42,11 +44,11 @@ async def setup(database_url: str) -> AsyncIterator[tuple[ApprovalService, SqlAu
     await engine.dispose()
 
 
-async def ask(service: ApprovalService, target: str, **overrides: object):
-    arguments: dict[str, object] = {
+async def ask(service: ApprovalService, target: str, **overrides: Any) -> ApprovalRequest:
+    arguments: dict[str, Any] = {
         "run_id": "run-1",
         "agent_id": "agent1",
-        "requester_id": "U_REQ",
+        "requester": "U_REQ",
         "action": Action(kind="command", target=target),
         "digest": "9" * 64,
         "decision": ask_decision(reason=f"why {target}"),
@@ -54,10 +56,10 @@ async def ask(service: ApprovalService, target: str, **overrides: object):
         "timeout": timedelta(minutes=5),
     }
     arguments.update(overrides)
-    return await service.request(**arguments)  # type: ignore[arg-type]
+    return await service.request(Ask(**arguments))
 
 
-async def test_a_runs_whole_story_is_in_the_trail(setup) -> None:
+async def test_a_runs_whole_story_is_in_the_trail(setup: Setup) -> None:
     service, audit, clock = setup
     await service.record_decision(
         AuditEntry(
@@ -121,7 +123,7 @@ async def test_a_runs_whole_story_is_in_the_trail(setup) -> None:
     assert [e.at - EPOCH for e in entries][3:5] == [timedelta(seconds=3)] * 2  # when, to the clock
 
 
-async def test_trail_order_is_insertion_order_even_with_equal_timestamps(setup) -> None:
+async def test_trail_order_is_insertion_order_even_with_equal_timestamps(setup: Setup) -> None:
     _, audit, clock = setup
     for i in range(20):
         await audit.record(
@@ -137,7 +139,7 @@ async def test_trail_order_is_insertion_order_even_with_equal_timestamps(setup) 
     assert [e.action for e in await audit.query()] == [f"read(f{i})" for i in range(20)]
 
 
-async def test_a_naive_timestamp_is_refused_and_nothing_is_written(setup) -> None:
+async def test_a_naive_timestamp_is_refused_and_nothing_is_written(setup: Setup) -> None:
     _, audit, clock = setup
     entry = AuditEntry(
         at=clock.now().replace(tzinfo=None),
@@ -153,7 +155,7 @@ async def test_a_naive_timestamp_is_refused_and_nothing_is_written(setup) -> Non
 
 
 @pytest.mark.parametrize("outcome", OUTCOMES)
-def test_entries_serialise_to_one_json_line(outcome) -> None:
+def test_entries_serialise_to_one_json_line(outcome: Outcome) -> None:
     entry = AuditEntry(
         at=EPOCH, run_id="r", agent_id="a", actor="U_A", action="command(a\nb)", outcome=outcome
     )
@@ -163,7 +165,9 @@ def test_entries_serialise_to_one_json_line(outcome) -> None:
 
 
 # The service freezes context into a MappingProxyType; events must still serialise.
-REQUEST = sample_request(context=MappingProxyType({"slack_channel": "C1"}))
+REQUEST = sample_request(
+    context=MappingProxyType({"input": "x"}), conversation=ConversationRef(surface="slack", channel="C1")
+)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,16 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from approvals.models import AlreadyDecided, Approvers, Decided, DecideResult, Principal, QuorumPending
+from approvals.models import (
+    AlreadyDecided,
+    ApprovalRequest,
+    Approvers,
+    Ask,
+    Decided,
+    DecideResult,
+    Principal,
+    QuorumPending,
+)
 from approvals.permissions.actions import Action
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
@@ -57,16 +66,18 @@ async def race(replicas: list[ApprovalService], request_id: str, approve: list[b
     return await asyncio.gather(*tasks)
 
 
-async def open_request(service: ApprovalService, quorum: int = 1):
+async def open_request(service: ApprovalService, quorum: int = 1) -> ApprovalRequest:
     return await service.request(
-        run_id="run-race",
-        agent_id="agent1",
-        requester_id="U_REQ",
-        action=Action(kind="command", target="git push origin main"),
-        digest="e" * 64,
-        decision=ask_decision(),
-        approvers=Approvers(users=frozenset(VOTERS), quorum=quorum),
-        timeout=timedelta(minutes=5),
+        Ask(
+            run_id="run-race",
+            agent_id="agent1",
+            requester="U_REQ",
+            action=Action(kind="command", target="git push origin main"),
+            digest="e" * 64,
+            decision=ask_decision(),
+            approvers=Approvers(users=frozenset(VOTERS), quorum=quorum),
+            timeout=timedelta(minutes=5),
+        )
     )
 
 

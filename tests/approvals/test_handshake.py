@@ -7,11 +7,12 @@ import json
 import os
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from approvals.handshake import FileHandshake
-from approvals.models import ApprovalRequest, Approvers
+from approvals.models import ApprovalRequest, Approvers, Ask
 from approvals.permissions.actions import Action
 from approvals.service import ApprovalService
 from approvals.testing import InMemoryApprovalStore, InMemoryAuditLog, ask_decision
@@ -36,14 +37,16 @@ def handshake(tmp_path: Path, service: ApprovalService) -> FileHandshake:
 
 async def ask(service: ApprovalService) -> ApprovalRequest:
     return await service.request(
-        run_id="run-1",
-        agent_id="agent1",
-        requester_id="U_REQ",
-        action=Action(kind="command", target="npm publish"),
-        digest="a" * 64,
-        decision=ask_decision(),
-        approvers=Approvers(users=frozenset({"U_A"})),
-        timeout=timedelta(minutes=5),
+        Ask(
+            run_id="run-1",
+            agent_id="agent1",
+            requester="U_REQ",
+            action=Action(kind="command", target="npm publish"),
+            digest="a" * 64,
+            decision=ask_decision(),
+            approvers=Approvers(users=frozenset({"U_A"})),
+            timeout=timedelta(minutes=5),
+        )
     )
 
 
@@ -72,7 +75,9 @@ def respond(
     return path
 
 
-async def test_publish_writes_the_request_with_its_nonce(handshake: FileHandshake, service) -> None:
+async def test_publish_writes_the_request_with_its_nonce(
+    handshake: FileHandshake, service: ApprovalService
+) -> None:
     request = await ask(service)
     path = await handshake.publish(request)
     body = json.loads(path.read_text())
@@ -87,7 +92,9 @@ async def test_publish_writes_the_request_with_its_nonce(handshake: FileHandshak
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary left behind
 
 
-async def test_a_good_response_decides_and_is_consumed(handshake: FileHandshake, service, audit) -> None:
+async def test_a_good_response_decides_and_is_consumed(
+    handshake: FileHandshake, service: ApprovalService, audit: InMemoryAuditLog
+) -> None:
     request = await ask(service)
     req_file = await handshake.publish(request)
     resp_file = respond(req_file.parent, request, reason="ship it")
@@ -117,7 +124,11 @@ async def test_a_good_response_decides_and_is_consumed(handshake: FileHandshake,
     ],
 )
 async def test_bad_responses_are_refused_audited_and_consumed(
-    handshake: FileHandshake, service, audit, fields: dict[str, object], why: str
+    handshake: FileHandshake,
+    service: ApprovalService,
+    audit: InMemoryAuditLog,
+    fields: dict[str, Any],
+    why: str,
 ) -> None:
     request = await ask(service)
     req_file = await handshake.publish(request)
@@ -143,7 +154,9 @@ async def test_bad_responses_are_refused_audited_and_consumed(
         (timedelta(minutes=6), "response file time is after the request expired"),
     ],
 )
-async def test_file_time_outside_the_window_is_refused(handshake: FileHandshake, service, shift, why) -> None:
+async def test_file_time_outside_the_window_is_refused(
+    handshake: FileHandshake, service: ApprovalService, shift: timedelta, why: str
+) -> None:
     request = await ask(service)
     req_file = await handshake.publish(request)
     respond(req_file.parent, request, mtime=request.created_at + shift)
@@ -152,7 +165,9 @@ async def test_file_time_outside_the_window_is_refused(handshake: FileHandshake,
     assert await service.get(request.id) == request
 
 
-async def test_a_response_cannot_decide_a_different_request(handshake: FileHandshake, service) -> None:
+async def test_a_response_cannot_decide_a_different_request(
+    handshake: FileHandshake, service: ApprovalService
+) -> None:
     target = await ask(service)
     other = await ask(service)
     directory = (await handshake.publish(target)).parent
@@ -165,7 +180,7 @@ async def test_a_response_cannot_decide_a_different_request(handshake: FileHands
 
 
 async def test_a_response_written_before_the_request_cannot_be_replayed(
-    handshake: FileHandshake, service
+    handshake: FileHandshake, service: ApprovalService
 ) -> None:
     request = await ask(service)
     directory = (await handshake.publish(request)).parent
@@ -177,7 +192,9 @@ async def test_a_response_written_before_the_request_cannot_be_replayed(
     assert result.outcome == "decided"
 
 
-async def test_symlinked_response_is_refused(handshake: FileHandshake, service, tmp_path: Path) -> None:
+async def test_symlinked_response_is_refused(
+    handshake: FileHandshake, service: ApprovalService, tmp_path: Path
+) -> None:
     request = await ask(service)
     directory = (await handshake.publish(request)).parent
     outside = respond(tmp_path, request)
@@ -189,7 +206,7 @@ async def test_symlinked_response_is_refused(handshake: FileHandshake, service, 
     assert await service.get(request.id) == request
 
 
-async def test_unknown_request_is_refused(handshake: FileHandshake, service) -> None:
+async def test_unknown_request_is_refused(handshake: FileHandshake, service: ApprovalService) -> None:
     request = await ask(service)
     directory = (await handshake.publish(request)).parent
     respond(directory, request, file_id="nope", id="nope")

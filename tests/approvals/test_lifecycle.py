@@ -9,18 +9,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from approvals.lifecycle import Cancel, Expire, Remind, Vote, authorise, transition
+from approvals.lifecycle import Cancel, Expire, LifecycleEvent, Remind, Vote, authorise, transition
 from approvals.models import (
     STATUSES,
     TERMINAL,
+    AlreadyCancelled,
     AlreadyDecided,
     ApprovalRequest,
     Approvers,
     NotAuthorised,
     Principal,
+    Scope,
     ScopeNotOffered,
+    Status,
     offered_scopes,
 )
+from approvals.permissions import Risk
 from approvals.permissions.actions import Action
 from approvals.testing import EPOCH, sample_request
 
@@ -45,7 +49,9 @@ OTHER_GROUP = Principal(id="U_DEV", groups=frozenset({"S_DEV"}))
         (Cancel(reason="stopped"), "cancelled", None, None),
     ],
 )
-def test_pending_moves_to_each_terminal_state(event, status, decided_by, scope) -> None:
+def test_pending_moves_to_each_terminal_state(
+    event: LifecycleEvent, status: Status, decided_by: str | None, scope: Scope | None
+) -> None:
     after = transition(sample_request(), event, NOW)
     assert isinstance(after, ApprovalRequest)
     assert (after.status, after.decided_by, after.decided_at, after.decision_scope) == (
@@ -63,13 +69,15 @@ def test_pending_moves_to_each_terminal_state(event, status, decided_by, scope) 
     [Vote(principal=ALICE, approve=True), Vote(principal=ALICE, approve=False), Expire(), Cancel(), Remind()],
     ids=["approve", "deny", "expire", "cancel", "remind"],
 )
-def test_terminal_states_never_change(status, event) -> None:
+def test_terminal_states_never_change(status: Status, event: LifecycleEvent) -> None:
     decided = sample_request(status=status, decided_by="U_B", decided_at=EPOCH)
-    assert transition(decided, event, NOW) == AlreadyDecided(request=decided)
+    # A cancelled request says so (its run ended), so a late click is not told "already decided".
+    expected = AlreadyCancelled if status == "cancelled" else AlreadyDecided
+    assert transition(decided, event, NOW) == expected(request=decided)
 
 
 @pytest.mark.parametrize("status", sorted(TERMINAL))
-def test_intruders_learn_nothing_from_a_decided_request(status) -> None:
+def test_intruders_learn_nothing_from_a_decided_request(status: Status) -> None:
     decided = sample_request(status=status, decided_by="U_B", decided_at=EPOCH)
     result = transition(decided, Vote(principal=INTRUDER, approve=True), NOW)
     assert isinstance(result, NotAuthorised)
@@ -91,7 +99,9 @@ def test_every_status_is_covered() -> None:
         (Principal(id="S_OPS"), True, None, "S_OPS is not an approver for this request"),
     ],
 )
-def test_unauthorised_votes_change_nothing(principal, approve, approvers, why) -> None:
+def test_unauthorised_votes_change_nothing(
+    principal: Principal, approve: bool, approvers: Approvers | None, why: str
+) -> None:
     request = sample_request() if approvers is None else sample_request(approvers=approvers)
     result = transition(request, Vote(principal=principal, approve=approve), NOW)
     assert result == NotAuthorised(request=request, principal=principal, why=why)
@@ -107,7 +117,9 @@ def test_unauthorised_votes_change_nothing(principal, approve, approvers, why) -
         (OPS_MEMBER, True, False, True),
     ],
 )
-def test_self_approval_needs_configuration(principal, approve, allow_self, allowed) -> None:
+def test_self_approval_needs_configuration(
+    principal: Principal, approve: bool, allow_self: bool, allowed: bool
+) -> None:
     approvers = replace(sample_request().approvers, allow_self_approval=allow_self)
     assert (authorise(sample_request(approvers=approvers), principal, approve=approve) is None) is allowed
 
@@ -127,7 +139,9 @@ def test_requester_without_id_is_never_self() -> None:
         (False, "low", ("once", "run")),
     ],
 )
-def test_always_is_offered_only_when_the_engine_allows_it(always_offerable, risk, scopes) -> None:
+def test_always_is_offered_only_when_the_engine_allows_it(
+    always_offerable: bool, risk: Risk, scopes: tuple[Scope, ...]
+) -> None:
     assert offered_scopes(always_offerable=always_offerable, risk=risk) == scopes
 
 
@@ -143,13 +157,13 @@ def test_always_is_offered_only_when_the_engine_allows_it(always_offerable, risk
         ("echo a\rb", False),
     ],
 )
-def test_always_is_never_offered_for_text_that_reads_as_a_pattern(target, offered) -> None:
+def test_always_is_never_offered_for_text_that_reads_as_a_pattern(target: str, offered: bool) -> None:
     scopes = offered_scopes(always_offerable=True, risk="low", action=Action(kind="command", target=target))
     assert ("always" in scopes) is offered
 
 
 @pytest.mark.parametrize("scope", ["always", "forever", ""])
-def test_a_scope_that_was_not_offered_is_refused(scope) -> None:
+def test_a_scope_that_was_not_offered_is_refused(scope: str) -> None:
     request = sample_request(scopes=("once", "run"))
     result = transition(request, Vote(principal=ALICE, approve=True, scope=scope), NOW)
     assert result == ScopeNotOffered(request=request, scope=scope)
@@ -182,7 +196,7 @@ def test_one_deny_vetoes_a_quorum_in_progress() -> None:
 
 
 @pytest.mark.parametrize("late", [timedelta(0), timedelta(seconds=1), timedelta(days=1)])
-def test_a_vote_at_or_after_the_deadline_expires_the_request(late) -> None:
+def test_a_vote_at_or_after_the_deadline_expires_the_request(late: timedelta) -> None:
     request = sample_request()
     after = transition(request, Vote(principal=ALICE, approve=True), request.expires_at + late)
     assert isinstance(after, ApprovalRequest)
@@ -233,7 +247,9 @@ EVENTS = st.one_of(
     allow_self=st.booleans(),
     scopes=st.sampled_from([("once", "run"), ("once", "run", "always")]),
 )
-def test_invariants_hold_for_any_event_sequence(events, quorum, allow_self, scopes) -> None:
+def test_invariants_hold_for_any_event_sequence(
+    events: list[tuple[LifecycleEvent, int]], quorum: int, allow_self: bool, scopes: tuple[Scope, ...]
+) -> None:
     approvers = replace(sample_request().approvers, quorum=quorum, allow_self_approval=allow_self)
     request = sample_request(approvers=approvers, scopes=scopes)
     original, now = request, EPOCH

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from approvals.events import ApprovalEvent
-from approvals.models import ApprovalRequest, Approvers, Decided, Principal
+from approvals.models import ApprovalRequest, Approvers, Ask, Decided, Principal
 from approvals.permissions.actions import Action
 from approvals.scheduler import ExpiryScheduler
 from approvals.service import ApprovalService
@@ -56,14 +56,16 @@ def _id(event: ApprovalEvent) -> str:
 
 async def ask(service: ApprovalService, timeout: timedelta) -> ApprovalRequest:
     return await service.request(
-        run_id="run-1",
-        agent_id="agent1",
-        requester_id=None,
-        action=Action(kind="command", target="make deploy"),
-        digest="f" * 64,
-        decision=ask_decision(),
-        approvers=Approvers(users=frozenset({"U_A"})),
-        timeout=timeout,
+        Ask(
+            run_id="run-1",
+            agent_id="agent1",
+            requester=None,
+            action=Action(kind="command", target="make deploy"),
+            digest="f" * 64,
+            decision=ask_decision(),
+            approvers=Approvers(users=frozenset({"U_A"})),
+            timeout=timeout,
+        )
     )
 
 

@@ -5,15 +5,20 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from approvals.audit import AuditEntry
 from approvals.errors import ApprovalMisuseError, ApprovalNotFoundError
-from approvals.events import ApprovalEvent
+from approvals.events import ApprovalEvent, DecisionRejected
 from approvals.models import (
+    AlreadyCancelled,
     AlreadyDecided,
+    ApprovalRequest,
     Approvers,
+    Ask,
+    ConversationRef,
     Decided,
     NotAuthorised,
     NotFound,
@@ -22,7 +27,7 @@ from approvals.models import (
     ScopeNotOffered,
 )
 from approvals.permissions.actions import Action, action_digest
-from approvals.permissions.decisions import Decision
+from approvals.permissions.decisions import Decision, Risk
 from approvals.service import ApprovalService
 from approvals.testing import EPOCH, FrozenClock, InMemoryApprovalStore, InMemoryAuditLog, ask_decision
 
@@ -42,26 +47,36 @@ class Harness:
         self.events: list[ApprovalEvent] = []
         self.service.subscribe(self.events.append)
 
-    async def ask(self, **overrides: object):
-        arguments: dict[str, object] = {
+    async def ask(self, **overrides: Any) -> ApprovalRequest:
+        arguments: dict[str, Any] = {
             "run_id": "run-1",
             "agent_id": "agent1",
-            "requester_id": "U_REQ",
+            "requester": "U_REQ",
             "action": ACTION,
             "digest": DIGEST,
             "decision": ask_decision(always_offerable=True),
             "approvers": APPROVERS,
             "timeout": timedelta(minutes=5),
-            "context": {"slack_channel": "C1"},
+            "context": {"input": "make test"},
+            "conversation": ConversationRef(surface="slack", channel="C1", thread="1.2"),
         }
         arguments.update(overrides)
-        return await self.service.request(**arguments)  # type: ignore[arg-type]
+        return await self.service.request(Ask(**arguments))
+
+    async def stored(self, request_id: str) -> ApprovalRequest:
+        found = await self.service.get(request_id)
+        assert found is not None
+        return found
 
     def outcomes(self) -> list[tuple[str, str]]:
         return [(e.outcome, e.actor) for e in self.audit.entries]
 
     def kinds(self) -> list[str]:
         return [e.kind for e in self.events]
+
+
+def request_id(event: ApprovalEvent) -> str:
+    return event.request_id if isinstance(event, DecisionRejected) else event.request.id
 
 
 @pytest.fixture
@@ -74,7 +89,8 @@ async def test_request_is_stored_audited_and_announced(h: Harness) -> None:
     assert await h.service.get(request.id) == request
     assert (request.status, request.digest, request.scopes) == ("pending", DIGEST, ("once", "run", "always"))
     assert request.expires_at - request.created_at == timedelta(minutes=5)
-    assert dict(request.context) == {"slack_channel": "C1"}
+    assert dict(request.context) == {"input": "make test"}
+    assert request.conversation == ConversationRef(surface="slack", channel="C1", thread="1.2")
     assert len(request.id) >= 24
     assert len(request.nonce) >= 32
     assert h.outcomes() == [("ask", "engine")]
@@ -111,11 +127,13 @@ async def test_ids_and_nonces_are_unique(h: Harness) -> None:
         ({"digest": ""}, "digest"),
     ],
 )
-async def test_bad_requests_fail_closed_and_store_nothing(h: Harness, overrides, message) -> None:
+async def test_bad_requests_fail_closed_and_store_nothing(
+    h: Harness, overrides: dict[str, Any], message: str
+) -> None:
     with pytest.raises(ApprovalMisuseError, match=message):
         await h.ask(**overrides)
     assert await h.service.pending() == []
-    assert h.audit.entries == h.events == []
+    assert (h.audit.entries, h.events) == ([], [])
 
 
 async def test_first_decision_wins_and_later_ones_change_nothing(h: Harness) -> None:
@@ -151,7 +169,9 @@ async def test_deny_records_reason(h: Harness) -> None:
         (Principal(id="U_REQ"), "requester may not approve"),
     ],
 )
-async def test_unauthorised_attempts_are_refused_audited_and_announced(h: Harness, principal, why) -> None:
+async def test_unauthorised_attempts_are_refused_audited_and_announced(
+    h: Harness, principal: Principal, why: str
+) -> None:
     request = await h.ask()
     result = await h.service.decide(request.id, principal, approve=True)
     assert isinstance(result, NotAuthorised)
@@ -209,7 +229,7 @@ async def test_always_persists_an_allow_rule(h: Harness) -> None:
 
 
 @pytest.mark.parametrize("risk", ["high", "critical"])
-async def test_always_is_refused_when_not_offered(h: Harness, risk) -> None:
+async def test_always_is_refused_when_not_offered(h: Harness, risk: Risk) -> None:
     request = await h.ask(decision=ask_decision(risk=risk, always_offerable=True))
     result = await h.service.decide(request.id, ALICE, approve=True, scope="always")
     assert result == ScopeNotOffered(request=request, scope="always")
@@ -295,9 +315,27 @@ async def test_cancel_run_cancels_only_that_runs_pending_requests(h: Harness) ->
     c = await h.ask(run_id="r2")
     await h.service.decide(b.id, ALICE, approve=True)
     assert await h.service.cancel_run("r1") == 1
-    assert [(await h.service.get(x.id)).status for x in (a, b, c)] == ["cancelled", "approved", "pending"]
+    assert [(await h.stored(x.id)).status for x in (a, b, c)] == ["cancelled", "approved", "pending"]
     assert await h.service.cancel_run("r1") == 0
     assert h.kinds().count("approval_cancelled") == 1
+
+
+async def test_a_decision_on_a_cancelled_request_is_refused_and_changes_nothing(h: Harness) -> None:
+    request = await h.ask(run_id="r1")
+    waiting = asyncio.create_task(h.service.wait(request.id))
+    assert await h.service.cancel_run("r1", "the run was finished early by U_REQ") == 1
+    cancelled = await asyncio.wait_for(waiting, timeout=5)  # the waiter wakes at once
+    assert (cancelled.status, cancelled.decision_reason) == (
+        "cancelled",
+        "the run was finished early by U_REQ",
+    )
+    assert await h.service.pending() == []
+    result = await h.service.decide(request.id, ALICE, approve=True)
+    assert result == AlreadyCancelled(request=cancelled)
+    assert await h.service.get(request.id) == cancelled
+    assert h.outcomes()[-2:] == [("cancelled", "engine"), ("rejected", ALICE.id)]
+    assert h.audit.entries[-1].reason == "already cancelled: the run was finished early by U_REQ"
+    assert h.kinds()[-2:] == ["approval_cancelled", "decision_rejected"]
 
 
 async def test_expire_due_and_remind_due(h: Harness) -> None:
@@ -313,15 +351,17 @@ async def test_expire_due_and_remind_due(h: Harness) -> None:
     h.clock.advance(timedelta(minutes=2))
     assert [r.id for r in await h.service.expire_due()] == [short.id]
     assert await h.service.expire_due() == []
-    assert (await h.service.get(long.id)).status == "pending"
-    assert [(e.kind, e.request.id) for e in h.events if e.kind != "approval_requested"] == [
+    assert (await h.stored(long.id)).status == "pending"
+    assert [(e.kind, request_id(e)) for e in h.events if e.kind != "approval_requested"] == [
         ("approval_expired", brief.id),
         ("approval_reminder", short.id),
         ("approval_expired", short.id),
     ]
 
 
-async def test_failing_subscriber_does_not_break_decisions(h: Harness, caplog) -> None:
+async def test_failing_subscriber_does_not_break_decisions(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
     def broken(_event: ApprovalEvent) -> None:
         raise RuntimeError("renderer down")
 

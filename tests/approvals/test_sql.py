@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -11,10 +12,12 @@ from types import MappingProxyType
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from approvals.audit import AuditEntry
 from approvals.errors import ApprovalMisuseError, StoreError
-from approvals.models import Approvers
+from approvals.models import ApprovalRequest, Approvers, ConversationRef
+from approvals.ports import ApprovalStore
 from approvals.sql import (
     SqlApprovalStore,
     SqlAuditLog,
@@ -29,7 +32,7 @@ MIGRATIONS = Path(__file__).resolve().parents[2] / "deploy" / "migrations"
 
 
 @pytest.fixture
-async def engine(database_url: str):
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     engine = make_engine(database_url)
     await create_schema(engine)
     yield engine
@@ -37,7 +40,7 @@ async def engine(database_url: str):
 
 
 @pytest.fixture(params=["memory", "sql"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path):
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ApprovalStore]:
     if request.param == "memory":
         yield InMemoryApprovalStore()
         return
@@ -68,13 +71,14 @@ def test_unsupported_database_urls_are_refused(url: str) -> None:
         async_database_url(url)
 
 
-async def test_round_trip_keeps_every_field(engine) -> None:
+async def test_round_trip_keeps_every_field(engine: AsyncEngine) -> None:
     store = SqlApprovalStore(engine)
     request = sample_request(
         requester_id=None,
         rule="ask: command(git push*)",
         approvers=Approvers(users=frozenset({"U_A", "U_B"}), groups=frozenset({"S1"}), quorum=2),
-        context=MappingProxyType({"slack_channel": "C1", "slack_thread_ts": "1.2"}),
+        context=MappingProxyType({"input": "make test", "files": "a.py"}),
+        conversation=ConversationRef(surface="slack", channel="C1", thread="1.2"),
         expires_at=EPOCH.astimezone(timezone(timedelta(hours=5))) + timedelta(minutes=5),
     )
     await store.insert(request)
@@ -85,18 +89,19 @@ async def test_round_trip_keeps_every_field(engine) -> None:
     assert await store.get("missing") is None
 
 
-async def test_compare_and_set(store) -> None:
+async def test_compare_and_set(store: ApprovalStore) -> None:
     request = sample_request()
     await store.insert(request)
     approved = replace(request, status="approved", decided_by="U_A", decided_at=EPOCH)
     assert await store.replace(approved, expected_version=0)
     assert not await store.replace(replace(request, status="denied"), expected_version=0)
     loaded = await store.get(request.id)
+    assert loaded is not None
     assert (loaded.status, loaded.version) == ("approved", 1)
     assert not await store.replace(replace(request, id="other"), expected_version=0)
 
 
-async def test_query_filters(store) -> None:
+async def test_query_filters(store: ApprovalStore) -> None:
     rows = [
         sample_request(id="a", run_id="r1", created_at=EPOCH, expires_at=EPOCH + timedelta(minutes=1)),
         sample_request(
@@ -109,7 +114,10 @@ async def test_query_filters(store) -> None:
     ]
     for row in rows:
         await store.insert(row)
-    ids = lambda found: [r.id for r in found]  # noqa: E731
+
+    def ids(found: list[ApprovalRequest]) -> list[str]:
+        return [r.id for r in found]
+
     assert ids(await store.query()) == ["a", "b", "c"]
     assert ids(await store.query(status="pending")) == ["a", "b"]
     assert ids(await store.query(run_id="r2")) == ["c"]
@@ -117,14 +125,14 @@ async def test_query_filters(store) -> None:
     assert ids(await store.query(status="pending", expires_before=EPOCH)) == []
 
 
-async def test_always_rules_are_idempotent(store) -> None:
+async def test_always_rules_are_idempotent(store: ApprovalStore) -> None:
     for _ in range(2):
         await store.add_always_rule("command(make test)", request_id="r", decided_by="U_A", at=EPOCH)
     await store.add_always_rule("read(README.md)", request_id="s", decided_by="U_B", at=EPOCH)
     assert await store.always_rules() == ["command(make test)", "read(README.md)"]
 
 
-async def test_audit_log_appends_and_filters(engine) -> None:
+async def test_audit_log_appends_and_filters(engine: AsyncEngine) -> None:
     audit = SqlAuditLog(engine)
     entries = [
         AuditEntry(
@@ -148,7 +156,7 @@ async def test_audit_log_appends_and_filters(engine) -> None:
 
 
 @pytest.mark.parametrize("statement", ["UPDATE approval_audit SET actor = 'x'", "DELETE FROM approval_audit"])
-async def test_audit_table_refuses_rewrites(engine, statement: str) -> None:
+async def test_audit_table_refuses_rewrites(engine: AsyncEngine, statement: str) -> None:
     audit = SqlAuditLog(engine)
     entry = AuditEntry(
         at=EPOCH, run_id="r", agent_id="a", actor="U_A", action="command(x)", outcome="approved"
@@ -160,7 +168,7 @@ async def test_audit_table_refuses_rewrites(engine, statement: str) -> None:
     assert await audit.query() == [entry]
 
 
-async def test_schema_creation_is_idempotent(engine) -> None:
+async def test_schema_creation_is_idempotent(engine: AsyncEngine) -> None:
     await create_schema(engine)
     await create_schema(engine)
     store = SqlApprovalStore(engine)
@@ -168,7 +176,7 @@ async def test_schema_creation_is_idempotent(engine) -> None:
     assert await store.get("req-1") is not None
 
 
-async def test_corrupt_rows_raise_instead_of_guessing(engine) -> None:
+async def test_corrupt_rows_raise_instead_of_guessing(engine: AsyncEngine) -> None:
     store = SqlApprovalStore(engine)
     await store.insert(sample_request())
     async with engine.begin() as conn:
@@ -177,10 +185,10 @@ async def test_corrupt_rows_raise_instead_of_guessing(engine) -> None:
         await store.get("req-1")
 
 
-async def test_naive_datetimes_are_refused(engine) -> None:
+async def test_naive_datetimes_are_refused(engine: AsyncEngine) -> None:
     store = SqlApprovalStore(engine)
     with pytest.raises(StoreError, match="naive"):
-        await store.insert(sample_request(created_at=datetime(2026, 1, 1)))
+        await store.insert(sample_request(created_at=datetime(2026, 1, 1)))  # noqa: DTZ001 - on purpose
     assert await store.query() == []
 
 
@@ -206,7 +214,7 @@ def test_committed_migrations_match_the_metadata() -> None:
 
 
 @pytest.mark.parametrize("when", [EPOCH, EPOCH.astimezone(timezone(timedelta(hours=-7)))])
-async def test_datetimes_come_back_in_utc(engine, when: datetime) -> None:
+async def test_datetimes_come_back_in_utc(engine: AsyncEngine, when: datetime) -> None:
     store = SqlApprovalStore(engine)
     await store.insert(sample_request(created_at=when))
     loaded = await store.get("req-1")
@@ -225,3 +233,20 @@ async def test_concurrent_schema_creation_is_safe(database_url: str) -> None:
     finally:
         for engine in engines:
             await engine.dispose()
+
+
+async def test_a_database_from_0001_gains_the_conversation_column(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    lines = (MIGRATIONS / "0001_approvals.sqlite.sql").read_text().splitlines()
+    ddl = "\n".join(line for line in lines if not line.startswith("--"))
+    async with engine.begin() as conn:
+        for statement in filter(str.strip, ddl.split(";\n")):
+            await conn.exec_driver_sql(statement)
+    await create_schema(engine)
+    store = SqlApprovalStore(engine)
+    where = ConversationRef(surface="slack", channel="C1", thread="1.2")
+    await store.insert(sample_request(conversation=where))
+    loaded = await store.get("req-1")
+    assert loaded is not None
+    assert loaded.conversation == where
+    await engine.dispose()

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.parse import MAX_TASK_CHARS
-from tests.bot.test_scenarios_support import SECRET, bot_harness
+from bot.slack.parse import MAX_TASK_CHARS
+from tests.bot.harness import SECRET, bot_harness
 from tests.fakes.slack_payloads import (
     encode_form,
     encode_json,
@@ -47,7 +47,7 @@ async def test_unverified_requests_get_401_and_change_nothing(tmp_path: Path, he
         assert status == 401
         await bot.settle()
         assert bot.slack.calls_to("chat.postMessage") == []
-        assert await bot.services.store.recent_runs() == []
+        assert await bot.services.runs.history.recent() == []
 
 
 async def test_url_verification_and_health(tmp_path: Path) -> None:
@@ -78,7 +78,7 @@ async def test_help_and_usage_errors_are_ephemeral_and_start_nothing(
         assert expected in body
         await bot.settle()
         assert bot.slack.calls_to("chat.postMessage") == []
-        assert bot.services.runs.started == 0
+        assert bot.services.runs.supervisor.started == 0
 
 
 async def test_unknown_team_or_agent_is_an_ephemeral_error(tmp_path: Path) -> None:

@@ -79,7 +79,9 @@ def _chat_usage(usage: tuple[int, int]) -> dict[str, Any]:
     }
 
 
-def _chat_finish(reply: Reply) -> str:
+def _chat_finish(reply: Reply) -> str | None:
+    if reply.finish_reason is not None:
+        return reply.finish_reason or None  # "" sends null
     return "length" if reply.truncated else "tool_calls" if reply.tool_calls else "stop"
 
 
@@ -176,11 +178,16 @@ def _response_items(reply: Reply) -> list[dict[str, Any]]:
     return items
 
 
+def _incomplete_reason(reply: Reply) -> str | None:
+    return reply.finish_reason or ("max_output_tokens" if reply.truncated else None)
+
+
 def _finished(req: ProviderRequest, reply: Reply, rid: str, items: list[Any], usage: tuple[int, int]) -> Any:
-    done = _response_object(req, rid, "incomplete" if reply.truncated else "completed", items)
+    reason = _incomplete_reason(reply)
+    done = _response_object(req, rid, "incomplete" if reason else "completed", items)
     done["usage"] = _responses_usage(usage)
-    if reply.truncated:
-        done["incomplete_details"] = {"reason": "max_output_tokens"}
+    if reason:
+        done["incomplete_details"] = {"reason": reason}
     return done
 
 
@@ -214,7 +221,7 @@ def _responses_stream(req: ProviderRequest, reply: Reply, usage: tuple[int, int]
             frames.append(ev("response.function_call_arguments.done", **loc, arguments=item["arguments"]))
             frames.append(ev("response.output_item.done", output_index=index, item=item))
     final = _finished(req, reply, rid, items, usage)
-    frames.append(ev("response.incomplete" if reply.truncated else "response.completed", response=final))
+    frames.append(ev(f"response.{final['status']}", response=final))
     return frames
 
 
@@ -240,7 +247,9 @@ def _message_item_events(ev: Any, index: int, item: dict[str, Any]) -> list[byte
 # --- Anthropic Messages -----------------------------------------------------------------------
 
 
-def _stop_reason(reply: Reply) -> str:
+def _stop_reason(reply: Reply) -> str | None:
+    if reply.finish_reason is not None:
+        return reply.finish_reason or None  # "" sends null
     return "max_tokens" if reply.truncated else "tool_use" if reply.tool_calls else "end_turn"
 
 

@@ -8,8 +8,9 @@
 Routes: `POST /v1/chat/completions`, `POST /v1/responses` (OpenAI SDK `base_url` =
 `openai_base_url`) and `POST /v1/messages` (Anthropic SDK `base_url` = `anthropic_base_url`),
 streaming and not. The handler decides each reply (`Reply`, see `provider_types.py` for error,
-delay, hang and disconnect injection); the default is `protocol_agent`, a deterministic MassGen
-agent. Standalone: `python -m tests.fakes.provider_server --port 8765`.
+delay, hang, disconnect, cut, malformed-body and keep-alive injection); the default is
+`protocol_agent`, a deterministic MassGen agent. Standalone:
+`python -m tests.fakes.provider_server --port 8765`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
+from typing import Literal
 
 from aiohttp import web
 
@@ -33,6 +35,8 @@ from tests.fakes.provider_wire import parse_request
 
 __all__ = ["Handler", "ProviderRequest", "ProviderServer", "Reply", "WireMessage", "scripted"]
 
+_HTML_PAGE = "<html><head><title>Welcome</title></head><body>The gateway is up.</body></html>\n"
+_ANTHROPIC_PING = b'event: ping\ndata: {"type": "ping"}\n\n'
 _ROUTES: dict[str, Api] = {
     "/v1/chat/completions": "chat",
     "/v1/responses": "responses",
@@ -176,6 +180,9 @@ class ProviderServer:
     ) -> web.StreamResponse:
         if reply.delay:
             await asyncio.sleep(reply.delay)  # simulated provider latency, not a test wait
+        if reply.hang_before_headers:
+            await self._closing.wait()  # or, sooner, cancelled when the client gives up
+            return web.Response(status=503)
         if reply.error is not None:
             headers = {}
             if reply.retry_after is not None:
@@ -184,33 +191,64 @@ class ProviderServer:
                 headers["retry-after-ms"] = f"{reply.retry_after_ms:g}"
             body = encode_error(request.api, reply.error, f"injected error {reply.error}")
             return web.json_response(body, status=reply.error, headers=headers)
+        if reply.malformed is not None:
+            return await self._malformed(http, request, reply.malformed)
         output_chars = len(reply.text) + sum(len(n) + len(json.dumps(a)) for n, a in reply.tool_calls)
         usage = reply.usage or (input_tokens, estimate_tokens(output_chars))
         if not request.stream:
             if reply.hang:
                 await self._closing.wait()
-            return web.json_response(encode_body(request, reply, usage))
-        return await self._stream(http, encode_stream(request, reply, usage), reply)
+            text = json.dumps(encode_body(request, reply, usage))
+            if reply.cut:
+                text = text[: len(text) // 2]
+            return web.Response(text=text, content_type="application/json")
+        return await self._stream(http, request.api, encode_stream(request, reply, usage), reply)
 
-    async def _stream(self, http: web.Request, frames: list[bytes], reply: Reply) -> web.StreamResponse:
+    async def _malformed(
+        self, http: web.Request, request: ProviderRequest, kind: Literal["html", "data", "shape"]
+    ) -> web.StreamResponse:
+        """HTTP 200 with what a misbehaving proxy or server sends instead of the API's body."""
+        if kind == "html":
+            return web.Response(text=_HTML_PAGE, content_type="text/html")
+        if not request.stream:
+            return web.Response(text='{"id": "x", "choices": [{"ind', content_type="application/json")
+        event = "event: message_start\n" if request.api == "messages" else ""
+        data = '{"unexpected": true}' if kind == "shape" else "<html>upstream said no</html>"
+        frame = f"{event}data: {data}\n\n".encode()
+        return await self._stream(http, request.api, [frame], Reply())
+
+    async def _stream(
+        self, http: web.Request, api: Api, frames: list[bytes], reply: Reply
+    ) -> web.StreamResponse:
         response = web.StreamResponse(
             headers={"content-type": "text/event-stream", "cache-control": "no-cache"}
         )
         await response.prepare(http)
-        # hang/disconnect stop halfway: past the first content delta for any non-empty reply.
-        cut = len(frames) // 2 + 1 if (reply.hang or reply.disconnect) else len(frames)
-        for frame in frames[:cut]:
+        # Faults stop halfway: past the first content delta for any non-empty reply.
+        partial = reply.hang or reply.disconnect or reply.cut or reply.keepalive is not None
+        for frame in frames[: len(frames) // 2 + 1] if partial else frames:
             await response.write(frame)
         if reply.disconnect:
             assert http.transport is not None
             http.transport.abort()  # mid-stream drop: the chunked body never terminates
             return response
+        if reply.keepalive is not None:
+            await self._keep_alive(response, api, reply.keepalive)
+            return response
         if reply.hang:
             await self._closing.wait()
             return response
         self._complete.add(id(http))
-        await response.write_eof()
+        await response.write_eof()  # for `cut`: a clean end, but before the stream's last events
         return response
+
+    async def _keep_alive(self, response: web.StreamResponse, api: Api, interval: float) -> None:
+        """Send keep-alives (and nothing else) until the client hangs up or the server closes."""
+        frame = _ANTHROPIC_PING if api == "messages" else b": keep-alive\n\n"
+        while not self._closing.is_set():
+            await response.write(frame)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), interval)  # simulated provider pacing
 
 
 def _main(argv: Sequence[str] | None = None) -> int:

@@ -68,6 +68,16 @@ class Reply:
     `retry_after_ms` (`retry-after-ms` header); `delay` before the first byte; `hang` keeps the
     connection open without finishing (streams send their first text piece first); `disconnect`
     drops the connection halfway through a stream; `truncated` ends as if max tokens were reached.
+
+    Faults of a broken provider (HTTP 200 every time): `hang_before_headers` accepts the request and
+    never answers; `cut` ends the body cleanly halfway (no `finish_reason`, `[DONE]`,
+    `response.completed` or `message_stop`); `malformed="html"` answers a 200 HTML page instead of
+    the API's body, `malformed="data"` an event stream (or body) whose data is not JSON,
+    `malformed="shape"` a stream of JSON events of no known shape; `keepalive`
+    (seconds) sends the first half of a stream, then only keep-alives (SSE comments, Anthropic
+    `ping` events) at that interval, forever. `finish_reason` overrides how the reply ends, as each
+    API spells it (`""` sends null): Chat Completions `finish_reason`, Messages `stop_reason`,
+    Responses `incomplete_details.reason` (the response is then `incomplete`).
     """
 
     text: str = ""
@@ -80,6 +90,11 @@ class Reply:
     disconnect: bool = False
     truncated: bool = False
     usage: tuple[int, int] | None = None
+    hang_before_headers: bool = False
+    cut: bool = False
+    malformed: Literal["html", "data", "shape"] | None = None
+    keepalive: float | None = None
+    finish_reason: str | None = None
 
 
 Handler = Callable[[ProviderRequest], "Reply | Awaitable[Reply]"]

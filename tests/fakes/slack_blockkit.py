@@ -175,7 +175,7 @@ def _check_block(block: Any, path: str, surface: str, action_ids: set[str]) -> l
 def _sdk_check(block: dict[str, Any], path: str) -> list[str]:
     """Second opinion from slack_sdk's models: enum and length rules we did not restate."""
     try:
-        parsed = Block.parse(block)  # type: ignore[arg-type]
+        parsed = Block.parse(block)
         if parsed is not None:
             parsed.to_dict()
     except (SlackObjectFormationError, KeyError, TypeError, ValueError) as exc:

@@ -33,7 +33,10 @@ class MethodsMixin:
     ephemerals: list[dict[str, Any]]
     views: dict[str, dict[str, Any]]
     home_views: dict[str, dict[str, Any]]
-    socket_url: str
+
+    @property
+    def socket_url(self) -> str:
+        raise NotImplementedError
 
     def next_ts(self) -> str:
         raise NotImplementedError

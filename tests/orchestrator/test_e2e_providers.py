@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from orchestrator.config import AgentConfig, BackendConfig, OrchestratorConfig, TeamConfig
+from orchestrator.config.team import AgentConfig, BackendConfig, OrchestratorConfig, TeamConfig
 from orchestrator.events import AgentFailed, RunEvent
-from orchestrator.run import start_run
+from orchestrator.run.supervisor import start_run
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
 

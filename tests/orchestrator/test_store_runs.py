@@ -8,13 +8,25 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from orchestrator.coordination import rebuild_state
+from approvals import ConversationRef
+from approvals.sql import make_engine
 from orchestrator.errors import RunNotResumable, RunStoreError
-from orchestrator.events import AnswerSubmitted, RunEvent, RunFinished, RunStarted
-from orchestrator.run import resume_run, start_run
+from orchestrator.events import (
+    AnswerSubmitted,
+    RunCancelled,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    ToolApprovalRequested,
+    from_json,
+)
+from orchestrator.ports import RunStore
+from orchestrator.run.coordination import rebuild_state
+from orchestrator.run.supervisor import resume_run, start_run
 from orchestrator.sql import SqlRunStore
-from orchestrator.store import InMemoryRunStore, RunStore
+from orchestrator.store import InMemoryRunStore, RunQuery
 from orchestrator.testing import ScriptedModels, hang, scripted_team
 from tests.conftest import postgres_url
 
@@ -30,9 +42,9 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         url = postgres_url() or ""
         if not url:
             pytest.skip("no DATABASE_URL_POSTGRES")
-    sql = await SqlRunStore.open(url)
-    yield sql
-    await sql.close()
+    engine = make_engine(url)
+    yield await SqlRunStore.create(engine)
+    await engine.dispose()
 
 
 async def test_finished_run_is_stored_and_folds_back(store: RunStore) -> None:
@@ -75,7 +87,8 @@ async def test_unknown_run(store: RunStore) -> None:
 
 
 async def test_sql_refuses_duplicate_and_orphan_events(tmp_path: Path) -> None:
-    store = await SqlRunStore.open(f"sqlite:///{tmp_path / 'r.db'}")
+    engine = make_engine(f"sqlite:///{tmp_path / 'r.db'}")
+    store = await SqlRunStore.create(engine)
     started = RunStarted(run_id="r1", seq=1, at=1.0, task="t", agents=())
     await store.append(started)
     with pytest.raises(RunStoreError, match="already stored"):
@@ -83,7 +96,7 @@ async def test_sql_refuses_duplicate_and_orphan_events(tmp_path: Path) -> None:
     orphan = AnswerSubmitted(run_id="r2", seq=1, at=1.0, agent_id="a", label="agent1.1", content="x")
     await store.append(orphan)  # not a summary event: stored, no summary row
     assert await store.get("r2") is None
-    await store.close()
+    await engine.dispose()
 
 
 async def test_unfinished_run_resumes_from_its_log() -> None:
@@ -139,3 +152,89 @@ async def test_resume_refuses(case: str) -> None:
         store = unfinished
     with pytest.raises(RunNotResumable):
         await resume_run(run_id, team, store, models=ScriptedModels())
+
+
+async def test_the_summary_is_the_whole_truth_about_a_run(store: RunStore) -> None:
+    where = ConversationRef(surface="slack", channel=f"C{uuid.uuid4().hex[:6]}", thread="1.2")
+    handle = await start_run(
+        scripted_team(2),
+        "fix it",
+        models=ScriptedModels(),
+        store=store,
+        requester="U1",
+        team_name="default",
+        conversation=where,
+    )
+    finished = await handle.wait()
+    summary = await store.get(handle.run_id)
+    assert summary is not None
+    assert isinstance(finished, RunFinished)
+    assert (summary.team, summary.conversation, summary.requester) == ("default", where, "U1")
+    assert summary.final_answer == finished.answer
+    assert not summary.running
+
+
+async def test_find_filters_by_status_requester_and_channel(store: RunStore) -> None:
+    channel = f"C{uuid.uuid4().hex[:6]}"
+    here, elsewhere = (ConversationRef(surface="slack", channel=c) for c in (channel, channel + "X"))
+    ids = {}
+    for name, (who, where, at) in {
+        "mine": ("U1", here, 1.0),
+        "theirs": ("U2", here, 2.0),
+        "away": ("U1", elsewhere, 3.0),
+    }.items():
+        run_id = f"run-{uuid.uuid4().hex[:8]}"
+        ids[name] = run_id
+        await store.append(
+            RunStarted(run_id=run_id, seq=1, at=at, task=name, agents=(), requester=who, conversation=where)
+        )
+    await store.append(RunCancelled(run_id=ids["theirs"], seq=2, at=4.0, by="U2"))
+
+    async def found(**filters: object) -> list[str]:
+        return [s.task for s in await store.find(RunQuery(**filters))]  # type: ignore[arg-type]
+
+    assert await found(channel=channel) == ["theirs", "mine"]
+    assert await found(surface="slack", channel=channel, status="running") == ["mine"]
+    assert await found(channel=channel, requester="U1") == ["mine"]
+    assert [t for t in await found(requester="U1", limit=100) if t in ids] == ["away", "mine"]
+    assert await found(channel=channel, limit=1) == ["theirs"]
+
+
+async def test_a_runs_table_from_before_issue_8_is_brought_up_to_date(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    async with engine.begin() as conn:
+        await conn.exec_driver_sql(
+            "CREATE TABLE runs (run_id VARCHAR(64) PRIMARY KEY, task TEXT NOT NULL,"
+            " status VARCHAR(16) NOT NULL, requester VARCHAR(255), started_at FLOAT NOT NULL,"
+            " ended_at FLOAT, winner VARCHAR(64),"
+            " salvage VARCHAR(64), cost_usd FLOAT NOT NULL, input_tokens INTEGER NOT NULL,"
+            " output_tokens INTEGER NOT NULL, last_seq INTEGER NOT NULL)"
+        )
+        await conn.exec_driver_sql(
+            "INSERT INTO runs VALUES ('old', 't', 'finished', 'U1', 1.0, 2.0, 'a0', NULL, 0, 0, 0, 9)"
+        )
+    store = await SqlRunStore.create(engine)
+    old = await store.get("old")
+    assert old is not None
+    assert (old.status, old.team, old.conversation, old.final_answer) == ("finished", None, None, None)
+    where = ConversationRef(surface="slack", channel="C1")
+    await store.append(RunStarted(run_id="new", seq=1, at=3.0, task="t", agents=(), conversation=where))
+    assert [s.run_id for s in await store.find(RunQuery(channel="C1"))] == ["new"]
+    await engine.dispose()
+
+
+def test_events_stored_under_their_old_kinds_still_load() -> None:
+    old = (
+        '{"kind": "approval_requested", "run_id": "r", "seq": 4, "at": 1.0, "agent_id": "a0",'
+        ' "request_id": "apr_1", "action": "command(make)", "risk": "medium", "layer": "risk",'
+        ' "reason": "?", "expires_at": 9.0}'
+    )
+    event = from_json(old)
+    assert isinstance(event, ToolApprovalRequested)
+    assert (event.kind, event.request_id) == ("tool_approval_requested", "apr_1")
+    resolved = from_json(
+        '{"kind": "approval_resolved", "agent_id": "a0", "request_id": "apr_1", "status": "denied"}'
+    )
+    assert resolved.kind == "tool_approval_resolved"
+    with pytest.raises(ValidationError):
+        from_json('{"kind": "no_such_kind"}')

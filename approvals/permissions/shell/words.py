@@ -204,19 +204,7 @@ class WordReader:
         if kind in ("simple_expansion", "expansion"):
             return self._expansion(node)
         if kind in ("command_substitution", "process_substitution"):
-            for child in node.children:
-                if child.is_named or child.is_error:
-                    self._on_substitution(child)
-            if kind == "process_substitution":
-                # What the program receives is a pipe's path, e.g. /dev/fd/63.
-                return Word(text="/dev/fd/63", plain=False, substitution=True, process_substitution=True)
-            static = self._static_output(node)
-            if static is not None:
-                return Word(text=static, plain=False, substitution=True, obfuscated=True)
-            stages = self._plain_stages(node)
-            listing = stages is not None and self._is_listing(stages)
-            revision = stages is not None and self._is_revision(stages)
-            return Word(text=UNKNOWN, plain=False, substitution=True, listing=listing, revision=revision)
+            return self._substitution(node)
         if kind == "arithmetic_expansion":
             self.note_arithmetic(node)
             self._scan(node)
@@ -229,6 +217,22 @@ class WordReader:
             self._on_problem(f"unsupported shell word: {kind}")
         self._scan(node)
         return Word(text=UNKNOWN, plain=False)
+
+    def _substitution(self, node: ts.Node) -> Word:
+        """`$(...)`, backticks or `<(...)`: the inner commands are judged; the word is what bash passes."""
+        for child in node.children:
+            if child.is_named or child.is_error:
+                self._on_substitution(child)
+        if node.type == "process_substitution":
+            # What the program receives is a pipe's path, e.g. /dev/fd/63.
+            return Word(text="/dev/fd/63", plain=False, substitution=True, process_substitution=True)
+        static = self._static_output(node)
+        if static is not None:
+            return Word(text=static, plain=False, substitution=True, obfuscated=True)
+        stages = self._plain_stages(node)
+        listing = stages is not None and self._is_listing(stages)
+        revision = stages is not None and self._is_revision(stages)
+        return Word(text=UNKNOWN, plain=False, substitution=True, listing=listing, revision=revision)
 
     def _plain_stages(self, node: ts.Node) -> list[list[str]] | None:
         """The argv of each stage of a substitution that is a pipeline of plain words, else None."""

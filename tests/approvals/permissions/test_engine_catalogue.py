@@ -89,7 +89,7 @@ def test_newer_catalogues_are_large_and_new() -> None:
 @pytest.mark.parametrize("item", _items("floor"))
 def test_floor_is_denied_by_the_floor(workspace: Path, item: str) -> None:
     for policy in ("human", "allow-all"):
-        decision = _decide(workspace, "floor", item, policy)  # type: ignore[arg-type]
+        decision = _decide(workspace, "floor", item, policy)
         assert (decision.verdict, decision.resolved, decision.layer, decision.risk) == (
             "deny", "deny", "floor", "critical",
         ), decision  # fmt: skip
@@ -115,7 +115,7 @@ def test_outside_reads_are_asked(workspace: Path, item: str) -> None:
 @pytest.mark.parametrize("item", _items("secrets"))
 def test_secrets_are_never_resolved_by_automation(workspace: Path, item: str) -> None:
     for policy in ("risk-based", "allow-all", "deny-all"):
-        assert _decide(workspace, "secrets", item, policy).resolved == "deny"  # type: ignore[arg-type]
+        assert _decide(workspace, "secrets", item, policy).resolved == "deny"
 
 
 def test_ordinary_work_rate(workspace: Path) -> None:

@@ -178,7 +178,7 @@ def test_spellings_bash_resolves_reach_the_floor(tmp_path: Path, text: str) -> N
 def test_hidden_programs_are_never_allowed_by_automation(tmp_path: Path, text: str) -> None:
     for policy in ("allow-all", "risk-based"):
         engine = PermissionEngine(
-            PermissionConfig(workspace=tmp_path, home=HOME, policy=policy, rules=_RULES)  # type: ignore[arg-type]
+            PermissionConfig(workspace=tmp_path, home=HOME, policy=policy, rules=_RULES)
         )
         decision = engine.evaluate(Action(kind="command", target=text))
         assert decision.resolved == "deny", (text, policy, decision)

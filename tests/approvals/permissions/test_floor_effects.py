@@ -50,7 +50,7 @@ def test_floored_under_every_policy_and_allow_everything_rules(
         ("human", False),
         ("risk-based", True),
     ):
-        decision = _engine(workspace, policy, everything).evaluate(Action(kind="command", target=text))  # type: ignore[arg-type]
+        decision = _engine(workspace, policy, everything).evaluate(Action(kind="command", target=text))
         assert (decision.verdict, decision.resolved, decision.layer) == ("deny", "deny", "floor"), (
             klass, text, policy, decision,
         )  # fmt: skip

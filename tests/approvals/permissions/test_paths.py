@@ -70,7 +70,7 @@ def test_path_actions(workspace: Path, kind: str, target: str, verdict: str, lay
 def test_secrets_ask_with_high_risk_and_are_never_auto_resolved(workspace: Path, target: str) -> None:
     for kind in ("read", "write"):
         for policy in ("risk-based", "allow-all", "deny-all"):
-            decision = _engine(workspace, policy=policy).evaluate(Action(kind=kind, target=target))  # type: ignore[arg-type]
+            decision = _engine(workspace, policy=policy).evaluate(Action(kind=kind, target=target))
             expected = ("ask", "high", "boundary", "deny")
             if kind == "write" and target.startswith(("/etc/", "/proc/", "/root/", "/usr/", "/var/lib/")):
                 # engine v2: overwriting a file in a system tree is the floor's

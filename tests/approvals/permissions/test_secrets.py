@@ -41,7 +41,7 @@ def test_catalogue_is_large_and_strings() -> None:
 def test_secret_reads_ask_and_automation_never_allows(command: str) -> None:
     assert _decide(command).verdict == "ask", _decide(command)
     for policy in ("risk-based", "allow-all"):
-        assert _decide(command, policy).resolved == "deny", (policy, _decide(command, policy))  # type: ignore[arg-type]
+        assert _decide(command, policy).resolved == "deny", (policy, _decide(command, policy))
 
 
 @pytest.mark.parametrize("command", CASES["allowed"])

@@ -40,7 +40,7 @@ def test_catalogue_is_large_and_strings() -> None:
 @pytest.mark.parametrize("command", CASES["floor"], ids=[c[:60] for c in CASES["floor"]])
 def test_written_text_that_destroys_reaches_the_floor(command: str) -> None:
     for policy in ("human", "allow-all"):
-        decision = _decide(command, policy)  # type: ignore[arg-type]
+        decision = _decide(command, policy)
         assert (decision.resolved, decision.layer) == ("deny", "floor"), decision
 
 

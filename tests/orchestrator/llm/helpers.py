@@ -35,19 +35,27 @@ Adapter = OpenAIResponsesClient | ChatCompletionsClient | AnthropicClient
 
 
 def make_adapter(
-    api: str, server: ProviderServer, *, timeout_s: float = 5.0, retry: RetryPolicy = FAST_RETRY, **kw: Any
+    api: str,
+    server: ProviderServer,
+    *,
+    idle_timeout_s: float = 5.0,
+    call_timeout_s: float = 10.0,
+    retry: RetryPolicy = FAST_RETRY,
+    strict: bool = True,
+    **kw: Any,
 ) -> Adapter:
     """An adapter over a strict SDK client: every response must validate against the SDK's models."""
+    limits: dict[str, Any] = {"idle_timeout_s": idle_timeout_s, "call_timeout_s": call_timeout_s}
     if api == "messages":
         anthropic_sdk = AsyncAnthropic(
-            base_url=server.anthropic_base_url, api_key="k", max_retries=0, _strict_response_validation=True
+            base_url=server.anthropic_base_url, api_key="k", max_retries=0, _strict_response_validation=strict
         )
-        return AnthropicClient(anthropic_sdk, f"claude-{api}", timeout_s=timeout_s, retry=retry, **kw)
+        return AnthropicClient(anthropic_sdk, f"claude-{api}", retry=retry, **limits, **kw)
     openai_sdk = AsyncOpenAI(
-        base_url=server.openai_base_url, api_key="k", max_retries=0, _strict_response_validation=True
+        base_url=server.openai_base_url, api_key="k", max_retries=0, _strict_response_validation=strict
     )
     cls = OpenAIResponsesClient if api == "responses" else ChatCompletionsClient
-    return cls(openai_sdk, f"gpt-{api}", timeout_s=timeout_s, retry=retry, **kw)
+    return cls(openai_sdk, f"gpt-{api}", retry=retry, **limits, **kw)
 
 
 async def collect(

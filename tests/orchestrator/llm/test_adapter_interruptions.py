@@ -30,12 +30,12 @@ def turn(client: Adapter) -> AsyncIterator[StreamItem]:
 
 async def test_timeout_before_first_byte_is_retried_then_raised(api: str, server: ProviderServer) -> None:
     server.handler = scripted(*[Reply(text="late", delay=10.0)] * 2)
-    client = make_adapter(api, server, timeout_s=0.2, retry=RetryPolicy(max_attempts=2, base_delay=0.01))
+    client = make_adapter(api, server, idle_timeout_s=0.2, retry=RetryPolicy(max_attempts=2, base_delay=0.01))
     started = time.monotonic()
     with pytest.raises(ProviderError) as info:
         _ = [item async for item in turn(client)]
     elapsed = time.monotonic() - started
-    await client.aclose()
+    await client.close()
     assert (info.value.status, info.value.retryable) == (None, True)
     assert "timed out" in info.value.message
     assert len(server.requests) == 2
@@ -45,11 +45,11 @@ async def test_timeout_before_first_byte_is_retried_then_raised(api: str, server
 
 async def test_stall_after_output_times_out_without_retry(api: str, server: ProviderServer) -> None:
     server.handler = scripted(Reply(text=LONG_TEXT, hang=True), Reply(text="replayed"))
-    client = make_adapter(api, server, timeout_s=0.6)  # generous: the first bytes must beat it under load
+    client = make_adapter(api, server, idle_timeout_s=0.6)  # generous: first bytes must beat it under load
     seen: list[StreamItem] = []
     with pytest.raises(ProviderError) as info:
         await drain(turn(client), seen)
-    await client.aclose()
+    await client.close()
     assert seen
     assert all(isinstance(i, TextDelta) for i in seen)  # partial output reached the caller...
     assert info.value.retryable  # ...so the failure surfaces, marked transient, for the caller to decide
@@ -62,27 +62,27 @@ async def test_mid_stream_disconnect_raises_after_partial_output(api: str, serve
     seen: list[StreamItem] = []
     with pytest.raises(ProviderError) as info:
         await drain(turn(client), seen)
-    await client.aclose()
+    await client.close()
     assert seen
     assert LONG_TEXT.startswith("".join(i.text for i in seen if isinstance(i, TextDelta)))
     assert (info.value.status, info.value.retryable) == (None, True)
     assert len(server.requests) == 1
 
 
-async def test_aclose_closes_the_http_stream(api: str, server: ProviderServer) -> None:
+async def test_close_closes_the_http_stream(api: str, server: ProviderServer) -> None:
     server.handler = scripted(Reply(text=LONG_TEXT, hang=True))
-    client = make_adapter(api, server, timeout_s=30.0)
+    client = make_adapter(api, server, idle_timeout_s=30.0)
     stream = turn(client)
     first = await anext(stream)
     assert isinstance(first, TextDelta)
     await stream.aclose()  # type: ignore[attr-defined]
     await server.wait_for(disconnects=1, timeout=5.0)
-    await client.aclose()
+    await client.close()
 
 
 async def test_task_cancellation_closes_the_http_stream(api: str, server: ProviderServer) -> None:
     server.handler = scripted(Reply(text=LONG_TEXT, hang=True))
-    client = make_adapter(api, server, timeout_s=30.0)
+    client = make_adapter(api, server, idle_timeout_s=30.0)
     got_output = asyncio.Event()
 
     async def consume() -> None:
@@ -96,4 +96,4 @@ async def test_task_cancellation_closes_the_http_stream(api: str, server: Provid
         await task
     await server.wait_for(disconnects=1, timeout=5.0)
     assert len(server.requests) == 1
-    await client.aclose()
+    await client.close()

@@ -33,7 +33,7 @@ async def server() -> AsyncIterator[ProviderServer]:
 async def adapter(api: str, server: ProviderServer) -> AsyncIterator[Adapter]:
     client = make_adapter(api, server)
     yield client
-    await client.aclose()
+    await client.close()
 
 
 def script(server: ProviderServer, *replies: Reply) -> None:

@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 
+from orchestrator.config.presets import PRESETS
 from orchestrator.errors import ProviderConfigError
 from orchestrator.llm.anthropic import AnthropicClient
 from orchestrator.llm.factory import (
     PLACEHOLDER_API_KEY,
-    PRESETS,
-    close_model_client,
     make_model_client,
 )
 from orchestrator.llm.openai import ChatCompletionsClient, OpenAIResponsesClient
@@ -43,7 +42,7 @@ async def test_types_map_to_adapters_and_endpoints(kind: str, cls: type, url: st
     assert isinstance(client, cls)
     assert str(sdk_of(client).base_url) == url
     assert sdk_of(client).max_retries == 0  # our retry layer owns retries
-    await close_model_client(client)
+    await client.close()
 
 
 @pytest.mark.parametrize(
@@ -62,7 +61,7 @@ async def test_types_map_to_adapters_and_endpoints(kind: str, cls: type, url: st
 async def test_api_key_resolution(kwargs: dict[str, Any], env: dict[str, str], key: str) -> None:
     client = make_model_client(model="m", env=env, **kwargs)
     assert sdk_of(client).api_key == key
-    await close_model_client(client)
+    await client.close()
 
 
 @pytest.mark.parametrize(
@@ -74,7 +73,7 @@ async def test_api_key_resolution(kwargs: dict[str, Any], env: dict[str, str], k
         ({"type": "gemini"}, "set GEMINI_API_KEY"),
         ({"type": "bard"}, "unknown backend type 'bard'"),
         ({"type": "openai", "model": ""}, "model must not be empty"),
-        ({"type": "openai", "api_key": "k", "timeout_s": 0}, "timeout_s must be > 0"),
+        ({"type": "openai", "api_key": "k", "idle_timeout_s": 0}, "idle_timeout_s must be > 0"),
     ],
 )
 def test_misconfiguration_fails_with_a_clear_error(kwargs: dict[str, Any], message: str) -> None:
@@ -94,7 +93,7 @@ async def test_a_turn_through_each_type(kind: str) -> None:
         url = server.anthropic_base_url if kind == "claude" else server.openai_base_url
         client = make_model_client(type=kind, model=f"{kind}-model", base_url=url, extra={"temperature": 0.2})
         items = await collect(client)  # type: ignore[arg-type]
-        await close_model_client(client)
+        await client.close()
     assert text_of(items) == "it works"
     assert end_of(items).usage.output_tokens == 2
     [request] = server.requests

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncGenerator
 
 import pytest
@@ -94,6 +95,7 @@ def test_invalid_policy_is_rejected() -> None:
         (TimeoutError("slow"), True, "timed out"),
         (ConnectionResetError("gone"), True, "connection failed"),
         (KeyError("bug"), False, "unexpected KeyError"),
+        (json.JSONDecodeError("Expecting value", "<html>", 0), True, "malformed response: data is not JSON"),
     ],
 )
 def test_unexpected_errors(exc: Exception, retryable: bool, words: str) -> None:
@@ -159,13 +161,16 @@ async def test_no_retry_after_the_first_item() -> None:
 
 async def test_exhausted_and_non_retryable_errors_raise_at_once() -> None:
     attempts = Attempts([(OSError("x"), False)] * 2)
-    with pytest.raises(ProviderError, match="503"):
+    with pytest.raises(ProviderError, match="503") as exhausted:
         await run(attempts, RetryPolicy(max_attempts=2, base_delay=0.0, max_delay=0.0))
+    assert exhausted.value.message == "boom (after 2 attempts)"  # the drop reason says it was retried
+    assert (exhausted.value.status, exhausted.value.retryable) == (503, True)
     assert attempts.opened == attempts.closed == 2
     attempts = Attempts([(KeyError("bug"), False), None])
     with pytest.raises(ProviderError) as info:
         await run(attempts)
     assert info.value.retryable is False
+    assert "attempts" not in info.value.message
     assert attempts.opened == 1
 
 
@@ -175,3 +180,26 @@ async def test_early_close_closes_the_attempt() -> None:
     assert await anext(stream) == TextDelta(text="a")
     await stream.aclose()  # type: ignore[attr-defined]
     assert attempts.closed == 1
+
+
+async def test_no_attempt_starts_past_the_call_deadline() -> None:
+    attempts = Attempts([(OSError("x"), False)] * 4)
+    left = iter([10.0, 0.3])  # seconds left of the call's deadline at each failure
+    with pytest.raises(ProviderError) as info:
+        await drain(
+            stream_with_retries(
+                attempts.attempt,
+                classify,
+                POLICY,
+                sleep=_no_wait,
+                rand=lambda: 0.0,
+                remaining=lambda: next(left),
+            ),
+            [],
+        )
+    assert attempts.opened == attempts.closed == 2  # the second backoff (0.5 s) would end past it
+    assert info.value.message == "boom (after 2 attempts)"
+
+
+async def _no_wait(_: float) -> None:
+    return None

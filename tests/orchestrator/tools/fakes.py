@@ -14,7 +14,8 @@ from approvals.permissions.decisions import Decision
 from approvals.service import ApprovalService
 from approvals.testing import InMemoryApprovalStore, InMemoryAuditLog
 from orchestrator.events import RunEvent
-from orchestrator.gate import ApprovalPort, PermissionGate
+from orchestrator.ports import ApprovalPort
+from orchestrator.tools.gate import PermissionGate
 
 ALLOW = Decision(verdict="allow", resolved="allow", risk="low", layer="risk", reason="low risk")
 ASK = Decision(verdict="ask", resolved="ask", risk="medium", layer="risk", reason="medium risk")
@@ -68,7 +69,11 @@ class Harness:
         self.events.append(event)
 
     def gate(
-        self, *, timeout: timedelta = timedelta(minutes=5), approvals: ApprovalPort | None = None
+        self,
+        *,
+        timeout: timedelta = timedelta(minutes=5),
+        approvals: ApprovalPort | None = None,
+        judge_timeout: float = 2.0,
     ) -> PermissionGate:
         return PermissionGate(
             run_id="run1",
@@ -77,6 +82,7 @@ class Harness:
             approvers=self.approvers,
             timeout=timeout,
             emit=self.emit,
+            judge_timeout=judge_timeout,
         )
 
     async def next_request(self) -> ApprovalRequest:

@@ -10,25 +10,25 @@ from typing import Literal
 import pytest
 
 from approvals.models import Principal
-from orchestrator.config import TeamConfig, parse_team
+from orchestrator.config.team import TeamConfig, parse_team
 from orchestrator.errors import TeamConfigError
 from orchestrator.events import (
-    ApprovalRequested,
-    ApprovalResolved,
     RunCancelled,
     RunEvent,
     RunFinished,
+    ToolApprovalRequested,
+    ToolApprovalResolved,
     ToolCalled,
     ToolDecided,
     from_json,
 )
 from orchestrator.ports import RunContext, RunTools
-from orchestrator.run import RunHandle, start_run
+from orchestrator.run.supervisor import RunHandle, start_run
 from orchestrator.testing import Request, Script, ScriptedModels, Turn, call, hang, protocol, scripted_team
-from orchestrator.toolbox import build_run_tools
+from orchestrator.tools.toolbox import build_run_tools
+from tests.bot.cli.test_run import massgen_bot, team_file
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
-from tests.orchestrator.test_cli_run import massgen_bot, team_file
 from tests.orchestrator.tools.fakes import Harness
 
 APPROVER = Principal(id="U_APPROVER")
@@ -68,12 +68,12 @@ async def _start(
     return handle, source
 
 
-def _apply_events(harness: Harness) -> list[object]:
+def _apply_events(harness: Harness) -> list[RunEvent]:
     return [
         e
         for e in harness.events
         if (isinstance(e, ToolCalled | ToolDecided) and e.tool == "apply_patch")
-        or isinstance(e, ApprovalRequested | ApprovalResolved)
+        or isinstance(e, ToolApprovalRequested | ToolApprovalResolved)
     ]
 
 
@@ -118,8 +118,8 @@ async def test_the_winner_patch_reaches_the_source_only_when_approved(
         return
     assert [e.kind for e in events] == [
         "tool_call",
-        "approval_requested",
-        "approval_resolved",
+        "tool_approval_requested",
+        "tool_approval_resolved",
         "tool_decision",
     ]
     assert {getattr(e, "agent_id", None) for e in events} == {finished.winner}
@@ -230,5 +230,5 @@ async def test_cli_without_a_terminal_denies_the_apply_and_still_succeeds(tmp_pa
     denied = f"denied by cli:{getpass.getuser()}: no terminal to ask"
     assert (finished.applied, finished.apply_reason) == (False, denied)
     assert (tmp_path / "repo" / "fix.py").read_text() == ORIGINAL
-    resolved = [e for e in events if isinstance(e, ApprovalResolved) and e.agent_id == finished.winner]
+    resolved = [e for e in events if isinstance(e, ToolApprovalResolved) and e.agent_id == finished.winner]
     assert [e.status for e in resolved][-1:] == ["denied"]

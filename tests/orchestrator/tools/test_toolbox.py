@@ -13,11 +13,11 @@ import pytest
 from approvals.models import Principal
 from approvals.permissions.actions import Action, action_digest
 from approvals.permissions.decisions import Decision
-from orchestrator.config import TeamConfig
+from orchestrator.config.team import TeamConfig
 from orchestrator.events import ToolDecided
 from orchestrator.llm.base import ToolCall
 from orchestrator.ports import RunContext, RunTools
-from orchestrator.toolbox import WorkspaceRunTools, build_run_tools
+from orchestrator.tools.toolbox import WorkspaceRunTools, build_run_tools
 from tests.orchestrator.tools.conftest import needs_bwrap
 from tests.orchestrator.tools.fakes import ALLOW, Harness, ScriptedEngine
 
@@ -66,7 +66,7 @@ async def harness() -> Harness:
 async def test_it_implements_the_run_tools_port(harness: Harness, source: Path, tmp_path: Path) -> None:
     tools: RunTools = await build(harness, team(source), tmp_path / "ws")
     assert {s.name for s in tools.for_agent("alpha").specs("coordination")} >= {"read_file", "run_command"}
-    await tools.close()
+    await tools.close("the run ended")
     assert not (tmp_path / "ws" / "run1").exists()
 
 
@@ -87,7 +87,7 @@ async def test_happy_path_file_tools_and_events(harness: Harness, source: Path, 
     ]
     assert harness.kinds()[:3] == ["tool_call", "agent_status", "tool_decision"]
     assert [e.outcome for e in harness.audit.entries] == ["allow", "allow"]
-    await tools.close()
+    await tools.close("the run ended")
 
 
 async def test_bad_arguments_are_an_error_result(harness: Harness, source: Path, tmp_path: Path) -> None:
@@ -96,7 +96,7 @@ async def test_bad_arguments_are_an_error_result(harness: Harness, source: Path,
     assert outcome.is_error
     assert "content: Field required" in outcome.content
     assert not (tools.workspace("alpha") / "x").exists()
-    await tools.close()
+    await tools.close("the run ended")
 
 
 @needs_bwrap
@@ -114,7 +114,7 @@ async def test_deny_reason_is_fed_back_and_nothing_runs(
     assert harness.audit.entries[-1].outcome == "deny"
     (decided,) = [e for e in harness.events if isinstance(e, ToolDecided)]
     assert (decided.decision, decided.executed, decided.layer) == ("deny", False, "rule")
-    await tools.close()
+    await tools.close("the run ended")
 
 
 @needs_bwrap
@@ -137,7 +137,7 @@ async def test_ask_waits_while_another_agent_works_and_runs_exactly_the_approved
     outcome = await asyncio.wait_for(waiting, timeout=10)
     assert "hello from loopback" in outcome.content  # network opened for the approved egress
     assert not (tools.workspace("alpha") / "swapped.txt").exists()
-    await tools.close()
+    await tools.close("the run ended")
 
 
 @needs_bwrap
@@ -156,7 +156,7 @@ async def test_run_scope_approval_is_not_asked_twice(
     )
     assert "hello from loopback" in second.content
     assert harness.requested.empty()
-    await tools.close()
+    await tools.close("the run ended")
 
 
 @needs_bwrap
@@ -177,7 +177,7 @@ async def test_network_follows_the_egress_decision_not_the_command_text(
         call("run_command", {"command": command}), phase="coordination"
     )
     assert ("CONNECTED" if reachable else "UNREACHABLE") in outcome.content
-    await tools.close()
+    await tools.close("the run ended")
 
 
 async def test_missing_bubblewrap_refuses_run_command(harness: Harness, source: Path, tmp_path: Path) -> None:
@@ -189,7 +189,7 @@ async def test_missing_bubblewrap_refuses_run_command(harness: Harness, source: 
     assert "bubblewrap not found" in outcome.content
     assert "sandbox: none" in outcome.content
     assert not (tools.workspace("alpha") / "made.txt").exists()
-    await tools.close()
+    await tools.close("the run ended")
 
 
 async def test_sandbox_none_runs_plainly(harness: Harness, source: Path, tmp_path: Path) -> None:
@@ -198,7 +198,7 @@ async def test_sandbox_none_runs_plainly(harness: Harness, source: Path, tmp_pat
         call("run_command", {"command": "echo hi > made.txt && cat made.txt"}), phase="coordination"
     )
     assert outcome.content == "hi\n[exit code 0]"
-    await tools.close()
+    await tools.close("the run ended")
 
 
 async def test_peers_workspace_is_readable_not_writable(
@@ -216,7 +216,7 @@ async def test_peers_workspace_is_readable_not_writable(
     assert beta_file.read_text() == "print('v1')\n"
     assert harness.requested.empty()  # refused outright: no human is asked to approve the impossible
     assert (harness.audit.entries[-1].outcome, harness.audit.entries[-1].layer) == ("deny", "boundary")
-    await tools.close()
+    await tools.close("the run ended")
 
 
 def _git(*args: str, cwd: Path) -> str:
@@ -257,7 +257,7 @@ async def test_git_push_is_deferred_in_coordination_and_done_once_in_final(
     assert "main" in _git("branch", "--list", cwd=remote)
     second = await tools.for_agent("beta").call(call("run_command", push), phase="final")
     assert second.is_error
-    await tools.close()
+    await tools.close("the run ended")
 
 
 async def test_winner_patch_and_apply_back_through_the_engine(
@@ -287,7 +287,7 @@ async def test_winner_patch_and_apply_back_through_the_engine(
     assert not outcome.is_error, outcome.content
     assert (source / "app.py").read_text() == "print('v2')\n"
     assert (source / "new.py").read_text() == "X = 1\n"
-    await tools.close()
+    await tools.close("the run ended")
 
 
 async def test_fetch_url_asks_then_fetches_exactly_the_approved_url(
@@ -308,7 +308,7 @@ async def test_fetch_url_asks_then_fetches_exactly_the_approved_url(
     outcome = await asyncio.wait_for(waiting, timeout=10)
     assert outcome.content.endswith("hello from loopback")
     assert [e.outcome for e in harness.audit.entries] == ["ask", "approved"]
-    await tools.close()
+    await tools.close("the run ended")
 
 
 async def test_an_unanswered_ask_is_denied_when_it_expires(
@@ -324,8 +324,8 @@ async def test_an_unanswered_ask_is_denied_when_it_expires(
     )
     assert outcome.is_error
     assert "expired" in outcome.content
-    assert harness.kinds().count("approval_resolved") == 1
-    await tools.close()
+    assert harness.kinds().count("tool_approval_resolved") == 1
+    await tools.close("the run ended")
 
 
 async def test_close_cancels_pending_approvals(harness: Harness, source: Path, tmp_path: Path) -> None:
@@ -333,7 +333,7 @@ async def test_close_cancels_pending_approvals(harness: Harness, source: Path, t
     fetch = call("fetch_url", {"url": "https://example.com/"})
     waiting = asyncio.create_task(tools.for_agent("alpha").call(fetch, phase="coordination"))
     request = await harness.next_request()
-    await tools.close()
+    await tools.close("the run ended")
     outcome = await asyncio.wait_for(waiting, timeout=5)
     assert outcome.is_error
     assert "cancelled" in outcome.content
@@ -351,7 +351,7 @@ async def test_huge_arguments_are_clipped_in_events_not_in_the_file(
     (called,) = [e for e in harness.events if e.kind == "tool_call"]
     assert len(called.arguments["content"]) < 2100
     assert (tools.workspace("alpha") / "big.txt").read_text() == content
-    await tools.close()
+    await tools.close("the run ended")
 
 
 async def test_a_symlink_swapped_during_the_approval_does_not_redirect_the_read(
@@ -376,7 +376,7 @@ async def test_a_symlink_swapped_during_the_approval_does_not_redirect_the_read(
     assert outcome.content == "the approved file\n"
     (called,) = [e for e in harness.events if isinstance(e, ToolDecided)]
     assert str(shown) in called.action  # the real path was judged and shown, not only the link
-    await tools.close()
+    await tools.close("the run ended")
 
 
 @pytest.mark.parametrize(
@@ -390,7 +390,7 @@ async def test_odd_paths_give_an_error_result_never_an_exception(
     outcome = await tools.for_agent("alpha").call(call("read_file", arguments), phase="coordination")
     assert outcome.is_error
     assert outcome.content.startswith(("read_file failed", "denied"))
-    await tools.close()
+    await tools.close("the run ended")
 
 
 async def test_a_write_through_a_symlink_out_of_the_workspace_is_refused_without_asking(
@@ -407,7 +407,7 @@ async def test_a_write_through_a_symlink_out_of_the_workspace_is_refused_without
     assert "through a symlink" in outcome.content
     assert victim.read_text() == "original\n"
     assert harness.requested.empty()
-    await tools.close()
+    await tools.close("the run ended")
 
 
 async def test_an_always_approval_allows_the_same_command_in_later_runs(
@@ -420,7 +420,7 @@ async def test_an_always_approval_allows_the_same_command_in_later_runs(
     assert "always" in request.scopes, "a plain, medium-risk command offers the always scope"
     await harness.service.decide(request.id, APPROVER, approve=True, scope="always")
     await pending
-    await first.close()
+    await first.close("the run ended")
     assert await harness.service.always_rules() == ["command(frobnicate --check)"]
 
     harness.events.clear()
@@ -445,4 +445,4 @@ async def test_an_always_approval_allows_the_same_command_in_later_runs(
     again = await harness.next_request()
     await harness.service.decide(again.id, APPROVER, approve=False)
     assert (await other).content
-    await later.close()
+    await later.close("the run ended")

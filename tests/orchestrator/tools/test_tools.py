@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from approvals.permissions.actions import Action
-from orchestrator.sandbox import Sandbox
-from orchestrator.tools import (
+from orchestrator.tools.sandbox import Sandbox
+from orchestrator.tools.specs import (
     TOOL_NAMES,
     ToolArgumentError,
     ToolEnv,

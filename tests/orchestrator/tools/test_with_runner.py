@@ -11,9 +11,9 @@ from approvals.models import Principal
 from orchestrator.events import RunFinished, ToolDecided
 from orchestrator.llm.base import ToolResultMessage
 from orchestrator.ports import RunContext, RunTools
-from orchestrator.run import start_run
+from orchestrator.run.supervisor import start_run
 from orchestrator.testing import Request, Script, ScriptedModels, Turn, call, protocol, scripted_team
-from orchestrator.toolbox import build_run_tools
+from orchestrator.tools.toolbox import build_run_tools
 from tests.orchestrator.tools.fakes import Harness
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import PatchConflict, WorkspaceError
-from orchestrator.workspace import RunWorkspaces, apply_patch_to_source, patch_paths
+from orchestrator.tools.workspace import RunWorkspaces, apply_patch_to_source, patch_paths
 
 
 def _source(tmp_path: Path) -> Path:

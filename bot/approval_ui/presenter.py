@@ -1,0 +1,167 @@
+"""Approvals in Slack, shown: post each ask in its run's thread, rewrite it with its outcome.
+
+The service calls `on_event` inline, so this only queues Slack calls; anything that awaits (a
+message's ts, the store) runs in a supervised task. Button values carry only the request id.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import replace
+from typing import Any
+
+from approvals import ApprovalEvent, ApprovalRequest, ApprovalService
+from bot.approval_ui.blocks import (
+    ApprovalView,
+    approval_decided_blocks,
+    approval_expired_blocks,
+    approval_request_blocks,
+    approver_mentions,
+)
+from bot.approval_ui.port import slack_conversation
+from bot.render.kit import date_token
+from bot.slack.outbox import MessageRef, Outbox
+from bot.slack.parse import is_user_id
+from bot.slack.store import BotStore
+
+log = logging.getLogger(__name__)
+
+
+def approval_view(request: ApprovalRequest) -> ApprovalView:
+    """The renderer's view of a request (rendering never sees approvals internals)."""
+    return ApprovalView(
+        request_id=request.id,
+        agent_id=request.agent_id,
+        action=str(request.action),
+        risk=request.risk,
+        reason=request.reason,
+        layer=request.layer,
+        rule=request.rule,
+        expires_at=request.expires_at.timestamp(),
+        status=request.status,
+        decided_by=request.decided_by,
+        scope=request.decision_scope,
+        scopes=request.scopes,
+        decided_at=None if request.decided_at is None else request.decided_at.timestamp(),
+        decision_reason=request.decision_reason,
+        quorum=request.approvers.quorum,
+        approvals_so_far=request.approvals_so_far,
+    )
+
+
+class ApprovalsUI:
+    """Renders approval events into the run's thread: the ask, its reminder, its outcome."""
+
+    def __init__(
+        self,
+        service: ApprovalService,
+        outbox: Outbox,
+        store: BotStore,
+        *,
+        spawn: Callable[[Coroutine[Any, Any, Any]], object],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.service = service
+        self._spawn = spawn
+        self._outbox = outbox
+        self._store = store
+        self._clock = clock
+        self._messages: dict[str, MessageRef] = {}
+        self._unsubscribe: Callable[[], None] | None = None
+        # Called with each request that appeared or left the pending set (App Home refreshes).
+        self.on_change: Callable[[ApprovalRequest], None] | None = None
+
+    def attach(self) -> None:
+        """Start rendering the service's events."""
+        self._unsubscribe = self.service.subscribe(self.on_event)
+
+    def detach(self) -> None:
+        """Stop rendering (shutdown)."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def on_event(self, event: ApprovalEvent) -> None:
+        """Post a new ask; rewrite its message when decided, expired or cancelled.
+
+        The service calls this inline before `request()`/`decide()` return, so it only queues
+        Slack calls; anything that awaits (the message's ts, the store) runs in a supervised task.
+        """
+        if event.kind == "decision_rejected":
+            return
+        request = event.request
+        if self.on_change is not None and event.kind != "approval_reminder":
+            self.on_change(request)
+        if event.kind == "approval_requested":
+            self._post(request)
+        elif event.kind == "approval_reminder":
+            self._remind(request)
+        elif event.kind == "approval_decided" and event.final:
+            self._rewrite(request, *approval_decided_blocks(approval_view(request), now=self._clock()))
+        elif event.kind == "approval_decided":  # a vote towards a quorum: show the progress, keep buttons
+            self._rewrite(request, *self._request_blocks(request), final=False)
+        elif event.kind in {"approval_expired", "approval_cancelled"}:
+            self._rewrite(request, *approval_expired_blocks(approval_view(request), now=self._clock()))
+
+    def _post(self, request: ApprovalRequest) -> None:
+        where = slack_conversation(request)
+        if where is None:
+            return  # not a Slack run (CLI, file handshake): nothing to show here
+        text, blocks = self._request_blocks(request)
+        ref = self._outbox.post(where.channel, text=text, blocks=blocks, thread=where.thread, priority=10)
+        self._messages[request.id] = ref
+        self._spawn(self._remember(request.id, where.channel, ref))
+
+    def _request_blocks(self, request: ApprovalRequest) -> tuple[str, list[dict[str, Any]]]:
+        return approval_request_blocks(
+            approval_view(request),
+            approver_ids=_approver_ids(request),
+            approver_groups=sorted(request.approvers.groups),
+            now=self._clock(),
+        )
+
+    def _remind(self, request: ApprovalRequest) -> None:
+        """A new thread reply (an edit would not notify anyone) shortly before the request expires."""
+        where = slack_conversation(request)
+        if where is None:
+            return
+        who = approver_mentions(_approver_ids(request), sorted(request.approvers.groups)) or "Approvers"
+        at = date_token(request.expires_at.timestamp())
+        text = f"⏰ {who}: an approval request in this thread expires at {at}; unanswered, it is denied."
+        self._outbox.post(where.channel, text=text, thread=where.thread, priority=10)
+
+    async def _remember(self, request_id: str, channel: str, ref: MessageRef) -> None:
+        await self._store.record_approval_message(request_id, channel, await ref.ts())
+
+    def _rewrite(
+        self, request: ApprovalRequest, text: str, blocks: list[dict[str, Any]], *, final: bool = True
+    ) -> None:
+        if slack_conversation(request) is None:
+            return
+        ref = self._messages.pop(request.id, None) if final else self._messages.get(request.id)
+        if ref is not None:
+            self._outbox.update(ref, text=text, blocks=blocks)
+        else:  # posted by an earlier process: find the message in the store
+            self._spawn(self._rewrite_stored(request.id, text, blocks))
+
+    async def _rewrite_stored(self, request_id: str, text: str, blocks: list[dict[str, Any]]) -> None:
+        where = await self._store.approval_message(request_id)
+        if where is not None:
+            self._outbox.update(MessageRef.existing(where[0], where[1]), text=text, blocks=blocks)
+
+    def show_reason(self, request: ApprovalRequest, reason: str) -> None:
+        """Rewrite a denied request's message with the reason its denier gave afterwards."""
+        view = replace(approval_view(request), decision_reason=reason)
+        self._rewrite(request, *approval_decided_blocks(view, now=self._clock()))
+
+
+def _approver_ids(request: ApprovalRequest) -> list[str]:
+    """Who to mention: listed users, minus the requester unless they may approve their own request."""
+    approvers = request.approvers
+    return sorted(
+        u
+        for u in approvers.users
+        if is_user_id(u) and (u != request.requester_id or approvers.allow_self_approval)
+    )

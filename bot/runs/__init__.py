@@ -1,0 +1,24 @@
+"""A run in Slack: its supervisor, status message (view, presenter, blocks) and use cases."""
+
+from bot.runs.blocks import apply_line
+from bot.runs.history import RunHistory, SlackRun
+from bot.runs.models import SharedModels
+from bot.runs.supervisor import ActiveRun, RunRequest, RunSupervisor, ToolsBuilder
+from bot.runs.teams import TeamCatalog, TeamChoice, TeamNotFound
+from bot.runs.use_cases import RunUseCases, Where
+
+__all__ = [
+    "ActiveRun",
+    "RunHistory",
+    "RunRequest",
+    "RunSupervisor",
+    "RunUseCases",
+    "SharedModels",
+    "SlackRun",
+    "TeamCatalog",
+    "TeamChoice",
+    "TeamNotFound",
+    "ToolsBuilder",
+    "Where",
+    "apply_line",
+]

@@ -1,0 +1,140 @@
+"""Stamps events (run id, dense seq, time), folds them into the coordination state, then delivers them.
+
+`emit` is synchronous up to the fold, so the runner's scheduling decisions see every event at once
+and two agents can never interleave between a check and its event. Delivery (store first, then
+subscribers, in seq order) runs in one drain task: a slow subscriber delays others' delivery, never
+the run. A failing subscriber is logged and skipped; a failing store is logged once and recorded in
+`store_error` (the run goes on; its live stream stays complete).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+
+from orchestrator.events import TERMINAL_KINDS, RunEvent
+from orchestrator.ports import RunStore
+from orchestrator.run.coordination import CoordinationState
+
+Subscriber = Callable[[RunEvent], Awaitable[None] | None]
+log = logging.getLogger(__name__)
+
+
+class Emitter:
+    """One per run."""
+
+    def __init__(
+        self, run_id: str, *, clock: Callable[[], float], store: RunStore | None, state: CoordinationState
+    ) -> None:
+        self.run_id = run_id
+        self.state = state
+        self.store_error: BaseException | None = None
+        self.terminal: RunEvent | None = None
+        self._clock = clock
+        self._store = store
+        self._seq = state.last_seq
+        self._subscribers: list[Subscriber] = []
+        self._queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
+        self._drained = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()
+        self._delivered_seq = state.last_seq
+        self._delivered = asyncio.Event()
+
+    def start(self) -> None:
+        """Start the delivery task (needs a running loop)."""
+        self._task = asyncio.create_task(self._drain(), name=f"run-{self.run_id}-events")
+
+    def emit(self, event: RunEvent) -> RunEvent:
+        """Stamp, fold and queue one event; returns the stamped event."""
+        if self.terminal is not None:
+            # A straggler (e.g. a toolbox cleaning up) must not break a finished run: drop it, loudly.
+            log.warning("run %s already ended; dropped a late %s event", self.run_id, event.kind)
+            return event
+        self._seq += 1
+        stamped = replace(event, run_id=self.run_id, seq=self._seq, at=self._clock())
+        self.state = self.state.apply(stamped)
+        if stamped.kind in TERMINAL_KINDS:
+            self.terminal = stamped
+        self._queue.put_nowait(stamped)
+        # Wake everyone waiting for a state change, then arm a fresh event for the next one.
+        self._changed.set()
+        self._changed = asyncio.Event()
+        return stamped
+
+    async def emit_async(self, event: RunEvent) -> None:
+        """`emit` for callers that take an awaitable callback (the toolbox's RunContext.emit)."""
+        self.emit(event)
+
+    async def changed(self) -> None:
+        """Return after the next emitted event."""
+        await self._changed.wait()
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Deliver every later event to `callback`; returns an unsubscribe function."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    async def stream(self) -> AsyncIterator[RunEvent]:
+        """Live events from now on, ending with the terminal event."""
+        if self.terminal is not None and self._drained.is_set():
+            yield self.terminal
+            return
+        queue: asyncio.Queue[RunEvent] = asyncio.Queue()
+        unsubscribe = self.subscribe(queue.put_nowait)
+        try:
+            while True:
+                event = await queue.get()
+                yield event
+                if event.kind in TERMINAL_KINDS:
+                    return
+        finally:
+            unsubscribe()
+
+    async def flush(self) -> None:
+        """Return once every event emitted so far is persisted and delivered."""
+        target = self._seq
+        while self._delivered_seq < target and not self._drained.is_set():
+            await self._delivered.wait()
+
+    async def close(self) -> None:
+        """Deliver everything queued, then stop the delivery task."""
+        if self._task is None:
+            return
+        self._queue.put_nowait(None)
+        await self._drained.wait()
+        await self._task
+
+    async def _drain(self) -> None:
+        while (event := await self._queue.get()) is not None:
+            await self._persist(event)
+            for callback in list(self._subscribers):
+                try:
+                    result = callback(event)
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception:
+                    log.exception("run %s: subscriber %r failed on %s", self.run_id, callback, event.kind)
+            self._delivered_seq = event.seq
+            self._delivered.set()
+            self._delivered = asyncio.Event()
+        self._drained.set()
+
+    async def _persist(self, event: RunEvent) -> None:
+        if self._store is None or self.store_error is not None:
+            return
+        try:
+            await self._store.append(event)
+        except Exception as exc:
+            self.store_error = exc
+            log.exception(
+                "run %s: store failed at seq %d; later events are not persisted", self.run_id, event.seq
+            )

@@ -1,0 +1,286 @@
+"""The permission gate: engine verdict → audit → (ask) approval request and wait → events.
+
+Every tool call of every agent passes `PermissionGate.check` before anything runs. Allow and
+deny are audited here (`record_decision`); an ask becomes an approval request that the service
+audits and a human answers, while the other agents keep working (only this call awaits). The
+request binds the digest of the exact validated input; the gate refuses an approval whose digest
+differs. Side-effect actions (push, publish, post) are deferred during coordination and allowed
+only in the final phase, for one agent per run: N agents never push N times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from approvals import ApprovalRequest, Approvers, Ask, AuditEntry, ConversationRef, Outcome
+from approvals.permissions import Action, Decision
+from orchestrator.events import AgentState, AgentStatus, ToolApprovalRequested, ToolApprovalResolved
+from orchestrator.ports import ApprovalPort, Emit, Evaluator, ToolPhase
+
+log = logging.getLogger(__name__)
+
+JUDGE_TIMEOUT_S = 2.0  # a verdict slower than this is a deny: the engine is pure and takes milliseconds
+_ENGINE_LOCK = threading.Lock()
+
+DEFERRED = (
+    "deferred: this action has an outside effect (push/publish/post) and is never executed while "
+    "agents are still competing. Describe it in your answer; if your answer wins, you perform it "
+    "in the final phase."
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateResult:
+    """Whether the call may run, why, and what the engine said (`egress` opens the sandbox network)."""
+
+    allowed: bool
+    reason: str
+    decision: Decision
+    request: ApprovalRequest | None = None
+    deferred: bool = False
+
+    @property
+    def network(self) -> bool:
+        """True when the call runs with the sandbox's network open (allowed, and the engine said egress)."""
+        return self.allowed and self.decision.egress
+
+
+@dataclass(slots=True)
+class RunGrants:
+    """Scope keys approved "for this run", shared by all agents of the run."""
+
+    keys: set[str] = field(default_factory=set)
+    side_effect_agent: str | None = None  # the one agent allowed side effects in the final phase
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateCall:
+    """One permission question: who asks, for what tool input (bound by `digest`), in which phase."""
+
+    agent_id: str
+    tool: str
+    actions: tuple[Action, ...]
+    digest: str
+    phase: ToolPhase
+    request_action: Action | None = None  # what the approver is shown; default the first action
+    context: Mapping[str, str] = field(default_factory=dict)
+
+
+class PermissionGate:
+    """One per run; engines are per agent (each has its own workspace), grants are per run."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        requester: str | None,
+        approvals: ApprovalPort,
+        approvers: Approvers,
+        timeout: timedelta,
+        emit: Emit,
+        grants: RunGrants | None = None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        conversation: ConversationRef | None = None,
+        judge_timeout: float = JUDGE_TIMEOUT_S,
+    ) -> None:
+        self.run_id = run_id
+        self._judge_timeout = judge_timeout
+        self.requester = requester
+        self.conversation = conversation
+        self.grants = grants if grants is not None else RunGrants()
+        self.approvals = approvals
+        self._approvers = approvers
+        self._timeout = timeout
+        self._emit = emit
+        self._asking: dict[frozenset[str], asyncio.Future[None]] = {}  # asks in flight, by scope keys
+        self._now = now
+
+    async def check(self, engine: Evaluator, call: GateCall) -> GateResult:
+        """The engine's verdict, resolved through side-effect deferral and, for an ask, a human."""
+        decision = await self._judge(engine, call)
+        if decision.resolved == "deny":
+            return await self._finish(call, decision, False, decision.reason)
+        if decision.side_effect:
+            refusal = self._side_effect_refusal(call)
+            if refusal is not None:
+                return await self._finish(
+                    call, decision, False, refusal, deferred=call.phase == "coordination"
+                )
+        if decision.resolved == "allow":
+            return await self._finish(call, decision, True, decision.reason)
+        return await self._ask_once(engine, call, decision)
+
+    async def _judge(self, engine: Evaluator, call: GateCall) -> Decision:
+        """The engine's verdict, judged off the event loop; a failure or a slow verdict denies."""
+        grants = frozenset(self.grants.keys)
+        try:
+            return await asyncio.wait_for(
+                asyncio.to_thread(_evaluate, engine, call.actions, grants), self._judge_timeout
+            )
+        except TimeoutError:
+            log.warning("permission engine gave no verdict within %.1f s", self._judge_timeout)
+            return _fail_closed(f"engine error: no verdict within {self._judge_timeout:g} s")
+        except Exception as exc:  # an engine failure must deny, never allow
+            log.exception("permission engine failed")
+            return _fail_closed(f"engine error: {exc}")
+
+    async def _ask_once(self, engine: Evaluator, call: GateCall, decision: Decision) -> GateResult:
+        """Ask, unless the same action is already being asked: then wait for that answer and re-check.
+
+        N agents wanting the same `pip install` make one Slack message, not N. A "run" approval
+        then lets the followers through; "once" never propagates (pitfall 19): they ask in turn.
+        """
+        key = frozenset(engine.scope_key(a) for a in call.actions)
+        pending = self._asking.get(key)
+        if pending is not None:
+            detail = f"waiting for the same approval ({call.actions[0]})"
+            await self._emit(AgentStatus(agent_id=call.agent_id, status="awaiting_approval", detail=detail))
+            await asyncio.shield(pending)
+            return await self.check(engine, call)
+        done = asyncio.get_running_loop().create_future()
+        self._asking[key] = done
+        try:
+            return await self._ask(engine, call, decision)
+        finally:
+            del self._asking[key]
+            done.set_result(None)
+
+    async def refuse(self, call: GateCall, reason: str, *, layer: str = "boundary") -> None:
+        """Audit a refusal decided before the engine (e.g. a write outside the own workspace)."""
+        await self._audit(call, "deny", layer=layer, risk="high", reason=reason)
+
+    def _side_effect_refusal(self, call: GateCall) -> str | None:
+        if call.phase == "coordination":
+            return DEFERRED
+        holder = self.grants.side_effect_agent
+        if holder is not None and holder != call.agent_id:
+            return f"refused: side effects of this run are performed by {holder} only (once per run)"
+        self.grants.side_effect_agent = call.agent_id
+        return None
+
+    async def _finish(
+        self, call: GateCall, decision: Decision, allowed: bool, reason: str, *, deferred: bool = False
+    ) -> GateResult:
+        outcome: Outcome = "allow" if allowed else "deny"
+        layer = "policy" if deferred else decision.layer
+        await self._audit(call, outcome, layer=layer, risk=decision.risk, reason=reason)
+        return GateResult(allowed=allowed, reason=reason, decision=decision, deferred=deferred)
+
+    async def _audit(self, call: GateCall, outcome: Outcome, *, layer: str, risk: str, reason: str) -> None:
+        entry = AuditEntry(
+            at=self._now(),
+            run_id=self.run_id,
+            agent_id=call.agent_id,
+            actor="engine",
+            action=" + ".join(str(a) for a in call.actions),
+            outcome=outcome,
+            layer=layer,
+            risk=risk,
+            reason=reason,
+        )
+        await self.approvals.record_decision(entry)
+
+    async def _ask(self, engine: Evaluator, call: GateCall, decision: Decision) -> GateResult:
+        action = call.request_action or call.actions[0]
+        context = {"run_id": self.run_id, "agent_id": call.agent_id, "tool": call.tool, **call.context}
+        ask = Ask(
+            run_id=self.run_id,
+            agent_id=call.agent_id,
+            requester=self.requester,
+            action=action,
+            digest=call.digest,
+            decision=decision,
+            approvers=self._approvers,
+            timeout=self._timeout,
+            conversation=self.conversation,
+            context=context,
+        )
+        try:
+            request = await self.approvals.request(ask)
+        except Exception as exc:  # no approvers, store down...: nobody can say yes, so the answer is no
+            log.warning("approval request failed: %s", exc)
+            return await self._finish(
+                call, decision, False, f"denied: approval could not be requested ({exc})"
+            )
+        await self._emit(_requested_event(call.agent_id, request))
+        await self._emit(AgentStatus(agent_id=call.agent_id, status="awaiting_approval", detail=str(action)))
+        try:
+            final = await self.approvals.wait(request.id)
+        finally:
+            status: AgentState = "tool" if call.phase == "coordination" else "presenting"
+            await self._emit(AgentStatus(agent_id=call.agent_id, status=status, detail=call.tool))
+        await self._emit(_resolved_event(call.agent_id, final))
+        return self._after_wait(engine, call, decision, final)
+
+    def _after_wait(
+        self, engine: Evaluator, call: GateCall, decision: Decision, final: ApprovalRequest
+    ) -> GateResult:
+        # The service audited the human decision; here only the binding and the run grant remain.
+        if final.status != "approved":
+            reason = _denial_reason(final)
+            return GateResult(allowed=False, reason=reason, decision=decision, request=final)
+        if final.digest != call.digest:  # approved something else: never run it (pitfall 18)
+            reason = "denied: the approval does not match this exact call"
+            return GateResult(allowed=False, reason=reason, decision=decision, request=final)
+        if final.decision_scope in ("run", "always"):
+            self.grants.keys.update(engine.scope_key(a) for a in call.actions)
+        by = f" by {final.decided_by}" if final.decided_by else ""
+        return GateResult(allowed=True, reason=f"approved{by}", decision=decision, request=final)
+
+
+def _evaluate(engine: Evaluator, actions: tuple[Action, ...], grants: frozenset[str]) -> Decision:
+    # The engine shares one tree-sitter parser per process, which is not safe to use from two threads
+    # at once: judgments run one at a time (each takes milliseconds). A worker that cannot get its turn
+    # gives up instead of parking a thread of the default executor behind a stuck judgment.
+    if not _ENGINE_LOCK.acquire(timeout=JUDGE_TIMEOUT_S):
+        raise TimeoutError("another judgment is stuck")
+    try:
+        return engine.evaluate_many(actions, grants=grants)
+    finally:
+        _ENGINE_LOCK.release()
+
+
+def _fail_closed(reason: str) -> Decision:
+    return Decision(verdict="deny", resolved="deny", risk="critical", layer="policy", reason=reason)
+
+
+def _denial_reason(request: ApprovalRequest) -> str:
+    match request.status:
+        case "expired":
+            return "denied: the approval request expired without an answer"
+        case "cancelled":
+            return "denied: the approval request was cancelled"
+    why = f": {request.decision_reason}" if request.decision_reason else ""
+    by = f" by {request.decided_by}" if request.decided_by else ""
+    return f"denied{by}{why}"
+
+
+def _requested_event(agent_id: str, request: ApprovalRequest) -> ToolApprovalRequested:
+    return ToolApprovalRequested(
+        agent_id=agent_id,
+        request_id=request.id,
+        action=str(request.action),
+        risk=request.risk,
+        layer=request.layer,
+        reason=request.reason,
+        rule=request.rule,
+        expires_at=request.expires_at.timestamp(),
+        scopes=tuple(request.scopes),
+    )
+
+
+def _resolved_event(agent_id: str, request: ApprovalRequest) -> ToolApprovalResolved:
+    status = request.status if request.status != "pending" else "cancelled"
+    return ToolApprovalResolved(
+        agent_id=agent_id,
+        request_id=request.id,
+        status=status,
+        decided_by=request.decided_by,
+        scope=request.decision_scope,
+        reason=request.decision_reason,
+    )

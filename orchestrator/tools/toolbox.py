@@ -1,0 +1,405 @@
+"""`build_run_tools`: the run's workspaces, sandbox, gate and one toolbox per agent.
+
+A call goes: validate (pydantic) → freeze the validated input and hash it → engine via the gate
+(audit, ask, wait) → re-parse the frozen input and re-check its hash → execute exactly that.
+Nothing raises out of `call`: every failure becomes a tool result the model can read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from approvals import Approvers
+from approvals.permissions import Action, PermissionConfig, PermissionEngine, action_digest, load_rules
+from orchestrator.config.team import ApprovalsConfig
+from orchestrator.errors import OrchestratorError
+from orchestrator.events import AgentState, AgentStatus, ToolCalled, ToolDecided
+from orchestrator.llm.base import ToolCall, ToolSpec
+from orchestrator.ports import ApprovalPort, Evaluator, RunContext, ToolOutcome, ToolPhase
+from orchestrator.tools.gate import GateCall, GateResult, PermissionGate, RunGrants
+from orchestrator.tools.sandbox import Sandbox
+from orchestrator.tools.specs import (
+    ToolArgumentError,
+    ToolEnv,
+    WriteFileArgs,
+    actions_for,
+    execute,
+    parse_args,
+    pin,
+    resolve,
+    tool_specs,
+)
+from orchestrator.tools.workspace import RunWorkspaces, apply_patch_to_source, patch_paths
+
+log = logging.getLogger(__name__)
+
+EngineFactory = Callable[[PermissionConfig], Evaluator]
+_PREVIEW = 300
+_EVENT_ARG_CHARS = 2000
+_CONTEXT_INPUT_CHARS = 3000  # raw tool input shown with an approval request (pitfall 20)
+
+
+def default_engine(config: PermissionConfig) -> Evaluator:
+    """A `PermissionEngine` on the config (the default `EngineFactory`)."""
+    return PermissionEngine(config)
+
+
+async def build_run_tools(
+    ctx: RunContext,
+    *,
+    approvals: ApprovalPort,
+    root: Path | None = None,
+    engine_factory: EngineFactory = default_engine,
+    bwrap_path: str | None = None,
+    hide: Sequence[Path] = (),
+) -> WorkspaceRunTools:
+    """Create the run's workspaces (copies of `workspace.source`) and the per-agent toolboxes.
+
+    `root` holds the workspaces (default: a temporary directory removed on `close`); `hide` lists
+    directories that sandboxed commands see empty, on top of the home directories, the workspace
+    root and the current directory (where a deployment's `.env` usually sits).
+    """
+    team = ctx.team
+    buckets: dict[str, list[Any]] = {
+        str(bucket): list(items) for bucket, items in team.permissions.rules.items()
+    }
+    # "Always" approvals persisted earlier are allow rules; deny rules, the floor and secrets still win.
+    buckets.setdefault("allow", []).extend(await approvals.always_rules())
+    # Raises on a bad rule: fail before any agent starts (the team loader normally caught it already).
+    rules = load_rules(buckets)
+    owned_root = root is None
+    base = Path(tempfile.mkdtemp(prefix="massgen-ws-")) if root is None else root
+    try:
+        spaces = await asyncio.to_thread(
+            RunWorkspaces.create,
+            root=base,
+            run_id=ctx.run_id,
+            agent_ids=ctx.agent_ids,
+            source=team.workspace.source,
+        )
+    except BaseException:
+        if owned_root:
+            shutil.rmtree(base, ignore_errors=True)
+        raise
+    gate = PermissionGate(
+        run_id=ctx.run_id,
+        requester=ctx.requester,
+        approvals=approvals,
+        approvers=approvers_of(team.approvals),
+        timeout=timedelta(seconds=team.approvals.timeout_seconds),
+        emit=ctx.emit,
+        conversation=ctx.conversation,
+    )
+    engines = {
+        agent_id: engine_factory(
+            PermissionConfig(
+                workspace=spaces.path(agent_id),
+                policy=team.permissions.policy,
+                rules=rules,
+                readable_roots=spaces.peers(agent_id),
+            )
+        )
+        for agent_id in ctx.agent_ids
+    }
+    hidden = tuple(dict.fromkeys([*(p for p in (Path.cwd(),) if p != Path("/")), spaces.root, *hide]))
+    return WorkspaceRunTools(
+        ctx=ctx,
+        spaces=spaces,
+        gate=gate,
+        sandbox=Sandbox(team.sandbox, bwrap_path=bwrap_path),
+        engines=engines,
+        owned_root=owned_root,
+        hidden=hidden,
+    )
+
+
+def approvers_of(settings: ApprovalsConfig) -> Approvers:
+    """The team file's approvers section as the approval service's value object."""
+    return Approvers(
+        users=frozenset(settings.approvers),
+        groups=frozenset(settings.approver_groups),
+        allow_self_approval=settings.allow_self_approval,
+        quorum=settings.quorum,
+    )
+
+
+class WorkspaceRunTools:
+    """`RunTools` over real workspaces; also applies the winner's patch back through the gate."""
+
+    def __init__(
+        self,
+        *,
+        ctx: RunContext,
+        spaces: RunWorkspaces,
+        gate: PermissionGate,
+        sandbox: Sandbox,
+        engines: dict[str, Evaluator],
+        owned_root: bool,
+        hidden: tuple[Path, ...] = (),
+    ) -> None:
+        self.ctx = ctx
+        self.spaces = spaces
+        self.gate = gate
+        self.sandbox = sandbox
+        self._engines = engines
+        self._owned_root = owned_root
+        limits = ctx.team.tools
+        self._toolboxes = {
+            agent_id: AgentTools(
+                agent_id=agent_id,
+                gate=gate,
+                engine=engines[agent_id],
+                ctx=ctx,
+                env=ToolEnv(
+                    workspace=spaces.path(agent_id),
+                    peers=spaces.peers(agent_id),
+                    hidden=hidden,
+                    sandbox=sandbox,
+                    command_timeout_s=limits.command_timeout_seconds,
+                    output_limit=limits.output_limit_bytes,
+                ),
+            )
+            for agent_id in ctx.agent_ids
+        }
+
+    @property
+    def grants(self) -> RunGrants:
+        """The run's "for this run" approvals, shared by every agent."""
+        return self.gate.grants
+
+    def workspace(self, agent_id: str) -> Path:
+        """The agent's own workspace directory (for prompts and tests)."""
+        return self.spaces.path(agent_id)
+
+    def for_agent(self, agent_id: str) -> AgentTools:
+        """The toolbox of `agent_id` (RunTools.for_agent); an unknown agent raises `OrchestratorError`."""
+        try:
+            return self._toolboxes[agent_id]
+        except KeyError:
+            raise OrchestratorError(f"no toolbox for agent {agent_id!r} in run {self.ctx.run_id}") from None
+
+    async def winner_patch(self, agent_id: str) -> str | None:
+        """Unified diff of the agent's workspace against the source, or None (RunTools.winner_patch)."""
+        return await asyncio.to_thread(self.spaces.patch, agent_id)
+
+    async def apply_patch(self, agent_id: str, patch: str) -> ToolOutcome:
+        """Write `patch` into the team's source directory, after the engine (and usually a human) agree.
+
+        The source is outside every workspace, so each touched file is a `write` the engine judges;
+        the approver sees one request for the whole patch (bound to its digest). All or nothing.
+        """
+        source = self.ctx.team.workspace.source
+        if source is None:
+            return ToolOutcome(content="no workspace.source to apply the patch to", is_error=True)
+        try:
+            paths = patch_paths(patch)
+        except OrchestratorError as exc:
+            return ToolOutcome(content=str(exc), is_error=True)
+        actions = tuple(Action(kind="write", target=str(source / rel)) for rel in paths)
+        digest = action_digest("apply_patch", {"source": str(source), "patch": patch})
+        call = GateCall(
+            agent_id=agent_id,
+            tool="apply_patch",
+            actions=actions,
+            digest=digest,
+            phase="final",
+            request_action=Action(kind="write", target=str(source)),
+            context={"files": ", ".join(paths)[:2000]},
+        )
+        # Reported like a model's tool call, so logs, the terminal and Slack show it the same way.
+        call_id = f"apply-{digest[:12]}"
+        arguments = {"source": str(source), "files": ", ".join(paths)[:_EVENT_ARG_CHARS]}
+        await self.ctx.emit(
+            ToolCalled(agent_id=agent_id, call_id=call_id, tool="apply_patch", arguments=arguments)
+        )
+        result = await self.gate.check(self._engines[agent_id], call)
+        outcome = await self._apply_allowed(patch, source, len(paths)) if result.allowed else None
+        decided = ToolDecided(
+            agent_id=agent_id,
+            call_id=call_id,
+            tool="apply_patch",
+            action=" + ".join(map(str, actions))[:_PREVIEW],
+            decision="allow" if result.allowed else "deny",
+            risk=result.decision.risk,
+            layer="policy" if result.deferred else result.decision.layer,
+            reason=result.reason,
+            executed=result.allowed,
+            result_preview=outcome.content[:_PREVIEW] if outcome is not None else "",
+        )
+        await self.ctx.emit(decided)
+        return outcome or ToolOutcome(content=result.reason, is_error=True)
+
+    async def _apply_allowed(self, patch: str, source: Path, files: int) -> ToolOutcome:
+        try:
+            await asyncio.to_thread(apply_patch_to_source, patch, source)
+        except (OSError, OrchestratorError) as exc:
+            return ToolOutcome(content=str(exc), is_error=True)
+        return ToolOutcome(content=f"applied {files} file(s) to {source}")
+
+    async def close(self, reason: str) -> None:
+        """Cancel the run's pending approvals (saying `reason`); remove its workspaces (and a temp root)."""
+        try:
+            await self.gate.approvals.cancel_run(self.ctx.run_id, reason)
+        except Exception:  # closing must go on: the requests still expire on their own
+            log.exception("could not cancel the pending approvals of run %s", self.ctx.run_id)
+        await asyncio.to_thread(self.spaces.close)
+        if self._owned_root:
+            await asyncio.to_thread(shutil.rmtree, self.spaces.root, True)
+
+
+class AgentTools:
+    """`AgentToolbox` of one agent."""
+
+    def __init__(
+        self, *, agent_id: str, gate: PermissionGate, engine: Evaluator, ctx: RunContext, env: ToolEnv
+    ) -> None:
+        self.agent_id = agent_id
+        self.env = env
+        self._gate = gate
+        self._engine = engine
+        self._ctx = ctx
+
+    def specs(self, phase: ToolPhase) -> Sequence[ToolSpec]:
+        """Every tool, in both phases (AgentToolbox.specs); the gate decides what may run when."""
+        # Same tools in both phases; the gate decides what may run in which phase.
+        return tool_specs()
+
+    async def call(self, call: ToolCall, *, phase: ToolPhase) -> ToolOutcome:
+        """Validate, gate, execute exactly the approved input; never raises for a bad call."""
+        try:
+            return await self._call(call, phase)
+        except Exception as exc:  # a bug costs one tool call, not the agent; cancellation propagates
+            log.exception("tool %s of agent %s failed", call.name, self.agent_id)
+            return ToolOutcome(content=f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+
+    async def _call(self, call: ToolCall, phase: ToolPhase) -> ToolOutcome:
+        emit = self._ctx.emit
+        arguments = {k: _clip(v) for k, v in call.arguments.items()}  # events are logged and shown
+        await emit(ToolCalled(agent_id=self.agent_id, call_id=call.id, tool=call.name, arguments=arguments))
+        await emit(AgentStatus(agent_id=self.agent_id, status="tool", detail=call.name))
+        try:
+            args = parse_args(call.name, call.arguments)
+        except ToolArgumentError as exc:
+            denied = _Report(call, phase, f"{call.name}(invalid arguments)", "low", "validation")
+            return await self._refuse(denied, str(exc))
+        frozen = json.dumps(args.model_dump(mode="json"), sort_keys=True)
+        digest = action_digest(call.name, json.loads(frozen))
+        real = pin(args, self.env.workspace)
+        actions = actions_for(args, self.env.workspace, real=real)
+        question = GateCall(
+            agent_id=self.agent_id,
+            tool=call.name,
+            actions=actions,
+            digest=digest,
+            phase=phase,
+            # Through a symlink the approver sees the real path, which is what will be opened.
+            request_action=actions[-1],
+            context=_request_context(frozen, actions),
+        )
+        refusal = self._boundary_refusal(args, real)
+        if refusal is not None:  # refused whatever a human would say: don't ask one
+            await self._gate.refuse(question, refusal)
+            return await self._refuse(_Report(call, phase, str(actions[0]), "high", "boundary"), refusal)
+        result = await self._gate.check(self._engine, question)
+        decision = result.decision
+        layer = "policy" if result.deferred else decision.layer
+        report = _Report(call, phase, " + ".join(map(str, actions)), decision.risk, layer)
+        if not result.allowed:
+            return await self._refuse(report, result.reason)
+        return await self._run_bound(report, frozen, digest, result, real)
+
+    def _boundary_refusal(self, args: Any, real: str | None) -> str | None:
+        """File writes stay in the own workspace whatever is approved; peers' are never writable."""
+        if not isinstance(args, WriteFileArgs):
+            return None
+        target = resolve(args.path, self.env.workspace)
+        own = Path(os.path.realpath(self.env.workspace))
+        if self.env.workspace in target.parents and real is not None and own in Path(real).parents:
+            return None
+        if self.env.workspace in target.parents:
+            return f"refused: {target} leads outside your workspace through a symlink (to {real})"
+        for peer in self.env.peers:
+            if target == peer or peer in target.parents:
+                return f"refused: {target} is another agent's workspace (readable, never writable)"
+        return (
+            f"refused: write_file writes only inside your own workspace ({self.env.workspace}), not {target}"
+        )
+
+    async def _run_bound(
+        self, report: _Report, frozen: str, digest: str, result: GateResult, real: str | None
+    ) -> ToolOutcome:
+        # Re-derive the input from the frozen text and re-check its hash: what runs is what was approved.
+        name = report.call.name
+        bound = parse_args(name, json.loads(frozen))
+        if action_digest(name, bound.model_dump(mode="json")) != digest or (
+            result.request is not None and result.request.digest != digest
+        ):
+            return await self._refuse(
+                replace(report, layer="policy"), "refused: the input changed after approval"
+            )
+        try:
+            content = await execute(bound, self.env, network=result.network, real=real)
+            is_error = False
+        except (OSError, OrchestratorError) as exc:
+            content, is_error = f"{name} failed: {exc}", True
+        await self._report(report, allowed=True, reason=result.reason, preview=content)
+        return ToolOutcome(content=content, is_error=is_error)
+
+    async def _refuse(self, report: _Report, reason: str) -> ToolOutcome:
+        await self._report(report, allowed=False, reason=reason)
+        return ToolOutcome(content=reason, is_error=True)
+
+    async def _report(self, report: _Report, *, allowed: bool, reason: str, preview: str = "") -> None:
+        event = ToolDecided(
+            agent_id=self.agent_id,
+            call_id=report.call.id,
+            tool=report.call.name,
+            action=report.action[:_PREVIEW],
+            decision="allow" if allowed else "deny",
+            risk=report.risk,
+            layer=report.layer,
+            reason=reason,
+            executed=allowed,
+            result_preview=preview[:_PREVIEW],
+        )
+        await self._ctx.emit(event)
+        status: AgentState = "thinking" if report.phase == "coordination" else "presenting"
+        await self._ctx.emit(AgentStatus(agent_id=self.agent_id, status=status, detail=""))
+
+
+@dataclass(frozen=True, slots=True)
+class _Report:
+    """What the ToolDecided event of one call says about it."""
+
+    call: ToolCall
+    phase: ToolPhase
+    action: str
+    risk: str
+    layer: str
+
+
+def _clip(value: Any) -> Any:
+    """Long strings (file contents) shortened for the event log; the tool itself gets them whole."""
+    if isinstance(value, str) and len(value) > _EVENT_ARG_CHARS:
+        return value[:_EVENT_ARG_CHARS] + f"… [{len(value) - _EVENT_ARG_CHARS} more characters]"
+    return value
+
+
+def _request_context(frozen: str, actions: tuple[Action, ...]) -> dict[str, str]:
+    """What an approver may want beside the action: the raw input (e.g. a file's new content)."""
+    context = {
+        "input": frozen if len(frozen) <= _CONTEXT_INPUT_CHARS else frozen[:_CONTEXT_INPUT_CHARS] + "…"
+    }
+    if len(actions) > 1:
+        context["path_as_given"] = actions[0].target
+    return context

@@ -1,0 +1,82 @@
+"""The lifecycle's front door: a sorted `__all__` that is exactly the public API."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+DOORS = {
+    "approvals": [
+        "APPROVAL_EVENT_ADAPTER",
+        "OUTCOMES",
+        "SCOPES",
+        "STATUSES",
+        "AlreadyCancelled",
+        "AlreadyDecided",
+        "ApprovalCancelled",
+        "ApprovalDecided",
+        "ApprovalEvent",
+        "ApprovalExpired",
+        "ApprovalMisuseError",
+        "ApprovalNotFoundError",
+        "ApprovalReminder",
+        "ApprovalRequest",
+        "ApprovalRequested",
+        "ApprovalService",
+        "ApprovalStore",
+        "ApprovalsError",
+        "Approvers",
+        "Ask",
+        "AuditEntry",
+        "AuditLog",
+        "Clock",
+        "ConversationRef",
+        "DecideResult",
+        "Decided",
+        "DecisionRejected",
+        "ExpiryScheduler",
+        "ExpiryTimer",
+        "FileHandshake",
+        "HandshakeError",
+        "HandshakeResult",
+        "NotAuthorised",
+        "NotFound",
+        "Outcome",
+        "Principal",
+        "QuorumPending",
+        "Rejection",
+        "Scope",
+        "ScopeNotOffered",
+        "SqlApprovalStore",
+        "SqlAuditLog",
+        "Status",
+        "StoreError",
+        "SystemClock",
+        "async_database_url",
+        "authorise",
+        "create_schema",
+        "entry_for",
+        "make_engine",
+        "offered_scopes",
+        "rejection_reason",
+        "transition",
+    ],
+}
+
+
+@pytest.mark.parametrize("module", sorted(DOORS))
+def test_front_door_exports_exactly_its_api(module: str) -> None:
+    door = importlib.import_module(module)
+    assert door.__all__ == DOORS[module]
+    assert door.__all__ == sorted(door.__all__, key=lambda name: (not name.isupper(), name))
+    for name in door.__all__:
+        assert getattr(door, name) is not None
+
+
+def test_the_door_loads_no_database_driver_until_asked() -> None:
+    code = "import sys, approvals; print(sorted({'sqlalchemy', 'apscheduler'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

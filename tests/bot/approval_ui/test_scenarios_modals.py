@@ -1,0 +1,117 @@
+"""Deny and Details open their modal at once (a trigger_id lives 3 s and works once), then fill it in.
+
+The emulator refuses `views.open` with a trigger older than 3 s (`expired_trigger_id`) or used
+before (`exchanged_trigger_id`); a group lookup slowed past 3 s would have made both modals fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from approvals import Ask
+from approvals.models import ApprovalRequest, Approvers
+from approvals.permissions.actions import Action, action_digest
+from approvals.permissions.decisions import Decision
+from bot.approval_ui import ThreadApprovalPort
+from bot.render import ids
+from tests.bot.harness import APPROVER, CHANNEL, INTRUDER, REQUESTER, BotHarness, bot_harness
+from tests.fakes.slack_emulator import Fault
+from tests.fakes.slack_payloads import block_actions, encode_interactive
+
+SLOW_LOOKUP = 3.5  # seconds: past the trigger's 3 s life
+
+
+async def _ask_group(bot: BotHarness, command: str = "git push origin main") -> ApprovalRequest:
+    bot.slack.usergroups["S0OPS"] = [APPROVER]
+    bot.slack.allowed_mentions.add("S0OPS")
+    root = bot.services.outbox.post(CHANNEL, text="a run")
+    port = ThreadApprovalPort(bot.services.approvals, CHANNEL, root)
+    request = await port.request(
+        Ask(
+            run_id="run-test",
+            agent_id="a1",
+            requester=REQUESTER,
+            action=Action(kind="command", target=command),
+            digest=action_digest("run_command", {"command": command}),
+            decision=Decision(verdict="ask", resolved="ask", risk="medium", layer="rule", reason="pushes"),
+            approvers=Approvers(groups=frozenset({"S0OPS"})),
+            timeout=timedelta(seconds=60),
+        )
+    )
+    await bot.settle()
+    return request
+
+
+def _slow_group_lookup(bot: BotHarness) -> None:
+    bot.services.approval_ui._groups.forget()
+    bot.slack.inject("usergroups.users.list", Fault(error=None, commit=True, delay=SLOW_LOOKUP))
+
+
+def _updated_views(bot: BotHarness) -> list[dict[str, Any]]:
+    return [c.params["view"] for c in bot.slack.calls_to("views.update", ok=True)]
+
+
+async def test_deny_opens_its_modal_before_a_slow_group_lookup(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path) as bot:
+        request = await _ask_group(bot)
+        _slow_group_lookup(bot)
+        await bot.click(ids.DENY, request.id, user=APPROVER)
+        decided = await asyncio.wait_for(bot.services.approvals.wait(request.id), 10)
+        assert (decided.status, decided.decided_by) == ("denied", APPROVER)
+        await bot.wait_for(lambda: any(v["callback_id"] == ids.DENY_MODAL for v in _updated_views(bot)))
+        opened = bot.slack.calls_to("views.open")
+        assert [c.error for c in opened] == [None]  # opened with a fresh trigger, before the lookup
+        lookup = bot.slack.calls_to("usergroups.users.list")[0]
+        assert opened[0].at < lookup.at + SLOW_LOOKUP
+        reason_modal = _updated_views(bot)[-1]
+        assert reason_modal["private_metadata"] == request.id
+        assert ids.DENY_REASON_BLOCK in str(reason_modal["blocks"])
+
+
+async def test_details_from_home_opens_before_a_slow_group_lookup(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path) as bot:
+        request = await _ask_group(bot, command="kubectl rollout restart deploy/api")
+        _slow_group_lookup(bot)
+        click = block_actions(ids.DETAILS, request.id, user=APPROVER, view={"id": "VH1", "type": "home"})
+        await bot.post(encode_interactive(click))
+        await bot.wait_for(lambda: bool(_updated_views(bot)), 10)
+        assert [c.error for c in bot.slack.calls_to("views.open")] == [None]
+        details = _updated_views(bot)[-1]
+        assert details["callback_id"] == ids.DETAILS_MODAL
+        assert "kubectl rollout restart deploy/api" in str(details["blocks"])
+
+
+async def test_refused_deny_says_so_in_the_modal_and_a_decided_one_from_home_too(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path) as bot:
+        request = await _ask_group(bot)
+        await bot.click(ids.DENY, request.id, user=INTRUDER)
+        await bot.wait_for(lambda: bool(_updated_views(bot)))
+        assert "not authorised" in str(_updated_views(bot)[-1])
+        assert (await bot.services.approvals.get(request.id)).status == "pending"  # type: ignore[union-attr]
+        await bot.click(ids.APPROVE_ONCE, request.id, user=APPROVER)
+        await asyncio.wait_for(bot.services.approvals.wait(request.id), 5)
+        # A Deny from the App Home on a decided request: there is no channel to reply in, the modal says it.
+        home = block_actions(ids.DENY, request.id, user=APPROVER, view={"id": "VH1", "type": "home"})
+        await bot.post(encode_interactive(home))
+        await bot.wait_for(lambda: len(_updated_views(bot)) == 2)
+        assert "already decided" in str(_updated_views(bot)[-1])
+        assert bot.ephemerals(APPROVER) == []
+
+
+async def test_an_action_too_long_for_slack_is_never_approvable_there(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path) as bot:
+        request = await _ask_group(bot, command="echo " + "&<>" * 100_000)
+        posted = next(c for c in bot.slack.calls_to("chat.postMessage") if request.id in str(c.params))
+        assert ids.APPROVE_ONCE not in str(posted.params["blocks"])
+        assert f"massgen-bot approvals show {request.id}" in str(posted.params["blocks"])
+        await bot.click(ids.DETAILS, request.id, user=APPROVER)
+        await bot.wait_for(lambda: bool(_updated_views(bot)))
+        assert "Cannot be approved in Slack" in str(_updated_views(bot)[-1])
+        # A forged Approve click (no such button was shown) is refused; nothing changes.
+        await bot.click(ids.APPROVE_ONCE, request.id, user=APPROVER)
+        await bot.settle()
+        assert (await bot.services.approvals.get(request.id)).status == "pending"  # type: ignore[union-attr]
+        assert any("Cannot be approved in Slack" in t for t in bot.ephemerals(APPROVER))

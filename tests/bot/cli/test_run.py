@@ -1,0 +1,200 @@
+"""`massgen-bot run` as a user runs it: a real process against the loopback provider server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from approvals import make_engine
+from bot.cli.run import exit_code
+from orchestrator import SqlRunStore
+from orchestrator.events import RunCancelled, RunFailed, RunFinished, from_json
+from tests.fakes.provider_agent import protocol_agent
+from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def team_file(tmp_path: Path, server: ProviderServer, extra: str = "", *, both_sdks: bool = True) -> Path:
+    """Two agents; `both_sdks=False` keeps both on the OpenAI SDK (no Anthropic import: faster start)."""
+    path = tmp_path / "team.yaml"
+    openai = f"{{type: openai, model: gpt-4o-mini, base_url: '{server.openai_base_url}', api_key: k}}"
+    claude = f"{{type: claude, model: claude-haiku-4-5, base_url: '{server.anthropic_base_url}', api_key: k}}"
+    if not both_sdks:
+        claude = (
+            f"{{type: chatcompletion, model: slow-model, base_url: '{server.openai_base_url}', api_key: k}}"
+        )
+    path.write_text(
+        f"agents:\n  - id: alpha\n    backend: {openai}\n  - id: beta\n    backend: {claude}\n{extra}"
+    )
+    return path
+
+
+async def massgen_bot(
+    *args: str, wait_requests: int = 0, server: ProviderServer | None = None, interrupt: bool = False
+) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "MASSGEN_TEAM"}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "run", *args,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        cwd=ROOT, env=env,
+    )  # fmt: skip
+    if interrupt:
+        assert server is not None
+        await server.wait_for(requests=wait_requests, timeout=20)
+        process.send_signal(signal.SIGINT)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode is not None
+    return process.returncode, stdout.decode(), stderr.decode()
+
+
+def fetch_first(request: ProviderRequest) -> Reply:
+    """Ask for a URL once (an `ask` under the human policy), then follow the protocol."""
+    asked = any(m.role == "assistant" and m.tool_calls for m in request.messages)
+    if "fetch_url" in request.tools and not asked:
+        return Reply(tool_calls=[("fetch_url", {"url": "https://example.com/flaky"})])
+    return protocol_agent(request)
+
+
+async def test_json_run_without_terminal_denies_asks(tmp_path: Path) -> None:
+    async with ProviderServer(fetch_first) as server:
+        code, out, err = await massgen_bot(
+            "--json", "--team", str(team_file(tmp_path, server)), "fix the flaky test"
+        )
+    assert code == 0, err
+    events = [from_json(line) for line in out.splitlines()]  # nothing but JSON lines on stdout
+    assert events[0].kind == "started"
+    assert events[-1].kind == "finished"
+    denied = [e for e in events if e.kind == "tool_approval_resolved"]
+    assert len(denied) >= 2  # each agent asked once while coordinating (the winner may ask again)
+    assert all(e.status == "denied" and e.reason == "no terminal to ask" for e in denied)
+    assert all(not e.executed for e in events if e.kind == "tool_decision")
+
+
+async def test_asks_are_answered_at_the_terminal(tmp_path: Path) -> None:
+    """With a terminal on stdin, each ask is prompted (on stderr with --json) and `y` approves it once."""
+    master, slave = os.openpty()
+    async with ProviderServer(fetch_first) as server:
+        team = team_file(tmp_path, server, both_sdks=False)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "run", "--json", "--team", str(team), "task",
+            stdin=slave, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+        )  # fmt: skip
+        os.close(slave)
+        assert process.stderr is not None
+        prompts, seen = 0, ""
+        stdout_task = asyncio.ensure_future(process.stdout.read())  # type: ignore[union-attr]
+        while chunk := await asyncio.wait_for(process.stderr.read(4096), timeout=60):
+            seen += chunk.decode()
+            while seen.count("Approve?") > prompts:
+                prompts += 1
+                os.write(master, b"y\n")
+        out = (await stdout_task).decode()
+        code = await process.wait()
+    os.close(master)
+    assert code == 0, seen
+    assert prompts >= 2
+    resolved = [json.loads(line) for line in out.splitlines() if '"tool_approval_resolved"' in line]
+    assert len(resolved) == prompts
+    assert {(e["status"], e["scope"]) for e in resolved} == {("approved", "once")}
+    assert all(e["decided_by"].startswith("cli:") for e in resolved)
+
+
+async def test_bad_team_file_exits_1_naming_the_line(tmp_path: Path) -> None:
+    bad = tmp_path / "team.yaml"
+    bad.write_text("agents:\n  - id: a\n    backend: {type: foo, model: m}\n")
+    code, out, err = await massgen_bot("--team", str(bad), "task")
+    assert code == 1
+    assert out == ""
+    assert f"{bad}:3: agents[0].backend.type: unknown backend 'foo'" in err
+
+
+async def test_all_agents_failing_exits_2(tmp_path: Path) -> None:
+    team = tmp_path / "team.yaml"  # no API keys anywhere: both clients fail to build, nothing is sent
+    team.write_text(
+        "agents:\n" + "".join(f"  - id: {a}\n    backend: {{type: groq, model: m}}\n" for a in "ab")
+    )
+    code, out, _ = await massgen_bot("--json", "--team", str(team), "task")
+    assert code == 2
+    last = json.loads(out.splitlines()[-1])
+    assert last["kind"] == "failed"
+    assert "GROQ_API_KEY" in last["reasons"]["a"]
+
+
+async def test_budget_salvage_exits_3(tmp_path: Path) -> None:
+    async with ProviderServer() as server:
+        prices = "prices: {gpt-4o-mini: {input_per_mtok: 1000000, output_per_mtok: 0}}\n"
+        team = team_file(tmp_path, server, "orchestrator: {budget_usd: 0.5}\n" + prices, both_sdks=False)
+        database = f"sqlite:///{tmp_path / 'runs.db'}"
+        code, out, _ = await massgen_bot("--json", "--team", str(team), "--database-url", database, "task")
+    assert code == 3
+    last = json.loads(out.splitlines()[-1])
+    assert (last["kind"], last["salvage"]) == ("finished", "budget:latest_answer")
+    engine = make_engine(database)
+    store = SqlRunStore(engine)  # the run was persisted, event for event
+    summary = await store.get(last["run_id"])
+    stored = await store.events(last["run_id"])
+    await engine.dispose()
+    assert summary is not None
+    assert (summary.status, summary.salvage) == ("finished", "budget:latest_answer")
+    assert len(stored) == len(out.splitlines())
+    usage = [json.loads(line) for line in out.splitlines() if '"kind": "usage"' in line]
+    # Both first calls may have been in flight when one crossed the cap (the other is then cancelled);
+    # no call started after it: every request the server saw is an agent's opening call.
+    assert 1 <= len(usage) <= len(server.requests) <= 2
+    assert all(len(request.messages) == 1 for request in server.requests)
+    assert usage[-1]["run_cost_usd"] >= 0.5
+
+
+async def test_ctrl_c_cancels_and_exits_4(tmp_path: Path) -> None:
+    async with ProviderServer(lambda request: Reply(hang=True)) as server:
+        team = team_file(tmp_path, server, both_sdks=False)
+        code, out, _ = await massgen_bot(
+            "--json", "--team", str(team), "task", server=server, wait_requests=2, interrupt=True
+        )
+    assert code == 4
+    assert json.loads(out.splitlines()[-1])["kind"] == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("terminal", "code"),
+    [
+        (RunFinished(winner="a", answer="x"), 0),
+        (RunFinished(winner="a", answer="x", salvage="timeout:most_voted"), 3),
+        (RunFinished(winner="a", answer="x", salvage="budget:latest_answer"), 3),
+        (RunFailed(reasons={"run": "x"}), 2),
+        (RunCancelled(by="cli:me"), 4),
+    ],
+)
+def test_exit_codes(terminal: RunFinished | RunFailed | RunCancelled, code: int) -> None:
+    assert exit_code(terminal) == code
+
+
+async def test_live_view_renders_cards_and_final_panels() -> None:
+    from rich.console import Console
+
+    from bot.cli.run_view import agent_table, final_panel
+    from orchestrator import RunView, start_run
+    from orchestrator.testing import ScriptedModels, scripted_team
+
+    events: list[object] = []
+    handle = await start_run(scripted_team(2), "task", models=ScriptedModels(), subscribers=[events.append])
+    result = await handle.wait()
+    state = RunView.of(events).with_agent("a0", tail="some streamed text")  # type: ignore[arg-type]
+    console = Console(record=True, width=160)
+    console.print(agent_table(state))
+    console.print(final_panel(result, state))
+    salvaged = RunFinished(winner="a0", answer="best so far", tally={}, salvage="timeout:latest_answer")
+    console.print(final_panel(salvaged, state))
+    console.print(final_panel(RunFailed(reasons={"a0": "quota exceeded"}), state))
+    console.print(final_panel(RunCancelled(by="cli:me"), None))
+    text = console.export_text()
+    for needle in ("agent1 (a0)", "some streamed text", "Final answer: the task is done.", "NO CONSENSUS",
+                   "timeout:latest_answer", "quota exceeded", "Cancelled by cli:me"):  # fmt: skip
+        assert needle in text

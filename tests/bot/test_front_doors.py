@@ -1,0 +1,76 @@
+"""The bot's rooms: each door's sorted `__all__` is exactly its public API."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+DOORS = {
+    "bot.approval_ui": ["ApprovalUseCases", "ApprovalsUI", "ThreadApprovalPort", "pending_for"],
+    "bot.cli": ["build_parser", "main"],
+    "bot.home": ["HomeTab", "RecentRuns"],
+    "bot.listeners": ["actions", "commands", "events", "views"],
+    "bot.render": [
+        "code",
+        "code_block",
+        "escape",
+        "help_text",
+        "markdown_to_mrkdwn",
+        "modal",
+        "plain",
+        "redact",
+        "safe",
+        "split_message",
+        "truncate",
+        "user_mention",
+    ],
+    "bot.runs": [
+        "ActiveRun",
+        "RunHistory",
+        "RunRequest",
+        "RunSupervisor",
+        "RunUseCases",
+        "SharedModels",
+        "SlackRun",
+        "TeamCatalog",
+        "TeamChoice",
+        "TeamNotFound",
+        "ToolsBuilder",
+        "Where",
+        "apply_line",
+    ],
+    "bot.slack": ["BotStore", "GroupResolver", "MessageRef", "Outbox", "RunCoordinates"],
+}
+
+
+@pytest.mark.parametrize("module", sorted(DOORS))
+def test_front_door_exports_exactly_its_api(module: str) -> None:
+    door = importlib.import_module(module)
+    assert door.__all__ == DOORS[module]
+    assert door.__all__ == sorted(door.__all__, key=lambda name: (not name.isupper(), name))
+    for name in door.__all__:
+        assert getattr(door, name) is not None
+
+
+def test_the_cli_door_imports_no_subcommand() -> None:
+    """`massgen-bot run` must not pay for the Slack side: the door loads only the chosen module."""
+    import subprocess
+    import sys
+
+    code = "import sys, bot.cli; print(sorted(m for m in sys.modules if m.startswith('bot.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['bot.cli']"
+
+
+def test_the_terminal_runner_and_its_storage_never_load_slack() -> None:
+    """`massgen-bot run` builds its stores through the composition root without the Slack SDK."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, bot.cli.run, bot.cli.run_view, bot.wiring; "
+        "print([m for m in ('slack_sdk', 'slack_bolt', 'aiohttp') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

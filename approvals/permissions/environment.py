@@ -47,6 +47,11 @@ _SHORT_LOADERS: dict[str, frozenset[str]] = {
     "MAKEFLAGS": frozenset({"-f", "-E", "-C", "-I"}),
     "RUSTFLAGS": frozenset({"-Z", "-L"}),
 }
+# JVM system properties that name code to load, a JVM's own arguments, or a library path.
+_JVM_CODE_PROPERTY = re.compile(
+    r"(?i)jvmargs|class\.loader|classloader|agent|security\.(manager|policy)|library\.path|ext\.dirs|"
+    r"boot\.class\.path|script|plugin|init\.script|toolchain|wrapper"
+)
 _WRITE_OPTIONS = frozenset(
     {"--basetemp", "--target-dir", "--out-dir", "--outdir", "--site-dir", "--build-dir"}
 )
@@ -184,7 +189,7 @@ def _options(a: Assignment, shown: str, judge_path: JudgePath) -> Iterator[Findi
     tokens = text.split()
     for i, token in enumerate(tokens):
         option, eq, value = token.partition("=")
-        loader = token.startswith(_LOADERS) or token[:2] in shorts
+        loader = token.startswith(_LOADERS) or token[:2] in shorts or _loading_property(option, value)
         if token[:2] == "-p" and (token[2:] or (tokens[i + 1] if i + 1 < len(tokens) else "")).startswith(
             "no:"
         ):
@@ -200,6 +205,13 @@ def _options(a: Assignment, shown: str, judge_path: JudgePath) -> Iterator[Findi
         place = value if eq else (token[2:] if token.startswith("-") else token)
         if place.startswith(("/", "~", "..")):
             yield judge_path(place, option in _WRITE_OPTIONS)
+
+
+def _loading_property(option: str, value: str) -> bool:
+    """`-Dorg.gradle.jvmargs=-javaagent:x`, `-Djava.system.class.loader=…`: a property that loads code."""
+    if not option.startswith("-D"):
+        return False
+    return value.lstrip("\"'").startswith(_LOADERS) or bool(_JVM_CODE_PROPERTY.search(option))
 
 
 def _pathlist(a: Assignment, judge_path: JudgePath) -> Iterator[Finding]:

@@ -13,6 +13,7 @@ import fnmatch
 import json
 import posixpath
 import re
+import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -21,43 +22,20 @@ from approvals.permissions.shell.interpreters import SHELLS, interpreter_family
 from approvals.permissions.shell.invocation import Invocation
 from approvals.permissions.shell.known import ALIASES, MODULE_PROGRAMS
 from approvals.permissions.shell.words import UNKNOWN, decode_ansi_c
+from approvals.permissions.tool_files import tool_files
 
 Absolute = Callable[[str], str]
 
-# What each tool reads from its working tree before it runs anything.
-_CONFIG: dict[str, tuple[str, ...]] = {
-    "make": ("Makefile", "makefile", "GNUmakefile", "*.mk"),
-    "pytest": ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "conftest.py"),
-    "tox": ("tox.ini", "setup.cfg", "pyproject.toml"),
-    "nox": ("noxfile.py",),
-    "npm": ("package.json", ".npmrc"),
-    "yarn": ("package.json", ".yarnrc", ".yarnrc.yml", ".npmrc"),
-    "pnpm": ("package.json", ".npmrc", "pnpm-workspace.yaml"),
-    "bun": ("package.json", "bunfig.toml", ".npmrc"),
-    "npx": ("package.json", ".npmrc"),
-    "cargo": ("Cargo.toml", "build.rs", "config.toml", "config", "rust-toolchain.toml", "rust-toolchain"),
-    "go": ("go.mod", "go.work"),
-    "python": ("setup.py",), "python3": ("setup.py",),
-    "git": (".gitconfig", "config", ".gitattributes", ".gitmodules", "pre-commit", "commit-msg", "pre-push",
-            "post-checkout", "post-commit", "prepare-commit-msg", "post-merge", "pre-rebase"),
-    "mkdocs": ("mkdocs.yml", "mkdocs.yaml"),
-    "pip": ("requirements*.txt", "constraints*.txt", "setup.py", "pyproject.toml", "pip.conf"),
-    "bundle": ("Gemfile", ".bundle/config"), "rake": ("Rakefile",), "rspec": (".rspec", "spec_helper.rb"),
-    "gradle": ("build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts",
-               "gradle.properties", "init.gradle"),
-    "mvn": ("pom.xml", "maven.config", "jvm.config", "extensions.xml", "settings.xml"),
-    "cmake": ("CMakeLists.txt", "*.cmake"), "ninja": ("build.ninja",), "meson": ("meson.build",),
-    "pre-commit": (".pre-commit-config.yaml",), "direnv": (".envrc",),
-    "mypy": ("mypy.ini", ".mypy.ini", "setup.cfg", "pyproject.toml"), "ruff": ("ruff.toml", ".ruff.toml"),
-    "coverage": (".coveragerc", "setup.cfg", "pyproject.toml"),
-}  # fmt: skip
 # Configuration keys that name a program to run, or code to load.
 _CODE_KEYS = frozenset(
     """rustc-wrapper rustc_wrapper rustc-workspace-wrapper linker runner script-shell pager sshcommand
     editor fsmonitor hookspath external textconv smudge clean process command cmd exec shell
     postinstall preinstall install prepare prepublish prepublishonly preprepare postprepare
     plugins entry registry index-url extra-index-url find-links trusted-host alias helper
-    askpass program gpg.program sequence.editor""".split()  # noqa: SIM905
+    askpass program gpg.program sequence.editor commands commands_pre commands_post install_command
+    list_dependencies_command hooks yarnpath yarn-path node-options onload-script init-module
+    globalconfig userconfig preload require loader setupfiles setupfilesafterenv globalsetup
+    globalteardown testenvironment transform reporters""".split()  # noqa: SIM905
 )
 # Keys whose value is a directory the tool writes into (and may wipe): judged as that option.
 _PLACE_KEYS = {
@@ -65,14 +43,6 @@ _PLACE_KEYS = {
     "site_dir": "--site-dir", "site-dir": "--site-dir", "build-dir": "--build-dir",
     "build_dir": "--build-dir", "cache_dir": "--cache-dir", "cache-dir": "--cache-dir",
     "worktree": "--work-tree", "outdir": "--outdir", "out-dir": "--out-dir",
-}  # fmt: skip
-# Files a tool loads as code, by the language they are written in ("opaque": not read here, asks).
-_CODE_FILES = {
-    "conftest.py": "python", "noxfile.py": "python", "setup.py": "python", "Rakefile": "ruby",
-    "Gemfile": "ruby", "spec_helper.rb": "ruby", "build.rs": "opaque", "build.gradle": "opaque",
-    "build.gradle.kts": "opaque", "settings.gradle": "opaque", "settings.gradle.kts": "opaque",
-    "init.gradle": "opaque", "meson.build": "opaque", "extensions.xml": "opaque",
-    "CMakeLists.txt": "cmake", "*.cmake": "cmake", "pom.xml": "pom",
 }  # fmt: skip
 # Build-file constructs that run programs, delete or download (CMake, Maven).
 _BUILD_CODE = re.compile(
@@ -90,6 +60,22 @@ _KEY = re.compile(r"""^[ \t]{0,64}["']?([A-Za-z0-9_.\-]{1,64})["']?[ \t]{0,16}[=
 _MAKE_REF = re.compile(r"\$[({]([A-Za-z_][A-Za-z0-9_]{0,63})[)}]")
 _MAKE_SHELL = re.compile(r"\$\(shell[ \t]([^)]{0,2000})\)")
 _MAX_TEXT = 64 * 1024
+# Files read as data whose few constructs run code, download or load it from elsewhere.
+_SCANNED = {
+    "cargo": re.compile(
+        r"(?im)^\s*(build|links|rustc-wrapper|linker|runner)\s*=|path\s*=\s*[\"']\s*(/|~|\.\.)|"
+        r"\bgit\s*=|registry|^\s*\[(patch|replace|target)\b"
+    ),
+    "gomod": re.compile(r"(?im)^\s*(replace|toolchain|godebug|tool)\b"),
+    "gitattributes": re.compile(r"(?i)\b(filter|diff|merge|textconv)\s*=|\bworking-tree-encoding"),
+    "rspec": re.compile(r"(?m)(^|\s)(-r|--require|-I|--default-path|--options)\b|\S*/"),
+}
+_SCANNED_WHAT = {
+    "cargo": "names build scripts, linkers, path or git dependencies",
+    "gomod": "replaces modules or selects a toolchain (code from elsewhere)",
+    "gitattributes": "names filter, diff or merge drivers (programs git runs)",
+    "rspec": "loads code or options from other files",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,13 +127,9 @@ def loaded(inv: Invocation, absolute: Absolute) -> Iterator[tuple[str, str]]:
         for arg in inv.argv[1:]:
             if arg.split("::", 1)[0].endswith(".py") and UNKNOWN not in arg:
                 yield absolute(arg.split("::", 1)[0]), "python"
-    for pattern in _CONFIG.get(program, ()):
-        if pattern in _CODE_FILES:
-            yield pattern, _CODE_FILES[pattern]
-        elif program == "make":
-            yield pattern, "make"
-        else:
-            yield pattern, "package" if pattern == "package.json" else "config"
+    yield from tool_files(program)
+    if program != inv.program:
+        yield from tool_files(inv.program)  # `python -m pytest`: python's start-up files too
 
 
 def _tool(inv: Invocation) -> str:
@@ -193,6 +175,8 @@ def _printed(program: str, args: list[str]) -> str | None:
         flags = [a for a in args if a in ("-n", "-e", "-E", "-ne", "-en")]
         text = " ".join(args[len(flags) :])
         return decode_ansi_c(text) if any("e" in f for f in flags) else text
+    if program == "printf" and args[:1] == ["--"]:
+        args = args[1:]
     if program == "printf" and args:
         return _printf(args[0], args[1:])
     return None
@@ -301,21 +285,79 @@ def written_commands(inv: Invocation, name: str, kind: str, text: str) -> Iterat
             yield f"ask:{name} written in the same command is not plain JSON"
         else:
             yield from scripts
+    elif kind in _SCANNED:
+        found = _SCANNED[kind].search(text[:_MAX_TEXT])
+        if found is not None:
+            yield f"ask:{name} written in the same command {_SCANNED_WHAT[kind]} ({found.group(0).strip()})"
+    elif kind == "tox":
+        tox = tox_commands(text)
+        if tox is None:
+            yield f"ask:{name} written in the same command is not plain tox configuration"
+        else:
+            yield from tox
     elif kind == "opaque" or (kind in ("cmake", "pom") and _BUILD_CODE.search(text[:_MAX_TEXT])):
         yield f"ask:{name} written in the same command is build code that can run programs"
     elif kind in ("cmake", "pom"):
         return
     elif kind == "config":
-        for key, value, option in config_keys(text):
-            if option == "addopts":
-                yield f"{inv.text} {value}"
-            elif option is not None:
-                yield f"{inv.text} {option}={value}"
-            else:
-                yield f"ask:{name} written in the same command sets {key}, which runs a program or loads code"
-                yield value.lstrip("!")
+        yield from _config_commands(inv, name, text)
     else:
         delimiter = "MASSGEN_WRITTEN_EOF"
         while delimiter in text:
             delimiter += "_"
         yield f"{kind} <<'{delimiter}'\n{text}\n{delimiter}"
+
+
+def _config_commands(inv: Invocation, name: str, text: str) -> Iterator[str]:
+    """Options a configuration file adds to the tool's command line, and programs its keys run."""
+    for key, value, option in config_keys(text):
+        if option == "addopts":
+            yield f"{inv.text} {value}"
+        elif option is not None:
+            yield f"{inv.text} {option}={value}"
+        else:
+            yield f"ask:{name} written in the same command sets {key}, which runs a program or loads code"
+            if value.strip().lstrip("!"):
+                yield value.lstrip("!")
+
+
+def tox_commands(text: str) -> list[str] | None:
+    """The shell commands of a literal tox.ini or tox.toml (`commands = …` and continuation lines)."""
+    keys = ("commands", "commands_pre", "commands_post", "install_command", "list_dependencies_command")
+    if re.search(r"(?m)^\s*(\[|[A-Za-z_.]+\s*=\s*\[)", text) and "=" in text and "[[" in text:
+        return _toml_commands(text, keys)
+    commands: list[str] = []
+    current = False
+    for line in text[:_MAX_TEXT].splitlines():
+        match = _KEY.match(line)
+        if match is not None and not line[:1].isspace():
+            current = match.group(1).lower() in keys
+            value = match.group(2).strip()
+        elif current and line[:1].isspace():
+            value = line.strip()
+        else:
+            current = current and not line.strip().startswith("[")
+            continue
+        if current and value and not value.startswith("#"):
+            commands.append(value.lstrip("-! ").replace("{posargs}", "").replace("{envpython}", "python"))
+    return commands
+
+
+def _toml_commands(text: str, keys: tuple[str, ...]) -> list[str] | None:
+    try:
+        data = tomllib.loads(text[:_MAX_TEXT])
+    except tomllib.TOMLDecodeError:
+        return None
+    out: list[str] = []
+    stack: list[object] = [data]
+    while stack and len(out) < 256:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if key in keys and isinstance(value, list):
+                    out.extend(" ".join(str(w) for w in c) if isinstance(c, list) else str(c) for c in value)
+                else:
+                    stack.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return out

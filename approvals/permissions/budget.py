@@ -4,6 +4,11 @@ The engine sets a deadline for the judgment in progress (a context variable, so 
 judgments in threads or tasks each have their own); the parser, the expander and the engine call
 `check_deadline()` as they go, and a judgment past its deadline stops with `JudgmentTimeout`,
 which the engine turns into a deny.
+
+Time is not the only bound: every expansion or product loop (brace expansion, loop bodies ×
+values, nested `-c` text…) also spends WORK steps through `spend()`, so an input whose judgment
+would grow exponentially stops early and deterministically with `TooComplex`, whatever the
+machine's speed. A truncated expansion is never judged partially: `TooComplex` is a deny.
 """
 
 from __future__ import annotations
@@ -19,6 +24,15 @@ class JudgmentTimeout(Exception):
     """The judgment ran past its deadline."""
 
 
+class TooComplex(Exception):
+    """The text exceeds a structural cap or a work budget (its message says which); fails closed."""
+
+
+# Work steps one judgment may spend in its expansion loops (about a character scanned each).
+MAX_WORK = 200_000
+_WORK: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("permission_work", default=None)
+
+
 _DEADLINE: contextvars.ContextVar[tuple[Clock, float] | None] = contextvars.ContextVar(
     "permission_deadline", default=None
 )
@@ -28,9 +42,11 @@ _DEADLINE: contextvars.ContextVar[tuple[Clock, float] | None] = contextvars.Cont
 def deadline(clock: Clock, seconds: float) -> Iterator[None]:
     """Run the body with a deadline `seconds` from now on `clock`."""
     token = _DEADLINE.set((clock, clock() + seconds))
+    work = _WORK.set([0])
     try:
         yield
     finally:
+        _WORK.reset(work)
         _DEADLINE.reset(token)
 
 
@@ -39,3 +55,20 @@ def check_deadline() -> None:
     current = _DEADLINE.get()
     if current is not None and current[0]() > current[1]:
         raise JudgmentTimeout
+
+
+def spend(steps: int, what: str) -> None:
+    """Count `steps` of work on `what`; past the judgment's budget raise `TooComplex` (deadline too)."""
+    counter = _WORK.get()
+    if counter is None:
+        return
+    counter[0] += steps
+    if counter[0] > MAX_WORK:
+        raise TooComplex(f"{what} needs more than {MAX_WORK} steps of work")
+    check_deadline()
+
+
+def work_spent() -> int:
+    """The work steps spent so far by the current judgment (0 outside one): for tests and the bench."""
+    counter = _WORK.get()
+    return 0 if counter is None else counter[0]

@@ -7,6 +7,7 @@ the floor, secret and workspace boundaries hold whatever the configuration says.
 from __future__ import annotations
 
 import asyncio
+import posixpath
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -14,17 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from approvals.permissions.actions import ACTION_KINDS, Action
-from approvals.permissions.budget import Clock, JudgmentTimeout, check_deadline, deadline
+from approvals.permissions.budget import Clock, JudgmentTimeout, TooComplex, check_deadline, deadline
 from approvals.permissions.commands import CommandJudge, path_finding
 from approvals.permissions.decisions import RISK_ORDER, VERDICT_ORDER, Decision
 from approvals.permissions.errors import PermissionConfigError
 from approvals.permissions.fetch import judge_fetch
 from approvals.permissions.findings import Finding, worst
 from approvals.permissions.floor import SYSTEM_DIRS, classify_path
-from approvals.permissions.paths import Boundary
+from approvals.permissions.paths import Boundary, within
 from approvals.permissions.policy import POLICY_NAMES, PolicyName, resolve
 from approvals.permissions.rules import BUCKETS, EMPTY_RULES, RuleSet
-from approvals.permissions.shell.invocation import expand
+from approvals.permissions.shell.invocation import Invocation, expand
+from approvals.permissions.shell.words import UNKNOWN
 
 __all__ = ["DEFAULT_PROTECTED", "PermissionConfig", "PermissionEngine", "PolicyName"]
 
@@ -54,6 +56,10 @@ _HIDING = (
     "a stored value is evaluated", "runs code assembled from its input", "defines a shell function",
     "interpreter code computed at run time",
 )  # fmt: skip
+# Verbs that destroy their operands: with operands the text does not show, only a human may allow.
+_DESTROYERS = frozenset({"rm", "rmdir", "shred", "unlink", "truncate", "wipe", "srm", "mv"})
+_SHOWN_INPUT = ("heredoc", "herestring")
+_LIST_SOURCES = frozenset({"find", "fd", "ls", "git", "grep", "rg", "echo", "printf"})
 _UNFAITHFUL = re.compile("[\x00\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
@@ -118,6 +124,10 @@ class PermissionEngine:
                 finding = worst(self._checked(action))
         except JudgmentTimeout:
             finding = Finding("deny", "high", "policy", "judgment took too long (fails closed)", broad=True)
+        except TooComplex as exc:
+            finding = Finding(
+                "deny", "high", "policy", f"too complex to judge: {exc} (fails closed)", broad=True
+            )
         except Exception as exc:
             finding = Finding("deny", "high", "policy", f"could not judge: {type(exc).__name__}", broad=True)
         if finding.verdict == "ask" and not finding.sensitive and self.scope_key(action) in grants:
@@ -181,9 +191,34 @@ class PermissionEngine:
                 # What runs is not in the text: a human may allow it, automation never does.
                 reason = f"cannot see what runs: {hidden[0]}"
                 yield Finding("ask", "high", "policy", reason, sensitive=True, broad=True)
+            target_hidden = self._hidden_target(expansion.invocations)
+            if target_hidden is not None:
+                # What it destroys is not in the text (a file, a pipe, a substitution): likewise.
+                yield Finding("ask", "high", "policy", target_hidden, sensitive=True, broad=True)
         for finding in self._findings(action):
             check_deadline()
             yield finding
+
+    def _hidden_target(self, invocations: Sequence[Invocation]) -> str | None:
+        """A destructive verb whose targets the text does not show (`xargs rm < list`, `rm $(cat l)`)."""
+        for inv in invocations:
+            if inv.program not in _DESTROYERS:
+                continue
+            from_input = "xargs" in inv.wrappers and inv.extra_args and inv.command.stdin not in _SHOWN_INPUT
+            if from_input and not self._listed_inside(inv.command.upstream):
+                return f"hidden target: {inv.program} acts on paths read from its input"
+            operands = [w.text for w in inv.words[1:] if not w.text.startswith("-")]
+            if any(UNKNOWN in text for text in operands):
+                return f"hidden target: {inv.program} acts on paths computed at run time"
+        return None
+
+    def _listed_inside(self, upstream: tuple[str, ...]) -> bool:
+        """`find . -name '*.pyc' | xargs rm`: a listing program over workspace paths only."""
+        if not upstream or posixpath.basename(upstream[0]) not in _LIST_SOURCES:
+            return False
+        paths = [a for a in upstream[1:] if not a.startswith("-") and ("/" in a or a.startswith((".", "~")))]
+        absolute = self._boundary.absolute
+        return all(UNKNOWN not in p and within(absolute(p), self._boundary.workspace) for p in paths)
 
     def _findings(self, action: Action) -> Iterator[Finding]:
         if action.kind not in ACTION_KINDS:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Literal
 
-from approvals.permissions.budget import check_deadline
+from approvals.permissions.budget import check_deadline, spend
 from approvals.permissions.code import code_floor
 from approvals.permissions.effects import Effect, effects, storage_wipe
 from approvals.permissions.paths import is_raw_device
@@ -151,6 +151,7 @@ _CLASS_WORDS = {"root": "the root directory", "top": "the home or a top-level di
 def _through_links(effect: Effect, links: tuple[tuple[str, str], ...]) -> list[str]:
     """The effect's texts, and each again through a symlink the same command created (`l/` → `/`)."""
     texts = [effect.target, *effect.alternatives]
+    spend(len(texts) * (len(links) + 1), "paths through symlinks")
     for text in list(texts):
         for link, target in links:
             if text == link or text.startswith(link + "/"):

@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from approvals.permissions.budget import TooComplex
 from approvals.permissions.shell.interpreters import SHELLS, interpreter_family
 from approvals.permissions.shell.invocation import Invocation
 from approvals.permissions.shell.programs import KNOWN_PROGRAMS
-from approvals.permissions.shell.words import UNKNOWN, brace_variants
+from approvals.permissions.shell.words import MAX_BRACE_VARIANTS, UNKNOWN, brace_variants
 
 Mode = Literal["read", "write", "exec"]
 
@@ -127,14 +128,13 @@ def accesses(inv: Invocation) -> Iterator[Access]:
 
 def _brace_expanded(inv: Invocation) -> Invocation:
     """`cp {a,/etc/cron.d/x}` is `cp a /etc/cron.d/x`: operands after brace expansion (quoted too)."""
-    if not any("{" in a and "," in a for a in inv.argv[1:]):
+    if not any("{" in a and "}" in a for a in inv.argv[1:]):  # `{a,b}` and `{w..w}`
         return inv
     argv = [inv.argv[0]]
     for arg in inv.argv[1:]:
-        variants = [arg]
-        for _ in range(3):  # nested braces: one level per pass
-            variants = [v for t in variants for v in brace_variants(t)][:32]
-        argv.extend(variants)
+        argv.extend(brace_variants(arg))  # nested too; never cut short (TooComplex past its cap)
+        if len(argv) > MAX_BRACE_VARIANTS:
+            raise TooComplex(f"brace expansion over {MAX_BRACE_VARIANTS} words")
     return replace(inv, argv=tuple(argv))
 
 

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from approvals.permissions.budget import check_deadline
+from approvals.permissions.budget import TooComplex, check_deadline, spend
 from approvals.permissions.shell.interpreters import (
     SHELLS,
     interpreter_family,
@@ -174,6 +174,7 @@ def expand(text: str, depth: int = 0) -> Expansion:
                 problems.append("shell nesting too deep")
                 continue
             and_chain = False
+            spend(len(nested) + 1, "nested shell text")
             sub = expand(nested, depth + 1)
             invocations.extend(sub.invocations)
             problems.extend(sub.problems)
@@ -181,10 +182,13 @@ def expand(text: str, depth: int = 0) -> Expansion:
             local_names |= sub.local_names
             parse_error = parse_error or sub.parse_error
             refused = refused or sub.refused
-    for evaluated in script.evaluated[:8]:
+    if len(script.evaluated) > _MAX_EVALUATED:
+        raise TooComplex(f"more than {_MAX_EVALUATED} stored values evaluated as code")
+    for evaluated in script.evaluated:
         # `x='a[$(rm -rf /)]'; echo $((x))`: bash runs the substitution stored in x.
         problems.append("a stored value is evaluated as code (arithmetic, ${x@P} or ${!x})")
         if depth < MAX_DEPTH:
+            spend(len(evaluated) + 1, "stored values evaluated as code")
             sub = expand(evaluated, depth + 1)
             invocations.extend(sub.invocations)
             fork_bomb = fork_bomb or sub.fork_bomb
@@ -217,6 +221,10 @@ def _symlinks(inv: Invocation) -> list[tuple[str, str]]:
     ]
 
 
+# Stored values evaluated as code, or CDPATH places, judged per text; more is refused, not cut short.
+_MAX_EVALUATED = 8
+
+
 def _cdpath(inv: Invocation) -> list[Invocation]:
     """`CDPATH=/ cd usr`: cd may land in any CDPATH entry; each is judged as a possible `cd`."""
     if inv.program not in ("cd", "pushd") or len(inv.argv) < 2:
@@ -225,7 +233,9 @@ def _cdpath(inv: Invocation) -> list[Invocation]:
     values = [w.text for name, w in inv.command.environment if name == "CDPATH"]
     if not values or target.startswith(("/", ".", "~")) or UNKNOWN in target:
         return []
-    places = [p for p in values[-1].split(":") if p and UNKNOWN not in p][:8]
+    places = [p for p in values[-1].split(":") if p and UNKNOWN not in p]
+    if len(places) > _MAX_EVALUATED:
+        raise TooComplex(f"CDPATH of more than {_MAX_EVALUATED} places")
     return [
         Invocation(("cd", posixpath.join(p, target)), (Word(text="cd"), Word(text=posixpath.join(p, target))),
                    inv.command, ("CDPATH",), depth=inv.depth)

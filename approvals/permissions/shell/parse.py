@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 import tree_sitter as ts
 import tree_sitter_bash
 
-from approvals.permissions.budget import check_deadline
+from approvals.permissions.budget import TooComplex, check_deadline
 from approvals.permissions.shell.listings import lists_workspace_paths_piped, prints_revision
 from approvals.permissions.shell.script import (
     Redirect,
@@ -27,7 +27,7 @@ from approvals.permissions.shell.script import (
     literal_feed,
     loop_word,
 )
-from approvals.permissions.shell.words import TooComplex, Word, WordReader
+from approvals.permissions.shell.words import Word, WordReader
 
 __all__ = ["MAX_SHELL_CHARS", "Redirect", "Script", "SimpleCommand", "Stdin", "parse_shell"]
 

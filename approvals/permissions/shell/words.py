@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 
+from approvals.permissions.budget import TooComplex, spend
+
 # Stands for a part of a word whose value the parse cannot know ($VAR, $(…), $((…))).
 UNKNOWN = "\x00"
 # Variables whose value is the caller's context: `$HOME` at a word's start is home, `$PWD` the cwd.
@@ -26,10 +28,6 @@ _ANSI_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{
 
 # Parts of one word (`a'b'"c"$d…`) past which the text is refused rather than read.
 MAX_WORD_PARTS = 256
-
-
-class TooComplex(Exception):  # a signal to the parser, turned into a refusal
-    """The text exceeds a structural cap (nesting, commands, words, parts of a word)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -392,24 +390,41 @@ def skip_options(words: tuple[Word, ...], start: int, valued: frozenset[str], op
     return min(i + operands, len(words))
 
 
-MAX_BRACE_VARIANTS = 64
+# Words one brace expansion may produce; more is not judged partially (a dropped word could be
+# /etc) but refused: TooComplex, a deny.
+MAX_BRACE_VARIANTS = 1024
+# Longest word brace-expanded; a longer word with a brace pair is refused the same way.
+MAX_BRACE_TEXT = 4096
 
 
 def brace_variants(text: str) -> list[str]:
-    """Bash brace expansion (`/{etc,u{s,}r}`, `{a..c}`), nested, capped at MAX_BRACE_VARIANTS."""
-    if "{" not in text or len(text) > 4096:
+    """Bash brace expansion (`/{etc,u{s,}r}`, `{a..c}`), nested: every word, or TooComplex.
+
+    Depth first, so pending work stays linear in the text (a breadth-first queue grew 2^n before
+    the first complete word); each scan spends work steps, and the deadline is checked with them.
+    """
+    if "{" not in text or "}" not in text:
         return [text]
+    if len(text) > MAX_BRACE_TEXT:
+        raise TooComplex(f"brace expansion of a word of {len(text)} chars")
     out: list[str] = []
     pending = [text]
-    while pending and len(out) < MAX_BRACE_VARIANTS:
-        current = pending.pop(0)
+    while pending:
+        current = pending.pop()
+        spend(len(current) + 1, "brace expansion")
         split = _first_brace(current)
         if split is None:
             out.append(current)
+            if len(out) > MAX_BRACE_VARIANTS:
+                raise TooComplex(f"brace expansion over {MAX_BRACE_VARIANTS} words")
             continue
         head, alternatives, tail = split
-        pending.extend(head + alt + tail for alt in alternatives[:MAX_BRACE_VARIANTS])
-    return out or [text]
+        if len(alternatives) + len(out) > MAX_BRACE_VARIANTS:
+            raise TooComplex(f"brace expansion over {MAX_BRACE_VARIANTS} words")
+        pending.extend(head + alt + tail for alt in reversed(alternatives))
+        if len(pending) > MAX_BRACE_VARIANTS * 4:
+            raise TooComplex(f"brace expansion over {MAX_BRACE_VARIANTS} words")
+    return out
 
 
 def _first_brace(text: str) -> tuple[str, list[str], str] | None:
@@ -443,7 +458,7 @@ def _first_brace(text: str) -> tuple[str, list[str], str] | None:
 def _sequence(body: str) -> list[str] | None:
     """`1..3`, `a..c`, `0..10..5`: the words of a sequence expression, or None."""
     pieces = body.split("..")
-    if len(pieces) not in (2, 3):
+    if len(pieces) not in (2, 3) or any(len(p) > 18 for p in pieces):
         return None
     first, last = pieces[0], pieces[1]
     step = abs(int(pieces[2])) if len(pieces) == 3 and pieces[2].lstrip("-").isdigit() else 1
@@ -451,9 +466,17 @@ def _sequence(body: str) -> list[str] | None:
     if first.lstrip("-").isdigit() and last.lstrip("-").isdigit():
         a, b = int(first), int(last)
         numbers = range(a, b + 1, step) if a <= b else range(a, b - 1, -step)
-        return [str(n) for n in itertools.islice(numbers, MAX_BRACE_VARIANTS)]
+        _sequence_cap(len(numbers))
+        return [str(n) for n in numbers]
     if len(first) == 1 and len(last) == 1:
         a, b = ord(first), ord(last)
         codes = range(a, b + 1, step) if a <= b else range(a, b - 1, -step)
-        return [chr(c) for c in itertools.islice(codes, MAX_BRACE_VARIANTS)]
+        _sequence_cap(len(codes))
+        return [chr(c) for c in codes]
     return None
+
+
+def _sequence_cap(count: int) -> None:
+    """A sequence longer than the cap is refused, never cut short."""
+    if count > MAX_BRACE_VARIANTS:
+        raise TooComplex(f"brace expansion over {count} words (a sequence)")

@@ -11,8 +11,9 @@ places like bash would and decides.
 from __future__ import annotations
 
 import posixpath
+import shlex
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from approvals.permissions.shell.invocation import Invocation
@@ -70,6 +71,55 @@ _OUTPUT_MARKS = ("TARGET", "OUT", "BUILD", "DEST", "PREFIX", "BASETEMP", "WORK_T
                  "INSTALL", "CACHE", "TMP", "TEMP")  # fmt: skip
 
 
+@dataclass(frozen=True)
+class OutputDir:
+    """How a builder names its output directory, and whether it empties or replaces it."""
+
+    options: frozenset[str]  # options whose value is the directory (`-d`, `--destination`)
+    wipes: bool = True  # empties or replaces it on every run
+    wipe_flags: frozenset[str] = frozenset()  # or only with one of these flags
+    subcommand: str | None = None  # only for this subcommand (`next export -o`)
+
+
+def _dirs(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+# Static site generators and builders that EMPTY or REPLACE their output directory (so naming /,
+# a system directory or home there deletes it), and those that only write into it.
+OUTPUT_DIRS: dict[str, OutputDir] = {
+    "hugo": OutputDir(_dirs("-d", "--destination"), wipe_flags=_dirs("--cleanDestinationDir")),
+    "mkdocs": OutputDir(_dirs("-d", "--site-dir")),
+    "jekyll": OutputDir(_dirs("-d", "--destination")),
+    "pelican": OutputDir(_dirs("-o", "--output"), wipe_flags=_dirs("-d", "--delete-output-directory")),
+    "zola": OutputDir(_dirs("-o", "--output-dir")),
+    "mdbook": OutputDir(_dirs("-d", "--dest-dir")),
+    "docusaurus": OutputDir(_dirs("--out-dir")),
+    "next": OutputDir(_dirs("-o", "--outdir"), subcommand="export"),
+    "ng": OutputDir(_dirs("--output-path")),
+    "vite": OutputDir(_dirs("--outDir"), wipe_flags=_dirs("--emptyOutDir")),
+    "webpack": OutputDir(_dirs("-o", "--output-path"), wipe_flags=_dirs("--output-clean", "--clean")),
+    "webpack-cli": OutputDir(_dirs("-o", "--output-path"), wipe_flags=_dirs("--output-clean", "--clean")),
+    "eleventy": OutputDir(_dirs("--output"), wipes=False),
+    "astro": OutputDir(_dirs("--outDir"), wipes=False),
+    "gatsby": OutputDir(_dirs("--prefix-paths"), wipes=False),
+    "pytest": OutputDir(_dirs("--basetemp")),
+    "py.test": OutputDir(_dirs("--basetemp")),
+    "sphinx-build": OutputDir(_dirs("-d"), wipes=False),
+    "quarto": OutputDir(_dirs("--output-dir"), wipes=False),
+    "tsc": OutputDir(_dirs("--outDir", "--outdir"), wipes=False),
+    "rollup": OutputDir(_dirs("-d", "--dir"), wipes=False),
+    "parcel": OutputDir(_dirs("--dist-dir"), wipes=False),
+    "pyinstaller": OutputDir(_dirs("--distpath", "--workpath"), wipe_flags=_dirs("-y", "--noconfirm")),
+}  # fmt: skip
+# Variables whose value a tool reads as more of its own options (`PYTEST_ADDOPTS=--basetemp=/`).
+OPTION_VARIABLES: dict[str, tuple[str, ...]] = {
+    "PYTEST_ADDOPTS": ("pytest", "py.test"),
+    "HUGO_DESTINATION": ("hugo",),
+}
+_DIR_VARIABLES: dict[str, str] = {"HUGO_DESTINATION": "--destination"}
+
+
 def storage_wipe(inv: Invocation) -> str | None:
     """`zpool destroy`, `lvremove`, `mdadm --zero-superblock`: storage destroyed whatever it is."""
     verbs = _STORAGE.get(inv.program)
@@ -89,6 +139,7 @@ def effects(inv: Invocation) -> Iterator[Effect]:
     handler = _PROGRAMS.get(inv.program)
     if handler is not None:
         yield from handler(inv)
+    yield from _output_dirs(inv)
     yield from _option_effects(inv)
     yield from _environment_effects(inv)
 
@@ -453,6 +504,59 @@ def _option_effects(inv: Invocation) -> Iterator[Effect]:
         if word.text:
             verb: Verb = "destroy" if cleaning else "into"
             yield _effect(verb, word, f"{inv.program} writes there", recursive=True)
+
+
+def _tool(inv: Invocation) -> str:
+    """The program, or the module of `python -m module`."""
+    argv = inv.argv
+    if inv.program.startswith("python") and "-m" in argv and argv.index("-m") + 1 < len(argv):
+        return argv[argv.index("-m") + 1]
+    return inv.program
+
+
+def _with_option_variables(inv: Invocation, tool: str) -> Invocation:
+    """The invocation with the options its environment hands it (`PYTEST_ADDOPTS`) appended."""
+    extra: list[Word] = []
+    for name, value in _assignments(inv):
+        if tool not in OPTION_VARIABLES.get(name, ()):
+            continue
+        if name in _DIR_VARIABLES:
+            extra.extend((Word(text=_DIR_VARIABLES[name]), Word(text=value)))
+            continue
+        try:
+            extra.extend(Word(text=t) for t in shlex.split(value))
+        except ValueError:
+            extra.extend(Word(text=t) for t in value.split())
+    if not extra:
+        return inv
+    return replace(inv, words=(*inv.words, *extra), argv=(*inv.argv, *(w.text for w in extra)))
+
+
+def _output_dirs(inv: Invocation) -> Iterator[Effect]:
+    """`hugo --cleanDestinationDir -d /`, `mkdocs build -d ~`: a builder's output directory."""
+    tool = _tool(inv)
+    if tool == "sphinx-build":
+        # `-M clean SRC BUILD` deletes BUILD; otherwise the output directory is only written (-E
+        # rereads the sources, it does not empty the output).
+        operands = _operands(inv, frozenset({"-M", "-b", "-d", "-c", "-D", "-A", "-j", "-w"}))
+        verb: Verb = "destroy" if "clean" in inv.argv[1:3] and "-M" in inv.argv[1:3] else "into"
+        for word in operands[1:2]:
+            yield _effect(verb, word, "sphinx-build output directory", recursive=True)
+    table = OUTPUT_DIRS.get(tool)
+    if table is None:
+        return
+    if table.subcommand is not None and table.subcommand not in inv.argv[1:3]:
+        return
+    inv = _with_option_variables(inv, tool)
+    wipes = table.wipes and (
+        not table.wipe_flags or any(a.split("=")[0] in table.wipe_flags for a in inv.argv[1:])
+    )
+    for word in _value(inv, table.options):
+        if word.text:
+            verb = "destroy" if wipes else "into"
+            yield _effect(
+                verb, word, f"{tool} {'empties' if wipes else 'writes'} its output directory", recursive=True
+            )
 
 
 def _assignments(inv: Invocation) -> list[tuple[str, str]]:

@@ -10,7 +10,10 @@ Classes, decided here once:
 - Anything else: deny and ask rules apply, then allow rules; without a rule, ask (egress).
 
 Allow rules never match a URL whose address parsers disagree about (credentials, backslashes,
-encoded slashes, a host that is not plain ASCII after IDNA).
+encoded slashes, a host that is not plain ASCII after IDNA). Dot segments are resolved after one
+decoding pass (`%2E%2e` is `..`); a path servers may read differently still (`%252e`, `..;/`,
+`%3b`, `%00`, `%u002e`) is not allowed by a rule that names paths, and a deny or ask rule naming
+paths on that host applies to it (fails closed).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import posixpath
 import re
 import socket
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import unquote, urlsplit
 
 from approvals.permissions.findings import Finding
@@ -56,6 +59,9 @@ class URL:
     path: str
     query: str
     tricky: str | None  # why parsers may disagree about this URL (allow rules then do not apply)
+    # Why servers may read the PATH differently (`%252e`, `..;/`, `%2f`): path rules then fail closed.
+    path_tricky: str | None = None
+    readings: tuple[str, ...] = ()  # those other paths, normalised
 
     @property
     def text(self) -> str:
@@ -91,7 +97,37 @@ def normalise(url: str) -> URL | str:
         tricky = tricky or "an encoded slash in the path"
     if port == _DEFAULT_PORTS.get(scheme):
         port = None
-    return URL(scheme, host, port, path, parts.query, tricky)
+    path_tricky, readings = _path_trick(parts.path, path)
+    return URL(scheme, host, port, path, parts.query, tricky, path_tricky, readings)
+
+
+_PERCENT_U = re.compile(r"%u([0-9a-fA-F]{4})")
+
+
+def _readings(raw: str) -> set[str]:
+    """The paths servers may serve for `raw`, normalised.
+
+    Decoded once or twice (`%252e`), `;` path parameters dropped (Tomcat, Spring: `..;/`),
+    backslashes as slashes, IIS `%uXXXX`, cut at an encoded NUL or without it.
+    """
+    text = _PERCENT_U.sub(lambda m: chr(int(m.group(1), 16)), raw.replace("\\", "/"))
+    once = unquote(text)
+    readings = {once, unquote(once)}
+    readings |= {"/".join(seg.split(";", 1)[0] for seg in r.split("/")) for r in list(readings)}
+    readings |= {v for r in list(readings) for v in (r.split("\x00", 1)[0], r.replace("\x00", ""))}
+    readings |= {r.replace("\\", "/") for r in list(readings)}
+    return {_path(r) for r in readings}
+
+
+def _path_trick(raw: str, path: str) -> tuple[str | None, tuple[str, ...]]:
+    """Why servers may resolve this path to another one than `path`, and those other paths."""
+    if "%" not in raw and ";" not in raw and "\\" not in raw:
+        return None, ()
+    plain = unquote(path)
+    others = tuple(sorted(r for r in _readings(raw) if r not in (plain, path)))
+    if not others:
+        return None, ()
+    return f"a path servers may read as {others[0]}", others
 
 
 def _host(raw: str) -> tuple[str, str | None]:
@@ -210,6 +246,16 @@ def fetch_findings(url: URL, klass: str, rules: RuleSet) -> Iterator[Finding]:
         for rule in rules.of(bucket, "fetch"):
             if bucket == "allow" and (url.tricky or url.scheme not in ("http", "https")):
                 continue
+            if url.readings and rule.constrains_path() and rule.matches_url_host(url):
+                # Another path the server may serve: allow only if the rule allows every reading,
+                # deny or ask if the rule names any (fails closed).
+                matching = [rule.matches_url(replace(url, path=r)) for r in url.readings]
+                if bucket == "allow" and not all(matching):
+                    continue
+                if bucket != "allow" and any(matching):
+                    reason = f"{bucket} rule {rule.text}: {url.path_tricky}"
+                    yield Finding(bucket, "high", "rule", reason, rule=rule.text, egress=True)
+                    return
             if bucket == "allow" and klass in ("local", "private") and not rule.names_host(url.host):
                 continue
             if rule.matches_url(url):

@@ -78,6 +78,22 @@ class Rule:
         target = url.path + (f"?{url.query}" if url.query else "")
         return glob_match(path, target) or (path.endswith("/*") and glob_match(path[:-2], target))
 
+    def constrains_path(self) -> bool:
+        """The URL pattern says which paths (not `domain:`, `*`, nor a host with `/**`)."""
+        if self.pattern.startswith("domain:") or self.pattern in ("*", "**"):
+            return False
+        path = _url_pattern(self.pattern)[3]
+        return path not in ("/**", "/*", "*", "**")
+
+    def matches_url_host(self, url: URL) -> bool:
+        """Match the URL on everything but its path (for a path servers may read differently)."""
+        if self.pattern.startswith("domain:"):
+            return host_match(self.pattern[7:].strip(), url.host)
+        if self.pattern in ("*", "**"):
+            return True
+        scheme, host, port, _ = _url_pattern(self.pattern)
+        return glob_match(scheme, url.scheme) and host_match(host, url.host) and port == url.port
+
     def names_host(self, host: str) -> bool:
         """The rule names this host literally (no wildcard): how a local address may be allowed."""
         pattern = (

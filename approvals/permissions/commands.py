@@ -22,6 +22,7 @@ from approvals.permissions.shell.accesses import accesses, uses_cwd
 from approvals.permissions.shell.invocation import Expansion, Invocation, expand
 from approvals.permissions.shell.programs import LIST_CONSUMERS
 from approvals.permissions.shell.words import UNKNOWN
+from approvals.permissions.stored import input_assigned, sensitive, stored_commands
 from approvals.permissions.written import (
     loaded,
     matches,
@@ -80,15 +81,32 @@ class CommandJudge:
             yield Finding("allow", "low", "risk", "no command to run")
         exported = exported_names(expansion.invocations)
         find_argv: tuple[str, ...] | None = None
+        # `read x`, `printf -v x`, `mapfile x` set shell variables too (shown later, not secrets).
+        local = expansion.local_names | {n for i in expansion.invocations for n in input_assigned(i)}
         for inv, candidates in zip(expansion.invocations, cwds, strict=True):
-            yield from self._invocation(inv, candidates, expansion.local_names)
+            yield from self._invocation(inv, candidates, local)
             yield from self._environment(inv, candidates, exported)
             find_argv = inv.argv if inv.program == "find" and not inv.extra_args else find_argv
             yield from self._contents(inv, find_argv)
         yield from self._written_then_run(expansion, cwds)
+        yield from self._stored(text, expansion)
         if _dotglob(expansion):
             reason = "dotglob makes globs match hidden files such as .env"
             yield Finding("ask", "high", "boundary", reason, sensitive=True)
+
+    def _stored(self, text: str, expansion: Expansion) -> Iterator[Finding]:
+        """Stored subscripts an arithmetic context runs, and sensitive variables set by `read` and kin."""
+        for inv in expansion.invocations:
+            for name in input_assigned(inv):
+                if sensitive(name):
+                    reason = f"{inv.program} sets {name}, which changes what later commands run or load"
+                    yield Finding("ask", "high", "risk", reason, broad=True)
+        commands = stored_commands(text)
+        if commands is not None:
+            reason = "a stored value holds a command that an arithmetic context runs (a[$(…)])"
+            yield Finding("ask", "high", "risk", reason, broad=True)
+            for command in commands:
+                yield from self.judge(command)
 
     def _written_then_run(self, expansion: Expansion, cwds: list[frozenset[str]]) -> Iterator[Finding]:
         """A file written and then run or read as configuration in the same command (written.py)."""

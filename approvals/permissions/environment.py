@@ -85,9 +85,11 @@ def assignments(inv: Invocation, exported: frozenset[str], allexport: bool) -> I
     if inv.program in ("make", "gmake"):
         for word in inv.words[1:]:
             name, eq, _ = word.text.partition("=")
-            if eq and not word.text.startswith("-") and _NAME.fullmatch(name.rstrip("+:?")):
+            bare = name.rstrip("+:?!")
+            # `.SHELLFLAGS=-c…` is a make variable too (its name starts with a dot).
+            if eq and not word.text.startswith("-") and _NAME.fullmatch(bare.removeprefix(".")):
                 value = replace(word, text=word.text.split("=", 1)[1])
-                yield Assignment(name.rstrip("+:?"), value, "make")
+                yield Assignment(bare, value, "make")
 
 
 def _cmake_definitions(inv: Invocation) -> Iterator[Assignment]:

@@ -198,6 +198,8 @@ def _exec_capable(inv: Invocation, program: str) -> str | None:
         return f"{program} can run arbitrary commands"
     if program == "tar" and any(a.startswith(TAR_EXEC) for a in args):
         return "tar option that runs a program"
+    if program == "tar" and _tar_remote(args):
+        return "tar archive on another machine (host:path runs a remote shell)"
     if program == "zip" and any(a.startswith(("-TT", "--unzip-command")) for a in args):
         return "zip option that runs a program"
     if program in ("less", "more") and any(a.startswith("+") for a in args):
@@ -234,8 +236,9 @@ def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
         r"system|\|\s*\"|getline|\bprint\b[^;}]*>", " ".join(inv.argv[1:])
     ):
         return RiskInfo("high", "awk program runs commands or writes files", broad=True, runs_code=True)
-    if program == "sed" and any(SED_EXEC.search(a) for a in inv.argv[1:] if not a.startswith("-")):
-        return RiskInfo("high", "sed script runs commands or writes files", broad=True, runs_code=True)
+    sed = _sed_risk(inv) if program == "sed" else None
+    if sed is not None:
+        return sed
     known = judge_known(inv, program, classify)
     if known is not None:
         return known
@@ -261,6 +264,86 @@ def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
         # `./run.sh`, `bin/tool`: a program from the workspace (its path is checked as a read).
         return RiskInfo("low", "runs a program from the workspace", broad=True)
     return RiskInfo("medium", f"unknown program ({program})")
+
+
+def _sed_risk(inv: Invocation) -> RiskInfo | None:
+    """sed scripts with `e`/`w` commands or flags, in any spelling; a script from a file asks."""
+    scripts, from_file = _sed_scripts(inv.argv[1:])
+    if from_file:
+        return RiskInfo("medium", "sed runs a script from a file (its commands not shown)", runs_code=True)
+    if any(SED_EXEC.search(a) for a in scripts):
+        return RiskInfo("high", "sed script runs commands or writes files", broad=True, runs_code=True)
+    return None
+
+
+def _sed_scripts(args: tuple[str, ...]) -> tuple[list[str], bool]:
+    """The scripts of a sed run (`-e S`, `-eS`, `--expression[=]S`, or the first operand); True for `-f`."""
+    scripts: list[str] = []
+    given = False
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        nxt = args[i + 1] if i + 1 < len(args) else ""
+        if arg == "--":
+            scripts.extend(args[i + 1 : i + 2] if not given else [])
+            break
+        short = arg.startswith("-") and not arg.startswith("--")
+        if arg.startswith("--file") or (short and "f" in arg.split("e", 1)[0]):
+            return scripts, True
+        if arg in ("--expression", "-e"):
+            scripts.append(nxt)
+            given, i = True, i + 2
+            continue
+        if arg.startswith("--expression="):
+            scripts.append(arg.split("=", 1)[1])
+            given = True
+        elif arg.startswith("-") and not arg.startswith("--") and "e" in arg:
+            rest = arg[arg.index("e") + 1 :]
+            scripts.append(rest or nxt)
+            given, i = True, i + (1 if rest else 2)
+            continue
+        elif not arg.startswith("-") and not given:
+            scripts.append(arg)
+            given = True
+        i += 1
+    return scripts, False
+
+
+_STREAM = re.compile(r"^(-|/dev/stdin|/dev/fd/\d+|/proc/[^/]+/fd/\d+|/dev/tty)$")
+
+
+def reads_stream(inv: Invocation) -> bool:
+    """`bash /dev/stdin < x`, `python3 /dev/fd/3`, `bash < /dev/stdin`: code from a stream, not shown."""
+    operands = [a for a in inv.argv[1:] if not a.startswith(("-", "+")) or a == "-"]
+    if operands:
+        return _STREAM.match(operands[0]) is not None
+    return any(
+        r.target is not None
+        and not r.writes
+        and r.target.text.startswith(("/dev/", "/proc/"))
+        and r.target.text != "/dev/null"
+        for r in inv.command.redirects
+    )
+
+
+def _tar_remote(args: tuple[str, ...]) -> bool:
+    """`tar -cf host:x.tar`, `-cfhost:x`, `--file=host:x`: an archive on another machine (rsh/ssh)."""
+    if "--force-local" in args:
+        return False
+    for i, arg in enumerate(args):
+        nxt = args[i + 1] if i + 1 < len(args) else ""
+        value = None
+        if arg in ("--file", "-f"):
+            value = nxt
+        elif arg.startswith("--file="):
+            value = arg.split("=", 1)[1]
+        elif arg.startswith("-") and not arg.startswith("--") and "f" in arg:
+            value = arg[arg.index("f") + 1 :] or nxt
+        elif i == 0 and not arg.startswith("-") and "f" in arg:
+            value = nxt  # `tar cf host:x src`: old-style letters
+        if value and ":" in value.split("/", 1)[0]:
+            return True
+    return False
 
 
 def _posts(inv: Invocation) -> bool:
@@ -380,7 +463,11 @@ def _interpreter_risk(inv: Invocation, family: str) -> RiskInfo:
         if info.risk == "low" and foreign:
             return RiskInfo("medium", f"{family} loads the library {foreign[0]} (its code runs)", broad=True)
         return info
-    if inv.command.stdin in ("pipe", "herestring") or any(w.process_substitution for w in inv.words):
+    if (
+        inv.command.stdin in ("pipe", "herestring")
+        or any(w.process_substitution for w in inv.words)
+        or reads_stream(inv)
+    ):
         return RiskInfo("high", f"{family} runs code from its input (decode-and-execute)", broad=True)
     operands = [a for a in inv.argv[1:] if not a.startswith("-")]
     if not operands and any(
@@ -414,7 +501,10 @@ def _code_risk(code: str, family: str) -> RiskInfo:
 
 def _shell_risk(inv: Invocation) -> RiskInfo:
     args = inv.argv[1:]
-    if any(a.startswith("-") and "c" in a[1:] and not a.startswith("--") for a in args):
+    inline = any(a.startswith("-") and "c" in a[1:] and not a.startswith("--") for a in args)
+    if reads_stream(inv) and not inline:
+        return RiskInfo("high", "shell runs code from a stream (not shown in the command)", broad=True)
+    if inline:
         return RiskInfo("low", "shell running the commands judged separately")
     if inv.command.stdin in ("heredoc", "herestring"):
         return RiskInfo("low", "shell running a here-document judged separately")

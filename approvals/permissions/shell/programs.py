@@ -17,7 +17,8 @@ LOW = frozenset(
     mawk tar zip unzip gzip gunzip zcat bzip2 bunzip2 xz unxz zstd unzstd 7z make cmake ninja meson
     gcc g++ cc c++ clang clang++ javac java rustc tsc pytest black ruff mypy flake8 pylint isort
     pyright prettier eslint jest vitest mocha patch split truncate nproc uname hostname locale tput
-    clear exit return read shift wait set unset local readonly shopt alias history jobs fg bg disown
+    mapfile readarray clear exit return read shift wait set unset local readonly shopt alias history
+    jobs fg bg disown
     hash umask getopts let printf wc diff3 sdiff iconv dos2unix unix2dos mktemp env-check tox nox
     coverage pre-commit go cargo npm yarn pnpm python pip node bun deno git gofmt rustfmt
     clang-format shellcheck shfmt hadolint yamllint markdownlint ctags cloc tokei fd fzf chmod

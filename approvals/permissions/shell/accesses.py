@@ -256,6 +256,10 @@ def _find(inv: Invocation, operands: list[str]) -> Iterator[Access]:
             yield Access(args[i + 1], "write")  # `-fprint FILE`, `-fprintf FILE FORMAT`, `-fls FILE`
 
 
+# git short options whose value is a file git reads: -O<orderfile> (diff, log), -F<file> (commit, tag).
+_GIT_FILE_OPTIONS = ("-O", "-F")
+
+
 def _git_paths(inv: Invocation) -> Iterator[Access]:
     """git: `-C dir`, `--git-dir`, `--work-tree`, `--opt=path` and path-looking operands (not messages)."""
     args = inv.argv[1:]
@@ -267,6 +271,11 @@ def _git_paths(inv: Invocation) -> Iterator[Access]:
             continue
         if arg in ("-C", "--git-dir", "--work-tree") and i + 1 < len(args):
             yield Access(args[i + 1], "write")
+            skip_next = True
+        elif arg[:2] in _GIT_FILE_OPTIONS and len(arg) > 2 and arg[2:] != "-":
+            yield Access(arg[2:], "read")  # attached: `git diff -O/etc/x`, `git commit -F/etc/shadow`
+        elif arg in _GIT_FILE_OPTIONS and i + 1 < len(args) and args[i + 1] != "-":
+            yield Access(args[i + 1], "read")  # `git commit -F /etc/shadow` reads it as the message
             skip_next = True
         elif arg.startswith("--") and "=" in arg:
             value = arg.split("=", 1)[1]

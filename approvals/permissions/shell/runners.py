@@ -4,10 +4,12 @@ a wrapper's own options write (`time -o`).
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from approvals.permissions.budget import TooComplex
 from approvals.permissions.shell.script import Redirect
 from approvals.permissions.shell.words import Word
 
@@ -145,6 +147,8 @@ def _other_shell_text(inv: Invocation, words: list[str]) -> str | None:
                 " ".join(line.split()[5:]) for line in text.splitlines() if not line.startswith("#")
             )
         return text
+    if program in ("sed", "gsed"):
+        return sed_commands(words)
     if program in ("ssh", "autossh"):
         i = 1
         while i < len(words) and words[i].startswith("-"):
@@ -163,6 +167,9 @@ def _stdin_text(inv: Invocation) -> str | None:
     return None
 
 
+_MAX_PARALLEL_ARGUMENTS = 64
+
+
 def _parallel_text(words: list[str]) -> str | None:
     """`parallel 'rm -rf {}' ::: / ~`: the command once per argument (arguments after `:::`)."""
     i = 1
@@ -172,7 +179,10 @@ def _parallel_text(words: list[str]) -> str | None:
     while i < len(words) and words[i] not in _PARALLEL_SEPARATORS:
         command.append(words[i])
         i += 1
-    arguments = [w for w in words[i:] if w not in _PARALLEL_SEPARATORS][:16]
+    arguments = [w for w in words[i:] if w not in _PARALLEL_SEPARATORS]
+    if len(arguments) > _MAX_PARALLEL_ARGUMENTS:
+        # Each argument makes another command; judging only some would drop the one that is `/`.
+        raise TooComplex(f"parallel over more than {_MAX_PARALLEL_ARGUMENTS} arguments")
     if not command:
         return "\n".join(arguments) or None  # `parallel ::: 'rm -rf /'`: the arguments are commands
     text = " ".join(command)
@@ -186,3 +196,44 @@ def _parallel_text(words: list[str]) -> str | None:
             line = line.replace(token, quoted)
         lines.append(line if line != text else f"{text} {quoted}")
     return "\n".join(lines)
+
+
+_SED_VALUED = frozenset({"-e", "--expression", "-f", "--file", "-l", "--line-length"})
+_SED_ADDRESS = r"(?:\d+(?:~\d+)?|\$|/(?:[^/\\\n]|\\.)*/[IM]*|\\(.)(?:(?!\1).)*\1[IM]*)"
+# GNU sed's `e command` (runs command; the rest of the line is its text), after an optional
+# address or range and `!`, at the start of a line, after `;` or `{`.
+_SED_EXEC = re.compile(
+    rf"(?:^|[;{{}}])\s*(?:{_SED_ADDRESS}(?:\s*,\s*(?:{_SED_ADDRESS}|[+~]\d+))?)?\s*!?\s*e[ \t]+([^\n]+)",
+    re.M,
+)
+
+
+def sed_scripts(words: list[str]) -> list[str]:
+    """The script texts of a sed invocation (`-e`, `--expression=`, or the first operand)."""
+    scripts: list[str] = []
+    operands: list[str] = []
+    i = 1
+    while i < len(words):
+        text = words[i]
+        if text in ("-e", "--expression") and i + 1 < len(words):
+            scripts.append(words[i + 1])
+            i += 2
+            continue
+        if text.startswith("--expression="):
+            scripts.append(text.split("=", 1)[1])
+        elif text.startswith("-e") and len(text) > 2 and not text.startswith("--"):
+            scripts.append(text[2:])
+        elif text in _SED_VALUED:
+            i += 1
+        elif not text.startswith("-") or text == "-":
+            operands.append(text)
+        i += 1
+    if not scripts and operands:
+        scripts.append(operands[0])
+    return scripts
+
+
+def sed_commands(words: list[str]) -> str | None:
+    """Shell text a sed script runs with its `e command` (`sed '1e rm -rf /' f`), or None."""
+    found = [m.group(m.lastindex or 0).strip() for s in sed_scripts(words) for m in _SED_EXEC.finditer(s)]
+    return "\n".join(f for f in found if f) or None

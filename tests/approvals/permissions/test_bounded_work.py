@@ -151,3 +151,38 @@ def test_any_brace_word_gets_a_decision_within_the_work_cap(
     except TooComplex:
         return
     assert len(variants) <= MAX_BRACE_VARIANTS
+
+
+_LONG_BENIGN = [
+    "git commit -m '" + "fix: a; b | c && d\n" * 700 + "'",
+    "curl -s -d '" + '{"key":"value","n":[1,2,3]},' * 500 + "' https://api.example.com/x",
+    "cat > notes.md <<'EOF'\n" + "word word word; a | b\n" * 700 + "EOF",
+    'echo "' + "a b c d " * 1500 + '"',
+    "python3 -c '" + "print(1); " * 1500 + "'",
+    "# " + "comment words here " * 600 + "\nls",
+]
+
+
+@pytest.mark.parametrize("command", _LONG_BENIGN)
+def test_long_text_whose_bulk_is_quoted_is_not_refused_before_parsing(command: str) -> None:
+    from approvals.permissions.shell.parse import parse_shell
+
+    assert len(command) > 2048
+    assert parse_shell(command).refused is None, command[:40]
+
+
+_LONG_REFUSED = [
+    " | ".join(["cat"] * 2500),
+    " && ".join(["ls"] * 2500),
+    "x " * 4500,
+    "echo " + "$x" * 3000,
+    "echo " + "{a,b}" * 2000,
+    "a=b " * 3000 + "ls",
+]
+
+
+@pytest.mark.parametrize("command", _LONG_REFUSED)
+def test_text_far_past_a_cap_is_refused_before_the_grammar(command: str) -> None:
+    from approvals.permissions.shell.parse import _lexically_too_complex
+
+    assert _lexically_too_complex(command) is not None

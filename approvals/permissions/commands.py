@@ -13,9 +13,10 @@ from approvals.permissions.decisions import Layer, Verdict
 from approvals.permissions.environment import assignments, computed_export, exported_names, judge_assignment
 from approvals.permissions.findings import Finding
 from approvals.permissions.floor import invocation_floor, lexical_floor
+from approvals.permissions.options import option_values, wildcard_covers
 from approvals.permissions.paths import Boundary, within
 from approvals.permissions.readers import broad_search, computed_names, listing_reader
-from approvals.permissions.risk import classify
+from approvals.permissions.risk import WORKSPACE_PROGRAM, classify
 from approvals.permissions.riskinfo import RiskInfo
 from approvals.permissions.rules import Bucket, Rule, RuleSet
 from approvals.permissions.shell.accesses import accesses, uses_cwd
@@ -24,6 +25,7 @@ from approvals.permissions.shell.programs import LIST_CONSUMERS
 from approvals.permissions.shell.words import UNKNOWN
 from approvals.permissions.stored import input_assigned, sensitive, stored_commands
 from approvals.permissions.written import (
+    compiles,
     loaded,
     matches,
     runs_listed_code,
@@ -83,8 +85,9 @@ class CommandJudge:
         find_argv: tuple[str, ...] | None = None
         # `read x`, `printf -v x`, `mapfile x` set shell variables too (shown later, not secrets).
         local = expansion.local_names | {n for i in expansion.invocations for n in input_assigned(i)}
+        made = self._made(expansion, cwds)
         for inv, candidates in zip(expansion.invocations, cwds, strict=True):
-            yield from self._invocation(inv, candidates, local)
+            yield from self._invocation(inv, candidates, local, made)
             yield from self._environment(inv, candidates, exported)
             find_argv = inv.argv if inv.program == "find" and not inv.extra_args else find_argv
             yield from self._contents(inv, find_argv)
@@ -93,6 +96,19 @@ class CommandJudge:
         if _dotglob(expansion):
             reason = "dotglob makes globs match hidden files such as .env"
             yield Finding("ask", "high", "boundary", reason, sensitive=True)
+
+    def _made(self, expansion: Expansion, cwds: list[frozenset[str]]) -> frozenset[str]:
+        """Files this command writes with literal text, or compiles: running them is judged by that text."""
+        made: set[str] = set()
+        for inv, candidates in zip(expansion.invocations, cwds, strict=True):
+            for cwd in candidates - {UNKNOWN} or {self.boundary.workspace}:
+                absolute = functools.partial(self.boundary.absolute, cwd=cwd)
+                made.update(item.path for item in written(inv, absolute) if item.text is not None)
+                if compiles(inv):
+                    outputs = {absolute(a.text) for a in accesses(inv) if a.write and UNKNOWN not in a.text}
+                    # `make && ./app`, `cargo build && ./target/debug/app`: outputs the build decides.
+                    made.update(outputs or {"*"})
+        return frozenset(made)
 
     def _stored(self, text: str, expansion: Expansion) -> Iterator[Finding]:
         """Stored subscripts an arithmetic context runs, and sensitive variables set by `read` and kin."""
@@ -224,9 +240,16 @@ class CommandJudge:
         return Finding("deny", "critical", "floor", reason, broad=True)
 
     def _invocation(
-        self, inv: Invocation, cwds: frozenset[str], local_names: frozenset[str]
+        self, inv: Invocation, cwds: frozenset[str], local_names: frozenset[str], made: frozenset[str]
     ) -> Iterator[Finding]:
         info = classify(inv)
+        if info.reason == WORKSPACE_PROGRAM and inv.words:
+            # `gcc -o app main.c && ./app`, `printf … > x.sh && ./x.sh`: the program was made here
+            # (compiled from workspace sources, or its literal text judged by _written_then_run).
+            places = cwds - {UNKNOWN} or {self.boundary.workspace}
+            program = {self.boundary.absolute(inv.words[0].text, c) for c in places}
+            if ("*" in made and all(within(p, self.boundary.workspace) for p in program)) or program <= made:
+                info = replace(info, risk="low", reason="runs a program this command wrote or compiled")
         if info.imports and all(self._workspace_module(m) for m in info.imports):
             info = replace(info, risk="low", reason="python code that imports the workspace's own modules")
         yield self._rules(inv, info)
@@ -241,6 +264,7 @@ class CommandJudge:
                         "ask", "high", "boundary", f"searches {cwd}, which holds secrets", sensitive=True
                     )
             yield from self._paths(inv, cwd)
+            yield from self._option_values(inv, cwd)
             # Paths named in inline code (`open('.env')`) are judged like any other read.
             for literal in _LITERAL.findall(inv.inline_code or ""):
                 text = literal[1]
@@ -254,6 +278,19 @@ class CommandJudge:
         ) and not self._upstream_inside(inv):
             yield Finding("ask", "high", "boundary", f"{inv.program} acts on paths read from its input")
 
+    def _option_values(self, inv: Invocation, cwd: str) -> Iterator[Finding]:
+        """Option values naming a URL (data sent out, code fetched) or an outside path (options.py)."""
+        for option, value in option_values(inv):
+            if value.kind == "url":
+                reason = f"option {option} names a remote address ({value.text[:80]})"
+                yield Finding("ask", "high", "risk", reason, egress=True, broad=True)
+            elif value.kind == "egress":
+                yield Finding(
+                    "ask", "high", "risk", f"option {option} sends data out", egress=True, broad=True
+                )
+            else:
+                yield path_finding(self.boundary, self.rules, value.text, write=True, cwd=cwd)
+
     def _rules(self, inv: Invocation, info: RiskInfo) -> Finding:
         texts = {inv.text, _canonical(inv)}
         verdict: Verdict = "allow" if info.risk == "low" else "ask"
@@ -266,7 +303,14 @@ class CommandJudge:
         if rule is None and not inv.problems:
             # A wildcard rule never approves code handed over inline (`python -c`, `git -c`, awk system).
             hands_code = inv.inline_code is not None or info.runs_code
-            allow = (r for r in self.rules.of("allow", "command") if not (r.has_wildcard and hands_code))
+            allow = (
+                r
+                for r in self.rules.of("allow", "command")
+                if not (
+                    r.has_wildcard
+                    and (hands_code or not wildcard_covers(r.pattern, inv, info.risk, info.side_effect))
+                )
+            )
             rule = next((r for r in allow if r.matches_command(inv.text)), None)
         if rule is not None:
             verdict, layer, reason = rule.bucket, "rule", f"{rule.bucket} rule {rule.text}"

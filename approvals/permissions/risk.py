@@ -128,9 +128,10 @@ def _remote_candidates(inv: Invocation, program: str, sub: str) -> Iterator[Risk
         yield RiskInfo("low", f"local {program} query ({' '.join(inv.argv[1:3])})")
     if program in ("python", "uv") and sub == "pip":
         yield RiskInfo("high", "installs packages", egress=True, broad=True)
-    if program == "bundle":
+    if program in ("bundle", "composer"):
         known = judge_known(inv, program, classify)
-        if known is not None:
+        # composer's other verbs download (network program, below); bundle's table is complete.
+        if known is not None and (program == "bundle" or known.risk == "low"):
             yield known
     if program in NETWORK:
         yield RiskInfo("high", f"network program ({program})", egress=True, broad=True)
@@ -259,11 +260,26 @@ def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
         return RiskInfo("high", "archive members may be written anywhere (absolute or .. paths)")
     if program in LOW or program in BUILDS:
         return RiskInfo("low", "reads or edits files")
+    workspace = _workspace_program(inv)
+    if workspace is not None:
+        return workspace
+    return RiskInfo("medium", f"unknown program ({program})")
+
+
+def _workspace_program(inv: Invocation) -> RiskInfo | None:
+    """`./configure`, `./run.sh`, `./some-binary`: a program from the workspace; None for other heads."""
     head = inv.words[0].text if inv.words else ""
     if "/" in head and not head.startswith(("/", "~")) and inv.words[0].plain:
-        # `./run.sh`, `bin/tool`: a program from the workspace (its path is checked as a read).
-        return RiskInfo("low", "runs a program from the workspace", broad=True)
-    return RiskInfo("medium", f"unknown program ({program})")
+        # `./configure`, `bin/rails`: a known project wrapper. Any other workspace program is
+        # unknown code (principle 1) unless this command wrote or compiled it (commands.py).
+        name = posixpath.basename(head)
+        if name.endswith(_SCRIPT_SUFFIXES):
+            # `./run.sh` is `sh run.sh`: a workspace script, like any script handed to its interpreter.
+            return RiskInfo("low", "runs a script from the workspace", broad=True)
+        if name in PROJECT_WRAPPERS:
+            return RiskInfo("low", "runs a known project wrapper from the workspace", broad=True)
+        return RiskInfo("medium", WORKSPACE_PROGRAM, broad=True)
+    return None
 
 
 def _sed_risk(inv: Invocation) -> RiskInfo | None:
@@ -344,6 +360,15 @@ def _tar_remote(args: tuple[str, ...]) -> bool:
         if value and ":" in value.split("/", 1)[0]:
             return True
     return False
+
+
+_SCRIPT_SUFFIXES = (".sh", ".bash", ".py", ".rb", ".pl", ".js", ".mjs", ".cjs", ".ts", ".php", ".lua")
+WORKSPACE_PROGRAM = "runs a program from the workspace that this command does not show"
+# Wrapper scripts that projects check in to run a known tool (their text is the tool's own).
+PROJECT_WRAPPERS = frozenset(
+    """configure autogen.sh bootstrap.sh gradlew mvnw sbtx manage.py rails rake rspec bundle
+    setup.py waf bazelisk pants""".split()  # noqa: SIM905
+)
 
 
 def _posts(inv: Invocation) -> bool:

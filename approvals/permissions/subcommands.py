@@ -217,9 +217,22 @@ def _sub_options(program: str, sub: str, args: tuple[str, ...]) -> RiskInfo | No
         return RiskInfo("medium", "changes go configuration (go env -w)")
     if program == "go" and sub == "clean" and any(a in ("-modcache", "-cache", "-fuzzcache") for a in args):
         return RiskInfo("medium", "deletes Go's shared caches outside the workspace")
+    if program == "rails" and _rails_environment(args) not in ("development", "test"):
+        return RiskInfo("medium", f"rails {sub} on the {_rails_environment(args)} environment (not local)")
     if program == "pip" and any(a in ("--outdated", "-o", "--uptodate", "-u") for a in args):
         return RiskInfo("high", "asks the package index for newer versions", egress=True, broad=True)
     return None
+
+
+def _rails_environment(args: tuple[str, ...]) -> str:
+    """The environment a rails command runs in (`RAILS_ENV=x`, `-e x`, `--environment=x`)."""
+    env = "development"
+    for i, arg in enumerate(args):
+        if arg.startswith(("RAILS_ENV=", "RACK_ENV=", "--environment=", "DATABASE_URL=")):
+            env = arg.split("=", 1)[1] if not arg.startswith("DATABASE_URL=") else "DATABASE_URL"
+        elif arg in ("-e", "--environment") and i + 1 < len(args):
+            env = args[i + 1]
+    return env
 
 
 def _runs_program(inv: Invocation, program: str, operands: list[tuple[int, str]]) -> Invocation | None:

@@ -108,6 +108,11 @@ def written(inv: Invocation, absolute: Absolute) -> Iterator[Written]:
             yield Written(absolute(name), None)
 
 
+def compiles(inv: Invocation) -> bool:
+    """A compiler or build: what it writes is derived from the workspace's own sources."""
+    return inv.program in _BUILDERS
+
+
 def runs_listed_code(inv: Invocation) -> bool:
     """`find … -exec sh {} ;`, `… | xargs bash`: code files named at run time."""
     runs = inv.program in SHELLS or inv.program in ("source", ".", "make") or interpreter_family(inv.program)

@@ -219,6 +219,39 @@ TOOLS: dict[str, Tool] = {
         _words("setup compile test configure introspect dist init rewrite format fmt --version -v help")
     ),
     "turbo": Tool(_words("run build test lint --version")),
+    # Rails on the workspace's own app and development database; `runner`, `console`, `credentials`,
+    # `dbconsole` and unknown tasks ask.
+    "rails": Tool(
+        _words(
+            """test test:system test:models test:controllers test:all spec routes about stats notes
+            db:migrate db:rollback db:create db:prepare db:setup db:schema:load db:schema:dump db:seed
+            db:migrate:status db:test:prepare db:version db:reset db:drop generate g destroy d server s
+            assets:precompile assets:clobber zeitwerk:check middleware time:zones:all log:clear tmp:clear
+            version --version -v -h --help help"""
+        ),
+        _words("-e --environment"),
+    ),
+    "mix": Tool(
+        _words(
+            """test format compile credo dialyzer docs help clean xref ecto.migrate ecto.create ecto.rollback
+            ecto.reset ecto.setup ecto.gen.migration phx.routes phx.server phx.gen.html phx.gen.json
+            phx.gen.context deps.tree deps.compile app.tree coveralls --version -v"""
+        ),
+        nested={},
+    ),
+    # `composer test`, `composer run-script lint`: the project's own composer.json scripts.
+    "composer": Tool(
+        _words(
+            "test run-script run validate show dump-autoload dumpautoload check-platform-reqs "
+            "licenses depends why why-not status diagnose --version -V help list lint fund"
+        ),
+        _words("-d --working-dir"),
+        scripts=True,
+        builtins=_words(
+            "install update require remove create-project global self-update config "
+            "outdated search browse archive exec publish upgrade audit reinstall bump"
+        ),
+    ),
     "nx": Tool(_words("run test build lint affected run-many graph show --version")),
 }
 # Spellings of the same program (wrappers checked into the repository run the same tool).

@@ -16,7 +16,8 @@ LOW = frozenset(
     base64 base32 xxd od hexdump strings jq yq bat touch mkdir cp mv rm rmdir ln tee sed awk gawk
     mawk tar zip unzip gzip gunzip zcat bzip2 bunzip2 xz unxz zstd unzstd 7z make cmake ninja meson
     gcc g++ cc c++ clang clang++ javac java rustc tsc pytest black ruff mypy flake8 pylint isort
-    pyright prettier eslint jest vitest mocha patch split truncate nproc uname hostname locale tput
+    pyright prettier eslint jest vitest mocha ava phpunit pest patch split truncate nproc uname hostname
+    locale tput
     mapfile readarray clear exit return read shift wait set unset local readonly shopt alias history
     jobs fg bg disown
     hash umask getopts let printf wc diff3 sdiff iconv dos2unix unix2dos mktemp env-check tox nox
@@ -84,6 +85,12 @@ PUBLISH = {
     "mvn": {"deploy"},
     "mkdocs": {"gh-deploy"},
     "gradle": {"publish"},
+    "bun": {"publish"},
+    "deno": {"publish", "deploy"},
+    "dotnet": {"nuget"},
+    "mix": {"hex.publish"},
+    "sbt": {"publish", "publishSigned", "+publish", "+publishSigned"},
+    "swift": {"package-registry"},
 }
 # Subcommands of otherwise-local tools that reach the network.
 EGRESS_SUB = {

@@ -35,7 +35,7 @@ _RUNNER_VERB = {"uv": "run", "poetry": "run", "bundle": "exec", "pnpm": "exec", 
 # missing one fetches the well-known tool, never an arbitrary name the agent chose).
 NPX_LOCAL_TOOLS = frozenset(
     """tsc prettier eslint jest vitest mocha ts-node tsx webpack rollup esbuild stylelint biome playwright
-    cypress""".split()  # noqa: SIM905
+    cypress next vite nx turbo ava""".split()  # noqa: SIM905
 )
 RUNNERS = frozenset(_RUNNER_OPTIONS)
 

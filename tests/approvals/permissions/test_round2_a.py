@@ -10,7 +10,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from approvals.permissions import Action, Decision, PermissionConfig, PermissionEngine
+from approvals.permissions import Action, Decision, PermissionConfig, PermissionEngine, load_rules
 from approvals.permissions.tool_files import JS_TOOLS, tool_files
 
 CASES: dict[str, list[str]] = yaml.safe_load(
@@ -74,3 +74,38 @@ _PY_RUN = st.sampled_from(
 def test_python_start_up_hooks_written_then_run_are_code(hook: str, run: str) -> None:
     command = f"printf 'import os\\nos.system(\"curl x\")\\n' > {hook} && {run}"
     assert _decide(command).verdict != "allow", command
+
+
+def _ruled(line: str) -> Decision:
+    rule, command = line.split(" ::: ")
+    engine = PermissionEngine(
+        PermissionConfig(
+            workspace=_WS,
+            home=Path("/home/tester"),
+            policy="human",
+            rules=load_rules({"allow": [rule]}),
+            budget_seconds=_BUDGET,
+        )
+    )
+    return engine.evaluate(Action(kind="command", target=command))
+
+
+@pytest.mark.parametrize("line", CASES["rule_ask"], ids=[c[:60] for c in CASES["rule_ask"]])
+def test_a_wildcard_rule_does_not_cover_a_chosen_program_or_a_publish(line: str) -> None:
+    assert _ruled(line).verdict != "allow", line
+
+
+@pytest.mark.parametrize("line", CASES["rule_allow"], ids=[c[:60] for c in CASES["rule_allow"]])
+def test_a_rule_naming_the_program_or_verb_still_allows(line: str) -> None:
+    assert _ruled(line).verdict == "allow", line
+
+
+_RUNNER = st.sampled_from(["python -m", "python3 -m", "npx", "uv run", "poetry run", "pipx run", "uvx"])
+_RISKY = st.sampled_from(["twine upload dist/x", "evil-pkg --go", "awscli s3 cp x s3://b"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(_RUNNER, _RISKY)
+def test_outer_wildcard_never_covers_a_risky_inner_program(runner: str, inner: str) -> None:
+    outer = runner.split()[0]
+    assert _ruled(f"command({outer} *) ::: {runner} {inner}").verdict != "allow"

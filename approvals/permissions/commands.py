@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from approvals.permissions.budget import TooComplex, spend
 from approvals.permissions.decisions import Layer, Verdict
 from approvals.permissions.environment import assignments, computed_export, exported_names, judge_assignment
 from approvals.permissions.findings import Finding
@@ -48,6 +49,8 @@ _BENIGN_VARIABLES = frozenset(
 )
 _LITERAL = re.compile(r"""(['"])([^'"\n]{1,300})\1""")
 _PRINTERS = frozenset({"echo", "printf", "print", "cat", "tee", "logger", "wall", "write"})
+# Directories one invocation may run in after `cd`s that may have failed; more is refused.
+_MAX_CWDS = 32
 _DELETERS = frozenset({"rm", "rmdir", "mv", "shred", "unlink", "chmod", "chown", "chgrp"})
 _LIST_SOURCES = frozenset({"find", "fd", "ls", "git", "grep", "rg", "echo", "printf"})
 
@@ -212,6 +215,10 @@ class CommandJudge:
                 moved = {self._cd_target(inv, c) for c in cwds}
                 exact = exact and all(c == UNKNOWN or self.boundary.is_real(c) for c in moved)
                 cwds = moved if exact else cwds | moved
+                if len(cwds) > _MAX_CWDS:
+                    # Each path is judged in every candidate: past the cap, refuse (never drop one).
+                    raise TooComplex(f"cd tracking over {_MAX_CWDS} possible directories")
+                spend(len(cwds), "cd tracking")
             elif inv.program == "popd":
                 cwds.add(UNKNOWN)
                 exact = False

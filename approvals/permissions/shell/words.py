@@ -392,7 +392,7 @@ def skip_options(words: tuple[Word, ...], start: int, valued: frozenset[str], op
 
 # Words one brace expansion may produce; more is not judged partially (a dropped word could be
 # /etc) but refused: TooComplex, a deny.
-MAX_BRACE_VARIANTS = 1024
+MAX_BRACE_VARIANTS = 256
 # Longest word brace-expanded; a longer word with a brace pair is refused the same way.
 MAX_BRACE_TEXT = 4096
 

@@ -60,6 +60,12 @@ TOO_COMPLEX = [
     "echo " + _groups(60) + " > out.txt",
     "rm -rf " + "x" * 4000 + "{a,b}" + "y" * 200,
     "x='a[$(rm -rf ./" + _groups(20) + ")]'; echo $((x))",
+    "cd a; " * 40 + "rm -rf ./*",
+    "cd a || true; " * 40 + "rm -rf ./*",
+    "pushd x; " * 40 + "rm -rf ./*",
+    "f=" + _groups(9) + "; rm -rf $f",
+    "rm -rf " + " ".join(["{a,b}{c,d}{e,f}"] * 40),
+    "parallel rm -rf {} ::: " + " ".join(f"d{i}" for i in range(70)) + " /",
 ]
 
 
@@ -80,7 +86,7 @@ WITHIN_CAPS = [
     "rm -f build/{a..z}.o",
     "cat src/{main,util}.py",
     "ls {src,tests}/**/*.py",
-    "echo {1..500}",
+    "echo {1..200}",
     "mv notes{,.old}",
     "rm -rf out/{x,y}/{1..9}",
     "for i in {1..200}; do echo $i; done",

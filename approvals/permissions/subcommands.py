@@ -69,7 +69,14 @@ def subcommand(inv: Invocation, program: str) -> str:
 
 def module_program(inv: Invocation) -> tuple[str, int] | None:
     """`python -m pytest …` → ("pytest", index of the module word); None without `-m`."""
+    skip = False
     for i, arg in enumerate(inv.argv[1:], start=1):
+        if skip:
+            skip = False
+            continue
+        if arg in ("-X", "-W", "--check-hash-based-pycs"):
+            skip = True  # `python -X importtime -m x`: the option's own value
+            continue
         if arg == "-m" and i + 1 < len(inv.argv):
             return inv.argv[i + 1], i + 1
         if arg.startswith("-m") and len(arg) > 2:
@@ -163,6 +170,30 @@ def judge_module(inv: Invocation, classify: Classify) -> RiskInfo | None:
     return RiskInfo("medium", f"unknown python module: python -m {module}")
 
 
+_APP_SERVERS = frozenset({"uvicorn", "gunicorn", "hypercorn", "daphne"})
+_SERVER_VALUED = frozenset(
+    "-b --bind --host --port -w --workers -k --worker-class --log-level --timeout -t --reload-dir "
+    "--root-path --app-dir".split()  # noqa: SIM905
+)
+
+
+def _app_server(inv: Invocation) -> RiskInfo:
+    """`uvicorn app:app`, `gunicorn -b :8000 pkg.wsgi`: serves a python module (the workspace's or asks)."""
+    args = inv.argv[1:]
+    code = [a for a in args if a.startswith(("--config", "-c", "--env-file", "--factory", "--uds", "--fd"))]
+    if code:
+        return RiskInfo("medium", f"{inv.program} {code[0]} loads a configuration or code file")
+    modules = [
+        a
+        for i, a in enumerate(args)
+        if not a.startswith("-") and (i == 0 or args[i - 1] not in _SERVER_VALUED)
+    ]
+    if len(modules) != 1:
+        return RiskInfo("medium", f"{inv.program} without one application module")
+    module = modules[0].split(":", 1)[0].split(".", 1)[0]
+    return RiskInfo("medium", f"{inv.program} serves the python module {module}", imports=(module,))
+
+
 def _session_names(args: tuple[str, ...]) -> list[str]:
     """`tox -e lint,release`, `nox -s publish`: the project environments or sessions to run."""
     names: list[str] = []
@@ -181,6 +212,8 @@ def judge_known(inv: Invocation, program: str, classify: Classify) -> RiskInfo |
             return RiskInfo(
                 "medium", f"runs the {program} environment {named[0]!r}, whose name says it reaches out"
             )
+    if program in _APP_SERVERS:
+        return _app_server(inv)
     tool = TOOLS.get(program)
     if tool is None:
         return None

@@ -189,8 +189,15 @@ TOOLS: dict[str, Tool] = {
     ),
     "ruff": Tool(_words("check format rule config linter version clean analyze --version -V help")),
     "vitest": Tool(_words("run watch bench related list dev typecheck --version -v")),
-    "vite": Tool(_words("build optimize --version -v --help")),
-    "next": Tool(_words("build lint info --version telemetry")),
+    "vite": Tool(
+        _words("build optimize preview dev serve --version -v --help"),
+        _words("--host --port --mode -m --base --outDir --logLevel -l --config -c"),
+    ),
+    "next": Tool(
+        _words("build lint info dev start --version telemetry"),
+        _words("-p --port -H --hostname"),
+        nested={"telemetry": _words("status disable --disable")},
+    ),
     "biome": Tool(_words("check format lint ci version explain --version rage")),
     "golangci-lint": Tool(_words("run linters version help config fmt formatters --version")),
     "dotnet": Tool(

@@ -109,3 +109,20 @@ _RISKY = st.sampled_from(["twine upload dist/x", "evil-pkg --go", "awscli s3 cp 
 def test_outer_wildcard_never_covers_a_risky_inner_program(runner: str, inner: str) -> None:
     outer = runner.split()[0]
     assert _ruled(f"command({outer} *) ::: {runner} {inner}").verdict != "allow"
+
+
+@pytest.mark.parametrize(
+    ("command", "allowed"),
+    [
+        ("uvicorn app:app --reload --port 8000", True),
+        ("gunicorn -b 0.0.0.0:8000 app:app", True),
+        ("uvicorn evil_pkg:app", False),
+        ("gunicorn --config /tmp/x.py app:app", False),
+    ],
+)
+def test_app_servers_serve_the_workspace_modules(tmp_path: Path, command: str, allowed: bool) -> None:
+    (tmp_path / "app.py").write_text("app = None\n")
+    engine = PermissionEngine(
+        PermissionConfig(workspace=tmp_path, home=Path("/home/tester"), budget_seconds=_BUDGET)
+    )
+    assert (engine.evaluate(Action(kind="command", target=command)).verdict == "allow") is allowed

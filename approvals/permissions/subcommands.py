@@ -172,8 +172,8 @@ def judge_module(inv: Invocation, classify: Classify) -> RiskInfo | None:
 
 _APP_SERVERS = frozenset({"uvicorn", "gunicorn", "hypercorn", "daphne"})
 _SERVER_VALUED = frozenset(
-    "-b --bind --host --port -w --workers -k --worker-class --log-level --timeout -t --reload-dir "
-    "--root-path --app-dir".split()  # noqa: SIM905
+    """-b --bind --host --port -w --workers -k --worker-class --log-level --timeout -t --reload-dir
+    --root-path --app-dir""".split()  # noqa: SIM905
 )
 
 

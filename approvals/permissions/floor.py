@@ -105,6 +105,7 @@ def _is_home_like(path: str, home: str) -> bool:
 
 def _classify_glob(pattern: str, home: str, workspace: str | None) -> PathClass | None:
     """A glob is as critical as the worst place it can match (`/u*`, `/*`, `~/.*`, `/usr/lib/py*`)."""
+    spend(100, "glob patterns")
     parts = pattern.rstrip("/").split("/")
     first = next(i for i, p in enumerate(parts) if _GLOB.search(p))
     fixed = "/".join(parts[:first]) or "/"

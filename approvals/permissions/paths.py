@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from approvals.permissions.budget import spend
 from approvals.permissions.decisions import Risk, Verdict
 from approvals.permissions.shell.words import UNKNOWN
 
@@ -75,6 +76,12 @@ def _secret_locations(home: str) -> re.Pattern[str]:
     roots = [f"{home}/{rel}" for rel in _HOME_SECRETS] + list(_ABSOLUTE_SECRETS)
     # Case-insensitive: on macOS `~/.SSH` is `~/.ssh`; elsewhere asking about `~/.Docker` costs nothing.
     return re.compile("(" + "|".join(re.escape(r) for r in roots) + ")(?:/|$)", re.IGNORECASE)
+
+
+# Work steps one glob judgment spends (budget.spend): at most 50 distinct globs per decision.
+_GLOB_WORK = 500
+# And one path judged in one directory (resolved, symlinks followed): about 1,000 per decision.
+_PATH_WORK = 25
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +147,7 @@ class Boundary:
 
     def judge(self, text: str, *, write: bool, cwd: str | None = None) -> PathVerdict:
         """Judge one read or write of a path as written in a command or tool call."""
+        spend(_PATH_WORK, "path judgments")
         if len(text) > _MAX_PATH or text.count("/") > _MAX_COMPONENTS:
             # Longer than any path the kernel resolves (PATH_MAX): never resolved, asked.
             return PathVerdict("ask", "high", "unknown", text[:64] + "…", "a path too long to resolve")
@@ -194,6 +202,8 @@ class Boundary:
 
     def _judge_glob(self, pattern: str, *, write: bool) -> PathVerdict:
         """A glob is judged by its fixed directory prefix, and as a secret if it can name one."""
+        # Each new glob compiles a pattern per secret name (about half a millisecond): counted.
+        spend(_GLOB_WORK, "glob patterns")
         if self._glob_hits_secret(pattern):
             return PathVerdict("ask", "high", "secret", pattern, "a glob that can match a secret file")
         parts = pattern.split("/")

@@ -411,7 +411,7 @@ def brace_variants(text: str) -> list[str]:
     pending = [text]
     while pending:
         current = pending.pop()
-        spend(len(current) + 1, "brace expansion")
+        spend(len(current) // 4 + 1, "brace expansion")
         split = _first_brace(current)
         if split is None:
             out.append(current)

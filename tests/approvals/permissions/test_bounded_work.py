@@ -192,3 +192,38 @@ def test_text_far_past_a_cap_is_refused_before_the_grammar(command: str) -> None
     from approvals.permissions.shell.parse import _lexically_too_complex
 
     assert _lexically_too_complex(command) is not None
+
+
+_PIECES = st.sampled_from(
+    ["{a,b}", "{1..9}", "*", "/", "$x", "$(ls)", "cd a;", "cd ..;", "ln -s / l;", "x=$y;",
+     "for i in a b c d; do ", "done;", "bash -c '", "'", '"', "eval ", "IFS=,;", "a,b,c,", "$((x));",
+     "x='$(ls)';", "rm -rf ", "cp ", "mv ", "sed -e 'e ls' ", "xargs rm <", "l/", "~", "..", ";", "|",
+     "&&", "${x:-/}", "f(){ ", "};", "while true; do ", "$@", "set -- a b c;", "find . -exec rm {} +;",
+     "parallel rm ::: ", "CDPATH=/:/a cd b;", " "]
+)  # fmt: skip
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(_PIECES, min_size=5, max_size=60))
+def test_any_composition_of_expansions_gets_a_decision_and_truncation_is_a_deny(
+    workspace: Path, pieces: list[str]
+) -> None:
+    command = "".join(pieces)[:300]
+    decision = _engine(workspace, "allow-all", True).evaluate(Action(kind="command", target=command))
+    assert decision.resolved in ("allow", "ask", "deny")
+    if "too complex" in decision.reason or "took too long" in decision.reason:
+        assert decision.resolved == "deny"
+
+
+def test_the_work_budget_raises_past_its_cap_and_counts_per_judgment() -> None:
+    from approvals.permissions.budget import spend
+
+    with deadline(lambda: 0.0, 1.0):
+        spend(MAX_WORK - 1, "test")
+        assert work_spent() == MAX_WORK - 1
+        with pytest.raises(TooComplex, match="needs more than"):
+            spend(2, "test")
+    with deadline(lambda: 0.0, 1.0):
+        assert work_spent() == 0
+    assert work_spent() == 0
+    spend(10 * MAX_WORK, "outside a judgment")  # no judgment, no budget: a no-op

@@ -210,11 +210,17 @@ class CommandJudge:
         exactly the last `cd` target (and then only while no symlink is involved).
         """
         cwds = {self.boundary.workspace}
+        landing: set[str] = set()
         exact = expansion.and_chain
         for inv in expansion.invocations:
             yield frozenset(cwds)
+            if inv.program in ("cd", "pushd", "chdir") and "CDPATH" in inv.wrappers:
+                # A CDPATH place is one more place the `cd` that follows may land in.
+                landing |= {self._cd_target(inv, c) for c in cwds}
+                continue
             if inv.program in ("cd", "pushd", "chdir"):
-                moved = {self._cd_target(inv, c) for c in cwds}
+                moved = {self._cd_target(inv, c) for c in cwds} | landing
+                landing = set()
                 exact = exact and all(c == UNKNOWN or self.boundary.is_real(c) for c in moved)
                 cwds = moved if exact else cwds | moved
                 if len(cwds) > _MAX_CWDS:

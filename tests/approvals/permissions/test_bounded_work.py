@@ -227,3 +227,22 @@ def test_the_work_budget_raises_past_its_cap_and_counts_per_judgment() -> None:
         assert work_spent() == 0
     assert work_spent() == 0
     spend(10 * MAX_WORK, "outside a judgment")  # no judgment, no budget: a no-op
+
+
+CDPATH_FLOOR = [
+    "CDPATH=/:/b cd etc && rm -rf *",
+    "CDPATH=/ cd etc && rm -rf ./*",
+    "CDPATH=/usr cd lib && rm -rf *",
+    "CDPATH=/ cd etc; rm -rf *",
+    "CDPATH=/x:/ cd boot && rm -rf *",
+    "CDPATH=/ cd var/lib && rm -rf ./*",
+    "CDPATH=/home cd tester && rm -rf *",
+    "CDPATH=/ cd usr && chmod -R 777 .",
+]
+
+
+@pytest.mark.parametrize("command", CDPATH_FLOOR)
+def test_a_cdpath_landing_stays_a_candidate_directory(workspace: Path, command: str) -> None:
+    decision = _engine(workspace, "allow-all", True).evaluate(Action(kind="command", target=command))
+    assert decision.resolved == "deny", (command, decision.reason)
+    assert decision.layer == "floor", (command, decision.reason)

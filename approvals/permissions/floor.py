@@ -126,7 +126,7 @@ def _classify_glob(pattern: str, home: str, workspace: str | None) -> PathClass 
 
 
 def is_critical(path: str, home: str, workspace: str | None = None) -> bool:
-    """Whether deleting `path` recursively is floored: `/`, a system directory at any depth, home…"""
+    """Whether deleting `path` recursively is floored (`/`, a system directory at any depth, home)."""
     return classify_path(path, home, workspace) is not None
 
 

@@ -266,7 +266,7 @@ class _Walker:
         return command
 
     def _continues(self, end: int, start: int) -> bool:
-        """Two nodes are one word when nothing, or only backslash-newlines, separate them (`r\\⏎m`)."""
+        r"""Two nodes are one word when nothing, or only backslash-newlines, separate them (`r\⏎m`)."""
         gap = self.source[end:start]
         return not gap or (not gap.replace(b"\\\n", b"") and len(gap) <= 4096)
 

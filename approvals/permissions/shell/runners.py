@@ -1,5 +1,7 @@
-"""Programs that run another program: project runners (`uv run`, `poetry run`, `npx`) and the files
-a wrapper's own options write (`time -o`).
+"""Programs that run another program, and the shell text they run.
+
+Project runners (`uv run`, `poetry run`, `npx`), the files a wrapper's own options write
+(`time -o`), and shell text handed on (`script -c`, `parallel`, `ssh`, sed's `e command`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""The shape of parsed shell text: simple commands, their redirects and stdin, and small facts about
-the syntax tree that decide how far the engine may trust it (a plain `&&` chain, a literal feed).
+"""The shape of parsed shell text: simple commands, their redirects and stdin.
+
+Also small facts about the syntax tree that decide how far the engine may trust it (a plain `&&`
+chain, a literal feed).
 """
 
 from __future__ import annotations

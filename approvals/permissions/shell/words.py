@@ -265,7 +265,7 @@ class WordReader:
         return [w.text for w in words]
 
     def _static_output(self, node: ts.Node) -> str | None:
-        """What `$(echo rm)`, `$(printf '\\x72m')` or `$(which rm)` prints, when it is that simple."""
+        r"""What `$(echo rm)`, `$(printf '\x72m')` or `$(which rm)` prints, when it is that simple."""
         argv = self._plain_argv(node)
         if argv is None:
             return None

@@ -118,6 +118,8 @@ OPTION_VARIABLES: dict[str, tuple[str, ...]] = {
     "HUGO_DESTINATION": ("hugo",),
 }
 _DIR_VARIABLES: dict[str, str] = {"HUGO_DESTINATION": "--destination"}
+# `<TOOL>_ADDOPTS`, `<TOOL>_OPTS`…: read as more of that tool's options too.
+_OPTION_SUFFIXES = ("ADDOPTS", "OPTS", "OPTIONS", "ARGS", "FLAGS")
 
 
 def storage_wipe(inv: Invocation) -> str | None:
@@ -517,8 +519,9 @@ def _tool(inv: Invocation) -> str:
 def _with_option_variables(inv: Invocation, tool: str) -> Invocation:
     """The invocation with the options its environment hands it (`PYTEST_ADDOPTS`) appended."""
     extra: list[Word] = []
+    own = {f"{tool.upper().replace('-', '_').replace('.', '_')}_{suffix}" for suffix in _OPTION_SUFFIXES}
     for name, value in _assignments(inv):
-        if tool not in OPTION_VARIABLES.get(name, ()):
+        if tool not in OPTION_VARIABLES.get(name, ()) and name.upper() not in own:
             continue
         if name in _DIR_VARIABLES:
             extra.extend((Word(text=_DIR_VARIABLES[name]), Word(text=value)))
@@ -548,6 +551,12 @@ def _output_dirs(inv: Invocation) -> Iterator[Effect]:
     if table.subcommand is not None and table.subcommand not in inv.argv[1:3]:
         return
     inv = _with_option_variables(inv, tool)
+    if tool in ("pytest", "py.test") and "--cache-clear" in inv.argv:
+        # `--cache-clear` deletes the cache directory, wherever `-o cache_dir=` puts it.
+        for word in _value(inv, frozenset({"-o", "--override-ini"})):
+            key, eq, value = word.text.partition("=")
+            if eq and key.strip() == "cache_dir" and value:
+                yield _effect("destroy", value, "pytest --cache-clear deletes its cache_dir", recursive=True)
     wipes = table.wipes and (
         not table.wipe_flags or any(a.split("=")[0] in table.wipe_flags for a in inv.argv[1:])
     )

@@ -74,6 +74,13 @@ WIPES = [
     "timeout 60 pytest --basetemp=/var",
     "hugo --cleanDestinationDir -d /home",
     "sphinx-build -M clean docs /",
+    "pytest --cache-clear -o cache_dir=/etc",
+    "pytest -o cache_dir=/ --cache-clear",
+    "python -m pytest --cache-clear --override-ini=cache_dir=/usr",
+    'PYTEST_ADDOPTS="--cache-clear -o cache_dir=/usr" pytest',
+    'MKDOCS_OPTS="-d /" mkdocs build',
+    'ZOLA_ARGS="-o /etc" zola build',
+    'HUGO_FLAGS="--cleanDestinationDir -d /" hugo',
     "sphinx-build -M clean docs ~",
     "sphinx-build -b html docs /etc",
 ]
@@ -103,6 +110,8 @@ INSIDE = [
     "pelican content -o output -d",
     "webpack --output-path dist --output-clean",
     "sphinx-build -M clean docs _build",
+    "pytest --cache-clear -o cache_dir=.cache",
+    "pytest --cache-clear",
     "sphinx-build -E -b html docs _build/html",
 ]
 

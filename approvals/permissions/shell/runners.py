@@ -170,6 +170,13 @@ def _stdin_text(inv: Invocation) -> str | None:
 
 
 _MAX_PARALLEL_ARGUMENTS = 64
+# Stands for arguments parallel reads from a file or stdin: a variable, so its value is unknown.
+_PARALLEL_INPUT = "$__parallel_input"
+
+
+def _parallel_reads_file(words: list[str]) -> bool:
+    """`parallel -a FILE` / `--arg-file FILE`: the arguments come from a file."""
+    return any(w in ("-a", "--arg-file", "--a") or w.startswith("--arg-file=") for w in words[1:])
 
 
 def _parallel_text(words: list[str]) -> str | None:
@@ -181,7 +188,11 @@ def _parallel_text(words: list[str]) -> str | None:
     while i < len(words) and words[i] not in _PARALLEL_SEPARATORS:
         command.append(words[i])
         i += 1
+    from_input = "::::" in words[i:] or "::::+" in words[i:] or i == len(words) or _parallel_reads_file(words)
     arguments = [w for w in words[i:] if w not in _PARALLEL_SEPARATORS]
+    if from_input and command:
+        # Arguments read from a file or stdin (`:::: list`, `-a list`, `… | parallel rm`): unseen.
+        arguments = [_PARALLEL_INPUT]
     if len(arguments) > _MAX_PARALLEL_ARGUMENTS:
         # Each argument makes another command; judging only some would drop the one that is `/`.
         raise TooComplex(f"parallel over more than {_MAX_PARALLEL_ARGUMENTS} arguments")
@@ -192,7 +203,7 @@ def _parallel_text(words: list[str]) -> str | None:
         return text
     lines = []
     for argument in arguments:
-        quoted = shlex.quote(argument)
+        quoted = f'"{argument}"' if argument == _PARALLEL_INPUT else shlex.quote(argument)
         line = text
         for token in _REPLACEMENTS:
             line = line.replace(token, quoted)

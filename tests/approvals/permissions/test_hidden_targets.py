@@ -66,6 +66,12 @@ HIDDEN = [
     "timeout 5 xargs rm -rf < list",
     "sudo xargs rm -rf < list",
     "find . -name x | cat list - | xargs rm",
+    "parallel rm -rf :::: list",
+    "parallel rm -rf {} :::: list",
+    "cat list | parallel rm -rf",
+    "parallel -a list rm",
+    "parallel --arg-file=l shred -u",
+    "parallel rm ::: a :::: list",
 ]
 
 

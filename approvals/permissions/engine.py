@@ -60,6 +60,7 @@ _HIDING = (
 _DESTROYERS = frozenset({"rm", "rmdir", "shred", "unlink", "truncate", "wipe", "srm", "mv"})
 _SHOWN_INPUT = ("heredoc", "herestring")
 _LIST_SOURCES = frozenset({"find", "fd", "ls", "git", "grep", "rg", "echo", "printf"})
+_URL_WORD = re.compile(r"(?:https?|ftp|wss?)://", re.IGNORECASE)
 _UNFAITHFUL = re.compile("[\x00\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
@@ -191,6 +192,7 @@ class PermissionEngine:
                 # What runs is not in the text: a human may allow it, automation never does.
                 reason = f"cannot see what runs: {hidden[0]}"
                 yield Finding("ask", "high", "policy", reason, sensitive=True, broad=True)
+            yield from self._command_urls(expansion.invocations)
             target_hidden = self._hidden_target(expansion.invocations)
             if target_hidden is not None:
                 # What it destroys is not in the text (a file, a pipe, a substitution): likewise.
@@ -198,6 +200,21 @@ class PermissionEngine:
         for finding in self._findings(action):
             check_deadline()
             yield finding
+
+    def _command_urls(self, invocations: Sequence[Invocation]) -> Iterator[Finding]:
+        """URLs in a command's words meet the fetch deny and ask rules (and the floor) too.
+
+        `deny: fetch(https://x/admin/**)` holds for `curl https://x/%252e%252e/admin/u`; only what
+        denies or asks is taken (the command's own rules and risk decide the rest).
+        """
+        for inv in invocations:
+            for word in inv.words[1:]:
+                text = word.text.partition("=")[2] if word.text.startswith("--") else word.text
+                if UNKNOWN in text or not _URL_WORD.match(text):
+                    continue
+                for finding in judge_fetch(text, self._boundary, self.config.rules):
+                    if finding.verdict == "deny" or (finding.layer == "rule" and finding.verdict == "ask"):
+                        yield finding
 
     def _hidden_target(self, invocations: Sequence[Invocation]) -> str | None:
         """A destructive verb whose targets the text does not show (`xargs rm < list`, `rm $(cat l)`)."""

@@ -115,3 +115,46 @@ def test_no_spelling_leaves_the_allowed_path_and_is_allowed(segments: list[str])
     if decision.verdict == "allow":
         assert parsed.tricky is None
         assert all(p.startswith("/public/") for p in (parsed.path, *parsed.readings)), parsed
+
+
+_COMMAND_RULES = {
+    "allow": ["command(curl *)", "command(wget *)", "fetch(https://api.example.com/public/**)"],
+    "deny": ["fetch(https://docs.example.com/admin/**)"],
+}
+
+
+@functools.cache
+def _command_engine() -> PermissionEngine:
+    from pathlib import Path
+
+    return PermissionEngine(
+        PermissionConfig(
+            workspace=Path("/tmp/ws-fetch"), home=Path("/home/tester"), rules=load_rules(_COMMAND_RULES)
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "curl https://docs.example.com/admin/users",
+        "curl -s https://docs.example.com/x/%252e%252e/admin/users",
+        "curl 'https://docs.example.com/x/..;/admin/users'",
+        "curl https://docs.example.com/%61dmin/users",
+        "wget -q https://DOCS.example.com/admin/x",
+        "curl --url=https://docs.example.com/admin/x",
+        "curl -o out.html https://docs.example.com/x/%2e%2e/admin/",
+        "curl http://169.254.169.254/latest/meta-data/",
+    ],
+)
+def test_fetch_deny_rules_hold_for_urls_in_commands(command: str) -> None:
+    decision = _command_engine().evaluate(Action(kind="command", target=command))
+    assert decision.resolved == "deny", (command, decision.reason)
+
+
+@pytest.mark.parametrize(
+    "command", ["curl https://docs.example.com/guide", "curl -s https://api.example.com/public/x | jq ."]
+)
+def test_other_urls_in_commands_keep_the_command_rules(command: str) -> None:
+    decision = _command_engine().evaluate(Action(kind="command", target=command))
+    assert decision.resolved == "allow", (command, decision.reason)

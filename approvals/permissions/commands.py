@@ -165,6 +165,16 @@ class CommandJudge:
             else:
                 yield from self.judge(command)
 
+    def _workspace_script(self, path: str) -> bool:
+        """A file inside the workspace that starts with `#!` (a script, not a binary)."""
+        if not within(path, self.boundary.workspace):
+            return False
+        try:
+            with open(path, "rb") as handle:
+                return handle.read(2) == b"#!"
+        except OSError:
+            return False
+
     def _workspace_module(self, name: str) -> bool:
         """`app` is `app.py` or a package `app/` in the workspace (or under `src/`)."""
         root = self.boundary.workspace
@@ -265,6 +275,9 @@ class CommandJudge:
             program = {self.boundary.absolute(inv.words[0].text, c) for c in places}
             if ("*" in made and all(within(p, self.boundary.workspace) for p in program)) or program <= made:
                 info = replace(info, risk="low", reason="runs a program this command wrote or compiled")
+            elif all(self._workspace_script(p) for p in program):
+                # `script/test`: a text script with a shebang is `sh script/test`, judged like one.
+                info = replace(info, risk="low", reason="runs a script from the workspace")
         if info.imports and all(self._workspace_module(m) for m in info.imports):
             info = replace(info, risk="low", reason="python code that imports the workspace's own modules")
         yield self._rules(inv, info)

@@ -172,3 +172,24 @@ _ARITH = st.sampled_from(
 def test_a_stored_subscript_met_by_arithmetic_is_judged(store: str, arith: str) -> None:
     command = f"{store}; {arith}"
     assert _decide(command).verdict != "allow", command
+
+
+@pytest.mark.parametrize(
+    ("command", "allowed"),
+    [
+        ("script/cibuild", True),
+        ("./script/cibuild --fast", True),
+        ("./server --serve", False),
+        ("./not-there", False),
+        ("./run.sh", True),
+        ("./configure", True),
+    ],
+)
+def test_workspace_scripts_run_and_binaries_ask(tmp_path: Path, command: str, allowed: bool) -> None:
+    (tmp_path / "script").mkdir()
+    (tmp_path / "script" / "cibuild").write_text("#!/bin/sh\necho hi\n")
+    (tmp_path / "server").write_bytes(b"\x7fELF\x02\x01")
+    engine = PermissionEngine(
+        PermissionConfig(workspace=tmp_path, home=Path("/home/tester"), budget_seconds=_BUDGET)
+    )
+    assert (engine.evaluate(Action(kind="command", target=command)).verdict == "allow") is allowed

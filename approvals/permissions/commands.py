@@ -483,7 +483,10 @@ def path_finding(
 
 
 def _canonical(inv: Invocation) -> str:
-    """git with global options removed (`git -C p --no-pager push` → `git push`), for deny/ask rules."""
+    """The invocation of git with global options removed (`git -C p --no-pager push` → `git push`).
+
+    For deny/ask rules.
+    """
     if inv.program != "git":
         return inv.text
     args = list(inv.argv[1:])

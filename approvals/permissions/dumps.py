@@ -1,5 +1,7 @@
-"""Commands that print the environment (where tokens live): `env`, `printenv`, `jq env`, awk
-`ENVIRON`, `ps e`, `make -p`, `cmake -E environment`. They ask, and nothing resolves them but a human.
+"""Commands that print the environment (where tokens live).
+
+`env`, `printenv`, `jq env`, awk `ENVIRON`, `ps e`, `make -p`, `cmake -E environment`. They ask,
+and nothing resolves them but a human.
 """
 
 from __future__ import annotations

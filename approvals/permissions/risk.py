@@ -283,7 +283,7 @@ def _workspace_program(inv: Invocation) -> RiskInfo | None:
 
 
 def _sed_risk(inv: Invocation) -> RiskInfo | None:
-    """sed scripts with `e`/`w` commands or flags, in any spelling; a script from a file asks."""
+    """The risk of sed scripts with `e`/`w` commands or flags, in any spelling; a script from a file asks."""
     scripts, from_file = _sed_scripts(inv.argv[1:])
     if from_file:
         return RiskInfo("medium", "sed runs a script from a file (its commands not shown)", runs_code=True)

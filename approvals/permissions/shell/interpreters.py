@@ -149,7 +149,7 @@ _GIT_COMMAND_OPTIONS = {
 
 
 def git_shell_text(inv: Invocation) -> str | None:
-    """What git runs through the shell: `submodule foreach CMD`, `bisect run CMD`, `rebase -x CMD`…"""
+    """What git runs through the shell: `submodule foreach CMD`, `bisect run CMD`, `rebase -x CMD`…."""
     argv, words = inv.argv, inv.words
     for verb, marker in (("submodule", "foreach"), ("bisect", "run")):
         if verb in argv and marker in argv[argv.index(verb) :]:

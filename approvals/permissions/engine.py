@@ -64,6 +64,19 @@ _URL_WORD = re.compile(r"(?:https?|ftp|wss?)://", re.IGNORECASE)
 _UNFAITHFUL = re.compile("[\x00\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
+_MKTEMP = re.compile(r"\b([A-Za-z_]\w*)=\"?\$\(mktemp\b")
+
+
+def _temporary_names(text: str) -> frozenset[str]:
+    """Variables the text sets once, from `$(mktemp …)`, and never again (nor by `read` or `for`)."""
+    names = set()
+    for name in set(_MKTEMP.findall(text)):
+        sets = re.findall(rf"\b{name}\s*=|\bread\b[^;&|\n]*\b{name}\b|\bfor\s+{name}\b", text)
+        if len(sets) == 1:
+            names.add(name)
+    return frozenset(names)
+
+
 def unfaithful(text: str, limit: int) -> str | None:
     """Why `text` cannot be judged (or shown to an approver) faithfully, or None."""
     if len(text) > limit:
@@ -193,7 +206,7 @@ class PermissionEngine:
                 reason = f"cannot see what runs: {hidden[0]}"
                 yield Finding("ask", "high", "policy", reason, sensitive=True, broad=True)
             yield from self._command_urls(expansion.invocations)
-            target_hidden = self._hidden_target(expansion.invocations)
+            target_hidden = self._hidden_target(expansion.invocations, _temporary_names(target))
             if target_hidden is not None:
                 # What it destroys is not in the text (a file, a pipe, a substitution): likewise.
                 yield Finding("ask", "high", "policy", target_hidden, sensitive=True, broad=True)
@@ -216,15 +229,25 @@ class PermissionEngine:
                     if finding.verdict == "deny" or (finding.layer == "rule" and finding.verdict == "ask"):
                         yield finding
 
-    def _hidden_target(self, invocations: Sequence[Invocation]) -> str | None:
-        """A destructive verb whose targets the text does not show (`xargs rm < list`, `rm $(cat l)`)."""
+    def _hidden_target(self, invocations: Sequence[Invocation], temporary: frozenset[str]) -> str | None:
+        """A destructive verb whose targets the text does not show (`xargs rm < list`, `rm $(cat l)`).
+
+        Not hidden: a substitution listing workspace files (`rm $(git ls-files -o)`), and a name
+        set once from `$(mktemp)` (`tmp=$(mktemp); …; rm -f "$tmp"`).
+        """
         for inv in invocations:
             if inv.program not in _DESTROYERS:
                 continue
             from_input = "xargs" in inv.wrappers and inv.extra_args and inv.command.stdin not in _SHOWN_INPUT
             if from_input and not self._listed_inside(inv.command.upstream):
                 return f"hidden target: {inv.program} acts on paths read from its input"
-            operands = [w.text for w in inv.words[1:] if not w.text.startswith("-")]
+            operands = [
+                w.text
+                for w in inv.words[1:]
+                if not w.text.startswith("-")
+                and not w.listing
+                and not (w.variables and set(w.variables) <= temporary)
+            ]
             if any(UNKNOWN in text for text in operands):
                 return f"hidden target: {inv.program} acts on paths computed at run time"
         return None

@@ -72,6 +72,9 @@ HIDDEN = [
     "parallel -a list rm",
     "parallel --arg-file=l shred -u",
     "parallel rm ::: a :::: list",
+    "tmp=$(mktemp); tmp=$(cat list); rm -rf $tmp",
+    "tmp=$(mktemp); read tmp < list; rm -rf $tmp",
+    "for tmp in $(cat l); do x=$(mktemp); rm -rf $tmp; done",
 ]
 
 
@@ -99,6 +102,9 @@ SHOWN = [
     "rm -f ./*.log",
     "xargs grep -l foo < files",
     "cat list | xargs wc -l",
+    'tmp=$(mktemp); echo x > "$tmp"; rm -f "$tmp"',
+    "rm $(find . -name '*.pyc')",
+    "for f in $(git ls-files '*.pyc'); do rm \"$f\"; done",
 ]
 
 

@@ -2,21 +2,38 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import posixpath
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from approvals.permissions.budget import TooComplex, spend
 from approvals.permissions.decisions import Layer, Verdict
+from approvals.permissions.environment import assignments, computed_export, exported_names, judge_assignment
 from approvals.permissions.findings import Finding
 from approvals.permissions.floor import invocation_floor, lexical_floor
+from approvals.permissions.options import option_values, wildcard_covers
 from approvals.permissions.paths import Boundary, within
-from approvals.permissions.risk import RiskInfo, classify
+from approvals.permissions.readers import broad_search, computed_names, listing_reader
+from approvals.permissions.risk import WORKSPACE_PROGRAM, classify
+from approvals.permissions.riskinfo import RiskInfo
 from approvals.permissions.rules import Bucket, Rule, RuleSet
 from approvals.permissions.shell.accesses import accesses, uses_cwd
 from approvals.permissions.shell.invocation import Expansion, Invocation, expand
 from approvals.permissions.shell.programs import LIST_CONSUMERS
 from approvals.permissions.shell.words import UNKNOWN
+from approvals.permissions.stored import input_assigned, sensitive, stored_commands
+from approvals.permissions.written import (
+    compiles,
+    loaded,
+    matches,
+    runs_listed_code,
+    shebang_kind,
+    written,
+    written_commands,
+)
 
 _SECRET_VARIABLE = re.compile(
     r"(KEY|TOKEN|SECRET|PASS|PASSWD|PASSWORD|CRED|AUTH|PRIVATE|SESSION|COOKIE|SIGNATURE|CERT|DSN|"
@@ -32,6 +49,8 @@ _BENIGN_VARIABLES = frozenset(
 )
 _LITERAL = re.compile(r"""(['"])([^'"\n]{1,300})\1""")
 _PRINTERS = frozenset({"echo", "printf", "print", "cat", "tee", "logger", "wall", "write"})
+# Directories one invocation may run in after `cd`s that may have failed; more is refused.
+_MAX_CWDS = 32
 _DELETERS = frozenset({"rm", "rmdir", "mv", "shred", "unlink", "chmod", "chown", "chgrp"})
 _LIST_SOURCES = frozenset({"find", "fd", "ls", "git", "grep", "rg", "echo", "printf"})
 
@@ -65,8 +84,132 @@ class CommandJudge:
                 break
         if not expansion.invocations and not expansion.problems:
             yield Finding("allow", "low", "risk", "no command to run")
+        exported = exported_names(expansion.invocations)
+        find_argv: tuple[str, ...] | None = None
+        # `read x`, `printf -v x`, `mapfile x` set shell variables too (shown later, not secrets).
+        local = expansion.local_names | {n for i in expansion.invocations for n in input_assigned(i)}
+        made = self._made(expansion, cwds)
         for inv, candidates in zip(expansion.invocations, cwds, strict=True):
-            yield from self._invocation(inv, candidates, expansion.local_names)
+            yield from self._invocation(inv, candidates, local, made)
+            yield from self._environment(inv, candidates, exported)
+            find_argv = inv.argv if inv.program == "find" and not inv.extra_args else find_argv
+            yield from self._contents(inv, find_argv)
+        yield from self._written_then_run(expansion, cwds)
+        yield from self._stored(text, expansion)
+        if _dotglob(expansion):
+            reason = "dotglob makes globs match hidden files such as .env"
+            yield Finding("ask", "high", "boundary", reason, sensitive=True)
+
+    def _made(self, expansion: Expansion, cwds: list[frozenset[str]]) -> frozenset[str]:
+        """Files this command writes with literal text, or compiles: running them is judged by that text."""
+        made: set[str] = set()
+        for inv, candidates in zip(expansion.invocations, cwds, strict=True):
+            for cwd in candidates - {UNKNOWN} or {self.boundary.workspace}:
+                absolute = functools.partial(self.boundary.absolute, cwd=cwd)
+                made.update(item.path for item in written(inv, absolute) if item.text is not None)
+                if compiles(inv):
+                    outputs = {absolute(a.text) for a in accesses(inv) if a.write and UNKNOWN not in a.text}
+                    # `make && ./app`, `cargo build && ./target/debug/app`: outputs the build decides.
+                    made.update(outputs or {"*"})
+        return frozenset(made)
+
+    def _stored(self, text: str, expansion: Expansion) -> Iterator[Finding]:
+        """Stored subscripts an arithmetic context runs, and sensitive variables set by `read` and kin."""
+        for inv in expansion.invocations:
+            for name in input_assigned(inv):
+                if sensitive(name):
+                    reason = f"{inv.program} sets {name}, which changes what later commands run or load"
+                    yield Finding("ask", "high", "risk", reason, broad=True)
+        commands = stored_commands(text)
+        if commands is not None:
+            reason = "a stored value holds a command that an arithmetic context runs (a[$(…)])"
+            yield Finding("ask", "high", "risk", reason, broad=True)
+            for command in commands:
+                yield from self.judge(command)
+
+    def _written_then_run(self, expansion: Expansion, cwds: list[frozenset[str]]) -> Iterator[Finding]:
+        """A file written and then run or read as configuration in the same command (written.py)."""
+        files: dict[str, list[str | None]] = {}
+        for inv, candidates in zip(expansion.invocations, cwds, strict=True):
+            places = sorted(candidates - {UNKNOWN}) or [self.boundary.workspace]
+            if files and runs_listed_code(inv):
+                reason = f"{inv.program} runs files a listing names, after this command wrote some"
+                yield Finding("ask", "high", "risk", reason, broad=True)
+            if files:
+                spend(3 * len(files) * len(places), "files written then run")
+            for cwd in places if files else ():
+                absolute = functools.partial(self.boundary.absolute, cwd=cwd)
+                for load, kind in loaded(inv, absolute):
+                    for path, texts in files.items():
+                        if path == "*" and inv.program == "git":
+                            continue  # git never applies a patch to its own configuration
+                        if matches(path, load):
+                            yield from self._judge_written(inv, posixpath.basename(path), kind, texts)
+            for cwd in places:
+                for item in written(inv, functools.partial(self.boundary.absolute, cwd=cwd)):
+                    files.setdefault(item.path, []).append(item.text)
+
+    def _judge_written(
+        self, inv: Invocation, name: str, kind: str, texts: list[str | None]
+    ) -> Iterator[Finding]:
+        if any(t is None for t in texts):
+            what = "applies a patch" if name == "*" else f"writes {name}"
+            reason = f"{what}, then {inv.program} runs or reads it: what it will run is not shown"
+            yield Finding("ask", "high", "risk", reason, broad=True)
+            return
+        text = "\n".join(t for t in texts if t is not None)
+        kind = shebang_kind(text) if kind == "script" else kind
+        for command in written_commands(inv, name, kind, text):
+            if command.startswith("ask:"):
+                yield Finding("ask", "high", "risk", command[4:], broad=True)
+            else:
+                yield from self.judge(command)
+
+    def _workspace_script(self, path: str) -> bool:
+        """A file inside the workspace that starts with `#!` (a script, not a binary)."""
+        if not within(path, self.boundary.workspace):
+            return False
+        try:
+            with open(path, "rb") as handle:
+                return handle.read(2) == b"#!"
+        except OSError:
+            return False
+
+    def _workspace_module(self, name: str) -> bool:
+        """`app` is `app.py` or a package `app/` in the workspace (or under `src/`)."""
+        root = self.boundary.workspace
+        return any(
+            os.path.exists(posixpath.join(root, base, name + suffix))
+            for base in ("", "src")
+            for suffix in (".py", "/__init__.py")
+        )
+
+    def _contents(self, inv: Invocation, find_argv: tuple[str, ...] | None) -> Iterator[Finding]:
+        """Readers judged by what they can read: listings fed to them, recursive searches (readers.py)."""
+        reason = listing_reader(inv, find_argv) or broad_search(inv) or computed_names(inv)
+        if reason is not None:
+            yield Finding("ask", "high", "boundary", f"{reason} (may include secrets)", sensitive=True)
+        if "xargs" in inv.wrappers and inv.command.stdin in ("heredoc", "herestring") and inv.command.heredoc:
+            for name in inv.command.heredoc.split()[:64]:
+                yield path_finding(self.boundary, self.rules, name, write=False)
+
+    def _environment(
+        self, inv: Invocation, cwds: frozenset[str], exported: tuple[frozenset[str], bool]
+    ) -> Iterator[Finding]:
+        """Every assignment the program sees, judged by what its name controls (environment.py)."""
+        head = inv.words[0].text if inv.words else ""
+        if "=" in head and head.split("=", 1)[0].isidentifier():
+            # `time CC=/tmp/x make`: bash reads the word as an assignment to the program after it.
+            yield Finding("ask", "high", "risk", f"an assignment ({head.split('=', 1)[0]}=…) after a wrapper")
+        computed = computed_export(inv)
+        if computed is not None:
+            yield computed
+        for assignment in assignments(inv, *exported):
+            for cwd in sorted(cwds):
+                yield from judge_assignment(assignment, self.judge, functools.partial(self._place, cwd=cwd))
+
+    def _place(self, text: str, write: bool, *, cwd: str) -> Finding:
+        return path_finding(self.boundary, self.rules, text, write=write, cwd=cwd)
 
     def _cwds(self, expansion: Expansion) -> Iterator[frozenset[str]]:
         """The directories each invocation may run in, following `cd` (UNKNOWN after `cd $X`).
@@ -77,13 +220,23 @@ class CommandJudge:
         exactly the last `cd` target (and then only while no symlink is involved).
         """
         cwds = {self.boundary.workspace}
+        landing: set[str] = set()
         exact = expansion.and_chain
         for inv in expansion.invocations:
             yield frozenset(cwds)
+            if inv.program in ("cd", "pushd", "chdir") and "CDPATH" in inv.wrappers:
+                # A CDPATH place is one more place the `cd` that follows may land in.
+                landing |= {self._cd_target(inv, c) for c in cwds}
+                continue
             if inv.program in ("cd", "pushd", "chdir"):
-                moved = {self._cd_target(inv, c) for c in cwds}
+                moved = {self._cd_target(inv, c) for c in cwds} | landing
+                landing = set()
                 exact = exact and all(c == UNKNOWN or self.boundary.is_real(c) for c in moved)
                 cwds = moved if exact else cwds | moved
+                if len(cwds) > _MAX_CWDS:
+                    # Each path is judged in every candidate: past the cap, refuse (never drop one).
+                    raise TooComplex(f"cd tracking over {_MAX_CWDS} possible directories")
+                spend(50 * len(cwds), "cd tracking")
             elif inv.program == "popd":
                 cwds.add(UNKNOWN)
                 exact = False
@@ -103,7 +256,8 @@ class CommandJudge:
         for inv, candidates in zip(expansion.invocations, cwds, strict=True):
             for cwd in sorted(candidates - {UNKNOWN}):
                 if reason is None:
-                    reason = invocation_floor(inv, lambda t, b=cwd: self.boundary.absolute(t, b), home)  # type: ignore[misc]
+                    resolve = lambda t, b=cwd: self.boundary.absolute(t, b)  # noqa: E731
+                    reason = invocation_floor(inv, resolve, home, self.boundary.workspace)
         if reason is None and (expansion.parse_error or expansion.problems):
             reason = lexical_floor(text, self.boundary.absolute, home, unquoted=expansion.parse_error)
         if reason is None:
@@ -111,9 +265,22 @@ class CommandJudge:
         return Finding("deny", "critical", "floor", reason, broad=True)
 
     def _invocation(
-        self, inv: Invocation, cwds: frozenset[str], local_names: frozenset[str]
+        self, inv: Invocation, cwds: frozenset[str], local_names: frozenset[str], made: frozenset[str]
     ) -> Iterator[Finding]:
-        yield self._rules(inv, classify(inv))
+        info = classify(inv)
+        if info.reason == WORKSPACE_PROGRAM and inv.words:
+            # `gcc -o app main.c && ./app`, `printf … > x.sh && ./x.sh`: the program was made here
+            # (compiled from workspace sources, or its literal text judged by _written_then_run).
+            places = cwds - {UNKNOWN} or {self.boundary.workspace}
+            program = {self.boundary.absolute(inv.words[0].text, c) for c in places}
+            if ("*" in made and all(within(p, self.boundary.workspace) for p in program)) or program <= made:
+                info = replace(info, risk="low", reason="runs a program this command wrote or compiled")
+            elif all(self._workspace_script(p) for p in program):
+                # `script/test`: a text script with a shebang is `sh script/test`, judged like one.
+                info = replace(info, risk="low", reason="runs a script from the workspace")
+        if info.imports and all(self._workspace_module(m) for m in info.imports):
+            info = replace(info, risk="low", reason="python code that imports the workspace's own modules")
+        yield self._rules(inv, info)
         for problem in inv.problems:
             yield Finding("ask", "high", "risk", f"{inv.program}: {problem}", broad=True)
         for cwd in sorted(cwds):
@@ -125,6 +292,7 @@ class CommandJudge:
                         "ask", "high", "boundary", f"searches {cwd}, which holds secrets", sensitive=True
                     )
             yield from self._paths(inv, cwd)
+            yield from self._option_values(inv, cwd)
             # Paths named in inline code (`open('.env')`) are judged like any other read.
             for literal in _LITERAL.findall(inv.inline_code or ""):
                 text = literal[1]
@@ -138,6 +306,19 @@ class CommandJudge:
         ) and not self._upstream_inside(inv):
             yield Finding("ask", "high", "boundary", f"{inv.program} acts on paths read from its input")
 
+    def _option_values(self, inv: Invocation, cwd: str) -> Iterator[Finding]:
+        """Option values naming a URL (data sent out, code fetched) or an outside path (options.py)."""
+        for option, value in option_values(inv):
+            if value.kind == "url":
+                reason = f"option {option} names a remote address ({value.text[:80]})"
+                yield Finding("ask", "high", "risk", reason, egress=True, broad=True)
+            elif value.kind == "egress":
+                yield Finding(
+                    "ask", "high", "risk", f"option {option} sends data out", egress=True, broad=True
+                )
+            else:
+                yield path_finding(self.boundary, self.rules, value.text, write=True, cwd=cwd)
+
     def _rules(self, inv: Invocation, info: RiskInfo) -> Finding:
         texts = {inv.text, _canonical(inv)}
         verdict: Verdict = "allow" if info.risk == "low" else "ask"
@@ -150,7 +331,14 @@ class CommandJudge:
         if rule is None and not inv.problems:
             # A wildcard rule never approves code handed over inline (`python -c`, `git -c`, awk system).
             hands_code = inv.inline_code is not None or info.runs_code
-            allow = (r for r in self.rules.of("allow", "command") if not (r.has_wildcard and hands_code))
+            allow = (
+                r
+                for r in self.rules.of("allow", "command")
+                if not (
+                    r.has_wildcard
+                    and (hands_code or not wildcard_covers(r.pattern, inv, info.risk, info.side_effect))
+                )
+            )
             rule = next((r for r in allow if r.matches_command(inv.text)), None)
         if rule is not None:
             verdict, layer, reason = rule.bucket, "rule", f"{rule.bucket} rule {rule.text}"
@@ -215,6 +403,15 @@ class CommandJudge:
         return all(
             UNKNOWN not in p and within(self.boundary.absolute(p), self.boundary.workspace) for p in paths
         )
+
+
+def _dotglob(expansion: Expansion) -> bool:
+    """`shopt -s dotglob` (or `GLOBIGNORE=…`) and a glob: `*` then matches `.env` too."""
+    invocations = expansion.invocations
+    on = any(i.program == "shopt" and "dotglob" in i.argv and "-s" in i.argv for i in invocations) or any(
+        name == "GLOBIGNORE" for i in invocations for name, _ in i.command.environment
+    )
+    return on and any(w.glob for i in invocations for w in i.words[1:])
 
 
 def _reads_listing(inv: Invocation) -> bool:
@@ -286,7 +483,10 @@ def path_finding(
 
 
 def _canonical(inv: Invocation) -> str:
-    """git with global options removed (`git -C p --no-pager push` → `git push`), for deny/ask rules."""
+    """The invocation of git with global options removed (`git -C p --no-pager push` → `git push`).
+
+    For deny/ask rules.
+    """
     if inv.program != "git":
         return inv.text
     args = list(inv.argv[1:])

@@ -31,6 +31,7 @@ class Decision:
     always_offerable: bool = False
 
     def to_json(self) -> dict[str, object]:
+        """The decision as the JSON object the CLI and the audit print."""
         return {
             "decision": self.verdict,
             "resolved": self.resolved,

@@ -6,22 +6,27 @@ the floor, secret and workspace boundaries hold whatever the configuration says.
 
 from __future__ import annotations
 
+import asyncio
+import posixpath
 import re
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from approvals.permissions.actions import ACTION_KINDS, Action
+from approvals.permissions.budget import Clock, JudgmentTimeout, TooComplex, check_deadline, deadline
 from approvals.permissions.commands import CommandJudge, path_finding
 from approvals.permissions.decisions import RISK_ORDER, VERDICT_ORDER, Decision
 from approvals.permissions.errors import PermissionConfigError
+from approvals.permissions.fetch import judge_fetch
 from approvals.permissions.findings import Finding, worst
-from approvals.permissions.floor import SYSTEM_DIRS
-from approvals.permissions.paths import Boundary
+from approvals.permissions.floor import SYSTEM_DIRS, classify_path
+from approvals.permissions.paths import Boundary, within
 from approvals.permissions.policy import POLICY_NAMES, PolicyName, resolve
 from approvals.permissions.rules import BUCKETS, EMPTY_RULES, RuleSet
-from approvals.permissions.shell.invocation import expand
+from approvals.permissions.shell.invocation import Invocation, expand
+from approvals.permissions.shell.words import UNKNOWN
 
 __all__ = ["DEFAULT_PROTECTED", "PermissionConfig", "PermissionEngine", "PolicyName"]
 
@@ -39,6 +44,52 @@ _SIDE_EFFECT_TOOL = re.compile(
     re.I,
 )
 _MAX_ALWAYS_CHARS = 200
+# Longest target judged per kind (a command, a path, a URL or a tool name); longer is denied.
+MAX_COMMAND_CHARS = 16 * 1024
+MAX_TARGET_CHARS = 4 * 1024
+# Bidirectional embeddings, overrides and isolates: the text shown is not the text run.
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+# Problems that hide the program or the code that runs (not merely an unusual construct).
+_HIDING = (
+    "program name is computed", "program name is obfuscated", "runs code read from a pipe",
+    "runs shell text computed at run time", "eval runs text", "defines an alias",
+    "a stored value is evaluated", "runs code assembled from its input", "defines a shell function",
+    "interpreter code computed at run time",
+)  # fmt: skip
+# Verbs that destroy their operands: with operands the text does not show, only a human may allow.
+_DESTROYERS = frozenset({"rm", "rmdir", "shred", "unlink", "truncate", "wipe", "srm", "mv"})
+_SHOWN_INPUT = ("heredoc", "herestring")
+_LIST_SOURCES = frozenset({"find", "fd", "ls", "git", "grep", "rg", "echo", "printf"})
+_URL_WORD = re.compile(r"(?:https?|ftp|wss?)://", re.IGNORECASE)
+_UNFAITHFUL = re.compile("[\x00\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+_MKTEMP = re.compile(r"\b([A-Za-z_]\w*)=\"?\$\(mktemp\b")
+
+
+def _temporary_names(text: str) -> frozenset[str]:
+    """Variables the text sets once, from `$(mktemp …)`, and never again (nor by `read` or `for`)."""
+    names = set()
+    for name in set(_MKTEMP.findall(text)):
+        sets = re.findall(rf"\b{name}\s*=|\bread\b[^;&|\n]*\b{name}\b|\bfor\s+{name}\b", text)
+        if len(sets) == 1:
+            names.add(name)
+    return frozenset(names)
+
+
+def unfaithful(text: str, limit: int) -> str | None:
+    """Why `text` cannot be judged (or shown to an approver) faithfully, or None."""
+    if len(text) > limit:
+        return f"too long to judge ({len(text)} chars > {limit})"
+    match = _UNFAITHFUL.search(text)
+    if match is None:
+        return None
+    ch = match.group()
+    if ch == "\x00":
+        return "contains a NUL byte, which the shell cannot pass on"
+    if ch in _BIDI:
+        return f"contains a bidirectional control (U+{ord(ch):04X}): what is shown is not what runs"
+    return f"contains a lone surrogate (U+{ord(ch):04X}): invalid UTF-8 or text that cannot be encoded"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +102,10 @@ class PermissionConfig:
     readable_roots: tuple[Path, ...] = ()
     protected: tuple[str, ...] = DEFAULT_PROTECTED
     home: Path | None = None
+    # Budget per decision, in CPU seconds of the judging thread (so a busy machine descheduling the
+    # thread does not turn an ordinary command into a deny); past it the judgment stops, denied.
+    budget_seconds: float = 0.5
+    clock: Clock = time.thread_time
 
 
 class PermissionEngine:
@@ -77,14 +132,28 @@ class PermissionEngine:
         self._commands = CommandJudge(self._boundary, config.rules)
 
     def evaluate(self, action: Action, *, grants: frozenset[str] = frozenset()) -> Decision:
-        """The engine's verdict on one action, and what the policy resolves an ask to."""
-        finding = worst(self._findings(action))
+        """The engine's verdict on one action, and what the policy resolves an ask to (never raises)."""
+        try:
+            with deadline(self.config.clock, self.config.budget_seconds):
+                finding = worst(self._checked(action))
+        except JudgmentTimeout:
+            finding = Finding("deny", "high", "policy", "judgment took too long (fails closed)", broad=True)
+        except TooComplex as exc:
+            finding = Finding(
+                "deny", "high", "policy", f"too complex to judge: {exc} (fails closed)", broad=True
+            )
+        except Exception as exc:
+            finding = Finding("deny", "high", "policy", f"could not judge: {type(exc).__name__}", broad=True)
         if finding.verdict == "ask" and not finding.sensitive and self.scope_key(action) in grants:
             finding = Finding(
                 "allow", finding.risk, "policy", "granted for this run", finding.rule,
                 egress=finding.egress, side_effect=finding.side_effect, broad=finding.broad,
             )  # fmt: skip
         return self._decision(action, finding)
+
+    async def evaluate_async(self, action: Action, *, grants: frozenset[str] = frozenset()) -> Decision:
+        """`evaluate` in a worker thread, so a judgment never blocks the event loop (same deadline)."""
+        return await asyncio.to_thread(self.evaluate, action, grants=grants)
 
     def evaluate_many(self, actions: Sequence[Action], *, grants: frozenset[str] = frozenset()) -> Decision:
         """One decision for a tool call's actions: the most severe verdict, the highest risk."""
@@ -118,6 +187,79 @@ class PermissionEngine:
             return f"fetch({action.target.strip()})"
         return f"{action.kind}({action.target.strip()})"
 
+    def _checked(self, action: Action) -> Iterator[Finding]:
+        """The findings, with the deadline checked between them and faithfulness checked first."""
+        target = action.target if isinstance(action.target, str) else ""
+        limit = MAX_COMMAND_CHARS if action.kind == "command" else MAX_TARGET_CHARS
+        why = unfaithful(target, limit) if isinstance(action.target, str) else "the target is not text"
+        if why is not None:
+            yield Finding("deny", "high", "policy", f"{action.kind} {why}", broad=True)
+            return
+        if action.kind == "command":
+            expansion = expand(target)
+            if expansion.refused is not None:
+                yield Finding("deny", "high", "policy", f"command {expansion.refused}", broad=True)
+                return
+            hidden = [p for p in expansion.problems if any(m in p for m in _HIDING)]
+            if hidden:
+                # What runs is not in the text: a human may allow it, automation never does.
+                reason = f"cannot see what runs: {hidden[0]}"
+                yield Finding("ask", "high", "policy", reason, sensitive=True, broad=True)
+            yield from self._command_urls(expansion.invocations)
+            target_hidden = self._hidden_target(expansion.invocations, _temporary_names(target))
+            if target_hidden is not None:
+                # What it destroys is not in the text (a file, a pipe, a substitution): likewise.
+                yield Finding("ask", "high", "policy", target_hidden, sensitive=True, broad=True)
+        for finding in self._findings(action):
+            check_deadline()
+            yield finding
+
+    def _command_urls(self, invocations: Sequence[Invocation]) -> Iterator[Finding]:
+        """URLs in a command's words meet the fetch deny and ask rules (and the floor) too.
+
+        `deny: fetch(https://x/admin/**)` holds for `curl https://x/%252e%252e/admin/u`; only what
+        denies or asks is taken (the command's own rules and risk decide the rest).
+        """
+        for inv in invocations:
+            for word in inv.words[1:]:
+                text = word.text.partition("=")[2] if word.text.startswith("--") else word.text
+                if UNKNOWN in text or not _URL_WORD.match(text):
+                    continue
+                for finding in judge_fetch(text, self._boundary, self.config.rules):
+                    if finding.verdict == "deny" or (finding.layer == "rule" and finding.verdict == "ask"):
+                        yield finding
+
+    def _hidden_target(self, invocations: Sequence[Invocation], temporary: frozenset[str]) -> str | None:
+        """A destructive verb whose targets the text does not show (`xargs rm < list`, `rm $(cat l)`).
+
+        Not hidden: a substitution listing workspace files (`rm $(git ls-files -o)`), and a name
+        set once from `$(mktemp)` (`tmp=$(mktemp); …; rm -f "$tmp"`).
+        """
+        for inv in invocations:
+            if inv.program not in _DESTROYERS:
+                continue
+            from_input = "xargs" in inv.wrappers and inv.extra_args and inv.command.stdin not in _SHOWN_INPUT
+            if from_input and not self._listed_inside(inv.command.upstream):
+                return f"hidden target: {inv.program} acts on paths read from its input"
+            operands = [
+                w.text
+                for w in inv.words[1:]
+                if not w.text.startswith("-")
+                and not w.listing
+                and not (w.variables and set(w.variables) <= temporary)
+            ]
+            if any(UNKNOWN in text for text in operands):
+                return f"hidden target: {inv.program} acts on paths computed at run time"
+        return None
+
+    def _listed_inside(self, upstream: tuple[str, ...]) -> bool:
+        """`find . -name '*.pyc' | xargs rm`: a listing program over workspace paths only."""
+        if not upstream or posixpath.basename(upstream[0]) not in _LIST_SOURCES:
+            return False
+        paths = [a for a in upstream[1:] if not a.startswith("-") and ("/" in a or a.startswith((".", "~")))]
+        absolute = self._boundary.absolute
+        return all(UNKNOWN not in p and within(absolute(p), self._boundary.workspace) for p in paths)
+
     def _findings(self, action: Action) -> Iterator[Finding]:
         if action.kind not in ACTION_KINDS:
             yield Finding("deny", "medium", "policy", f"unknown action kind {action.kind!r}")
@@ -128,38 +270,22 @@ class PermissionEngine:
                 yield Finding("deny", "medium", "policy", "empty or invalid path")
             else:
                 write = action.kind == "write"
+                if write:
+                    yield from self._write_floor(action.target.strip())
                 yield path_finding(self._boundary, self.config.rules, action.target.strip(), write=write)
         elif action.kind == "fetch":
-            yield from self._fetch(action.target.strip())
+            yield from judge_fetch(action.target.strip(), self._boundary, self.config.rules)
         else:
             yield self._tool(action.target.strip())
 
-    def _fetch(self, url: str) -> Iterator[Finding]:
-        try:
-            parts = urlsplit(url if "://" in url else f"https://{url}")
-        except ValueError:
-            yield Finding("ask", "high", "risk", f"malformed URL {url!r}", egress=True, broad=True)
-            return
-        if parts.scheme == "file":
-            yield path_finding(self._boundary, self.config.rules, parts.path or "/", write=False)
-            return
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            yield Finding("ask", "high", "risk", f"unusual URL {url!r}", egress=True, broad=True)
-            return
-        rules = self.config.rules
-        # Credentials, backslashes, spaces or non-ASCII in the address are how URL parsers disagree
-        # about the host: deny and ask rules still apply, allow rules do not.
-        tricky = "@" in parts.netloc or any(ch in url for ch in "\\ \t\r\n") or not parts.netloc.isascii()
-        for bucket in BUCKETS:
-            for rule in rules.of(bucket, "fetch"):
-                if bucket == "allow" and tricky:
-                    continue
-                if rule.matches_url(url):
-                    yield Finding(
-                        bucket, "high", "rule", f"{bucket} rule {rule.text}", rule=rule.text, egress=True
-                    )
-                    return
-        yield Finding("ask", "high", "risk", f"network request to {parts.hostname}", egress=True, broad=True)
+    def _write_floor(self, text: str) -> Iterator[Finding]:
+        """Writing a file over a system file or a device is the floor's, whatever the rules say."""
+        boundary = self._boundary
+        klass = classify_path(boundary.absolute(text), boundary.home, boundary.workspace)
+        if klass in ("deep", "device", "root"):
+            yield Finding(
+                "deny", "critical", "floor", f"overwrites a system file or device: {text}", broad=True
+            )
 
     def _tool(self, name: str) -> Finding:
         rules = self.config.rules

@@ -9,9 +9,12 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
-import shlex
 from collections.abc import Callable, Iterable
+from typing import Literal
 
+from approvals.permissions.budget import check_deadline, spend
+from approvals.permissions.code import code_floor
+from approvals.permissions.effects import Effect, effects, storage_wipe
 from approvals.permissions.paths import is_raw_device
 from approvals.permissions.shell.invocation import Invocation, expand_script
 from approvals.permissions.shell.script import Script, SimpleCommand
@@ -28,37 +31,197 @@ SYSTEM_DIRS = frozenset(
 )
 _FS_MAKERS = re.compile(r"^(mkfs(\..+)?|mke2fs|mkswap|wipefs|blkdiscard|mkdosfs|mkntfs|newfs(_.+)?|mkfs_.+)$")
 _PARTITIONERS = frozenset({"fdisk", "sfdisk", "cfdisk", "parted", "sgdisk", "gdisk"})
-_DESTRUCTIVE_EXEC = frozenset({"rm", "shred", "unlink", "rmdir", "mv", "chmod", "chown", "truncate", "dd"})
 # Interpreter code that forks without end (`perl -e 'fork while fork'`, `while True: os.fork()`).
 _FORK_CODE = re.compile(
-    r"fork\s*(?:\(\s*\))?\s*(?:while|until|for|and|\|\|)|"
-    r"(?:while|for)\s*(?:\(\s*(?:1|true|;;)\s*\)|\s+(?:1|True|true))\s*[:{]?\s*(?:os\.|process\.|Process\.)?fork|"
+    r"fork\s*(?:\(\s*\)\s*)?(?:while|until|for|and|\|\|)|"
+    r"(?:while|for)(?:\s*\(\s*(?:1|true|;;)\s*\)|\s(?:1|True|true))\s*(?:[:{]\s*)?(?:os\.|process\.|Process\.)?fork|"
     r"\[\s*os\.fork\(\)\s*for|loop\s*\{\s*fork"
 )
-_FORK_BOMB = re.compile(r"(\S+)\s*\(\s*\)\s*\{[^}]*\1\s*\|\s*\1\s*&")
+# A function definition; the lookbehind makes each name start once, so the search stays linear.
+_FUNCTION_START = re.compile(r"(?<![^\s;&|(){}])([^\s;&|(){}<>]{1,64})\s*\(\s*\)\s*\{")
 
 Resolve = Callable[[str], str]
 _LEXICAL_KEYWORDS = frozenset(["if", "then", "else", "elif", "do", "while", "until", "!", "time", "function"])
 
+# Trees whose every file belongs to the system: destroying or overwriting anything in them is floored.
+DEEP_TREES = (
+    "/bin", "/boot", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/sbin", "/usr", "/sys", "/proc",
+    "/snap", "/nix", "/root", "/efi", "/System", "/Library", "/Applications", "/private/etc",
+    "/var/lib", "/var/db", "/var/log", "/var/spool", "/var/mail", "/var/backups",
+)  # fmt: skip
+# Trees of the machine's data (services, add-on software): deleting in them is floored; writing a
+# file there is an outside write (asked, and an explicit write rule may allow it).
+DATA_TREES = ("/opt", "/srv", "/var", "/private/var")
+# Scratch places inside those trees (and the per-process views of /proc) that are nobody's system.
+_DEEP_EXEMPT = tuple(
+    "/var/tmp /var/folders /private/var/folders /private/var/tmp /proc/self/fd /proc/thread-self/fd".split()  # noqa: SIM905, S108
+)
+# Places whose loss (the directory itself, or everything in it) breaks the machine or a user.
+_TOP_DIRS = frozenset(
+    "/home /Users /tmp /media /mnt /run /Volumes /cores /private /dev /private/tmp /var/tmp".split()  # noqa: SIM905
+)
+_GLOB = re.compile(r"[*?\[]")
+_MAX_SEGMENTS = 500
+PathClass = Literal["root", "top", "deep", "data", "device"]
 
-def is_critical(path: str, home: str) -> bool:
-    """`/`, a system directory, the home directory or an ancestor of it, or a broad glob over one."""
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def classify_path(path: str, home: str, workspace: str | None = None) -> PathClass | None:
+    """What an absolute, normalised path (maybe a glob) is to the floor, or None for ordinary."""
     if UNKNOWN in path:
-        return False
-    if any(ch in path for ch in "*?["):
-        parent = posixpath.dirname(path.rstrip("/")) or "/"
-        base = posixpath.basename(path.rstrip("/"))
-        if not re.search(r"[A-Za-z0-9]", base) and (parent == "/" or _critical_exact(parent, home)):
-            return True
-        return any(fnmatch.fnmatchcase(d, path.rstrip("/")) for d in (*SYSTEM_DIRS, home))
-    return _critical_exact(path, home)
-
-
-def _critical_exact(path: str, home: str) -> bool:
+        return None
+    if _GLOB.search(path):
+        return _classify_glob(path, home, workspace)
     path = path.rstrip("/") or "/"
-    if path == "/" or path in SYSTEM_DIRS:
+    if path == "/":
+        return "root"
+    if is_raw_device(path):
+        return "device"
+    if path in _TOP_DIRS or _is_home_like(path, home):
+        return "top"
+    if path in DEEP_TREES:
+        return "deep"
+    exempt = (workspace is not None and workspace != "/" and _within(path, workspace)) or _within(path, home)
+    scratch = any(_within(path, e) for e in _DEEP_EXEMPT)
+    if not exempt and not scratch and any(_within(path, t) for t in DEEP_TREES):
+        return "deep"
+    if path in SYSTEM_DIRS or path in DATA_TREES:
+        return "top"
+    if exempt or any(_within(path, e) for e in _DEEP_EXEMPT):
+        return None
+    return "data" if any(_within(path, t) for t in DATA_TREES) else None
+
+
+def _is_home_like(path: str, home: str) -> bool:
+    """The home directory, an ancestor of it, or another user's home (`/home/bob`, `/Users/x`)."""
+    if path == home or home.startswith(path + "/"):
         return True
-    return home == path or home.startswith(path + "/") or bool(re.fullmatch(r"/(home|Users)/[^/]+", path))
+    parts = path.split("/")
+    return len(parts) == 3 and parts[1] in ("home", "Users") and bool(parts[2])
+
+
+def _classify_glob(pattern: str, home: str, workspace: str | None) -> PathClass | None:
+    """A glob is as critical as the worst place it can match (`/u*`, `/*`, `~/.*`, `/usr/lib/py*`)."""
+    spend(100, "glob patterns")
+    parts = pattern.rstrip("/").split("/")
+    first = next(i for i, p in enumerate(parts) if _GLOB.search(p))
+    fixed = "/".join(parts[:first]) or "/"
+    fixed_class = classify_path(fixed, home, workspace)
+    if fixed_class in ("deep", "data"):
+        return fixed_class
+    names = ["/", home, *_TOP_DIRS, *SYSTEM_DIRS, *DEEP_TREES]
+    names += [posixpath.dirname(home)]
+    if any(fnmatch.fnmatchcase(n, pattern.rstrip("/")) for n in names):
+        hit = [n for n in names if fnmatch.fnmatchcase(n, pattern.rstrip("/"))]
+        return "deep" if any(n in DEEP_TREES for n in hit) else "top"
+    base = parts[first]
+    if first == len(parts) - 1 and not re.search(r"[A-Za-z0-9]", base) and fixed_class is not None:
+        return "top"  # `~/*`, `/tmp/.*`: everything in a top directory
+    if fixed_class == "root" and first == 1:
+        return "top"  # `/[a-z]*`-like names directly under the root
+    return None
+
+
+def is_critical(path: str, home: str, workspace: str | None = None) -> bool:
+    """Whether deleting `path` recursively is floored (`/`, a system directory at any depth, home)."""
+    return classify_path(path, home, workspace) is not None
+
+
+# Which path classes are floored for each kind of effect (see effects.py).
+_FLOORED: dict[tuple[str, bool], frozenset[str]] = {
+    ("destroy", True): frozenset({"root", "top", "deep", "data", "device"}),
+    ("destroy", False): frozenset({"deep", "data", "device"}),
+    ("overwrite", False): frozenset({"deep", "device"}),
+    ("append", False): frozenset({"deep", "device"}),
+    ("into", False): frozenset({"root", "deep", "device"}),
+    ("mode", True): frozenset({"root", "top", "deep", "device"}),
+    ("mode", False): frozenset({"root", "deep", "device"}),
+}
+_VERB_WORDS = {
+    "destroy": "deletes", "overwrite": "overwrites", "append": "writes into", "into": "writes into",
+    "mode": "changes the permissions or owner of",
+}  # fmt: skip
+_CLASS_WORDS = {"root": "the root directory", "top": "the home or a top-level directory",
+                "deep": "a system directory", "data": "a system data directory",
+                "device": "a block device"}  # fmt: skip
+
+
+def _through_links(effect: Effect, links: tuple[tuple[str, str], ...]) -> list[str]:
+    """The effect's texts, and each again through a symlink the same command created (`l/` → `/`)."""
+    texts = [effect.target, *effect.alternatives]
+    spend(len(texts) * (len(links) + 1), "paths through symlinks")
+    for text in list(texts):
+        for link, target in links:
+            if text == link or text.startswith(link + "/"):
+                texts.append(target + text[len(link) :])
+    return texts
+
+
+def effect_floor(
+    effect: Effect,
+    resolve: Resolve,
+    home: str,
+    workspace: str | None,
+    links: tuple[tuple[str, str], ...] = (),
+) -> str | None:
+    """The floor reason for one effect, or None."""
+    recursive = effect.recursive and effect.verb in ("destroy", "mode")
+    floored = _FLOORED[(effect.verb, recursive)]
+    for text in _through_links(effect, links):
+        for variant in brace_variants(text):
+            if not variant or UNKNOWN in variant:
+                continue
+            klass = classify_path(resolve(variant), home, workspace)
+            if klass is not None and klass in floored:
+                where = _CLASS_WORDS[klass]
+                return f"{_VERB_WORDS[effect.verb]} {where}, {resolve(variant)} ({effect.why})"
+    return None
+
+
+def invocation_floor(
+    inv: Invocation, resolve: Resolve, home: str, workspace: str | None = None
+) -> str | None:
+    """The floor reason for one invocation, or None."""
+    program = inv.program
+    for effect in effects(inv):
+        reason = effect_floor(effect, resolve, home, workspace, inv.links)
+        if reason is not None:
+            return reason
+    if (
+        program in ("rm", "shred", "unlink")
+        and inv.extra_args
+        and _upstream_critical(inv.command, resolve, home)
+    ):
+        return "deletion of paths listed from the root, home or a system directory"
+    if inv.inline_code and _FORK_CODE.search(inv.inline_code):
+        return "fork bomb"
+    if inv.inline_code:
+        reason = code_floor(inv.inline_code, resolve, home, workspace, inv.depth)
+        if reason is not None:
+            return reason
+    if program == "cryptsetup" and any(a in ("luksFormat", "erase", "luksErase") for a in inv.argv[1:]):
+        return "wipes an encrypted volume"
+    if _FS_MAKERS.match(program):
+        return "creates or wipes a filesystem"
+    if program in _PARTITIONERS and not any(
+        w.text in ("-l", "--list", "print", "-p", "--print") for w in inv.words[1:]
+    ):
+        return "rewrites a partition table"
+    return storage_wipe(inv)
+
+
+def _lexical_fork_bomb(text: str) -> bool:
+    """`name(){ name | name & }` in text the grammar could not parse."""
+    for match in _FUNCTION_START.finditer(text):
+        name = re.escape(match.group(1))
+        end = text.find("}", match.end(), match.end() + 256)
+        body = text[match.end() : end if end >= 0 else match.end() + 256]
+        if re.search(name + r"\s*\|\s*" + name + r"\s*&", body[:256]):
+            return True
+    return False
 
 
 def _operand_paths(words: Iterable[Word], resolve: Resolve) -> list[str]:
@@ -71,87 +234,6 @@ def _operand_paths(words: Iterable[Word], resolve: Resolve) -> list[str]:
                 if variant and UNKNOWN not in variant:
                     paths.append(resolve(variant))
     return paths
-
-
-def _operands(inv: Invocation) -> list[Word]:
-    words = list(inv.words[1:])
-    if "--" in [w.text for w in words]:
-        index = [w.text for w in words].index("--")
-        return [w for w in words[:index] if not w.text.startswith("-")] + words[index + 1 :]
-    return [w for w in words if not w.text.startswith("-") or w.text == "-"]
-
-
-def _recursive(inv: Invocation) -> bool:
-    for word in inv.words[1:]:
-        text = word.text
-        if text == "--":
-            break
-        if text in ("--recursive", "--no-preserve-root") or (
-            text.startswith("-") and not text.startswith("--") and ("r" in text or "R" in text)
-        ):
-            return True
-    return False
-
-
-def invocation_floor(inv: Invocation, resolve: Resolve, home: str) -> str | None:
-    """The floor reason for one invocation, or None."""
-    program = inv.program
-    if program == "rm" and _recursive(inv):
-        if any(is_critical(p, home) for p in _operand_paths(_operands(inv), resolve)):
-            return "recursive deletion of the root, home or a system directory"
-        if inv.extra_args and _upstream_critical(inv.command, resolve, home):
-            return "recursive deletion of paths listed from a system directory"
-    if program == "mv" and any(is_critical(p, home) for p in _operand_paths(_operands(inv)[:-1], resolve)):
-        return "moves the root, home or a system directory away"
-    if program in ("chmod", "chown", "chgrp", "setfacl") and _recursive(inv):
-        operands = _operands(inv)[1:]
-        if any(is_critical(p, home) for p in _operand_paths(operands, resolve)):
-            return f"recursive {program} of the root, home or a system directory"
-    if inv.inline_code and _FORK_CODE.search(inv.inline_code):
-        return "fork bomb"
-    if program == "cryptsetup" and any(a in ("luksFormat", "erase", "luksErase") for a in inv.argv[1:]):
-        return "wipes an encrypted volume"
-    if _FS_MAKERS.match(program):
-        return "creates or wipes a filesystem"
-    if program in _PARTITIONERS and not any(w.text in ("-l", "--list", "print") for w in inv.words[1:]):
-        return "rewrites a partition table"
-    if program == "shred" and any(p.startswith("/dev/") for p in _operand_paths(_operands(inv), resolve)):
-        return "shreds a device"
-    if program == "find":
-        return _find_floor(inv, resolve, home)
-    return _device_floor(inv, resolve)
-
-
-def _device_floor(inv: Invocation, resolve: Resolve) -> str | None:
-    """Raw writes to a block device: `dd of=`, `tee`/`cp` onto it, or a redirect into it."""
-    targets = [r.target.text for r in inv.command.redirects if r.writes and r.target is not None]
-    if inv.program == "dd":
-        targets += [a[3:] for a in inv.argv[1:] if a.startswith("of=")]
-    elif inv.program == "tee":
-        targets += [w.text for w in _operands(inv)]
-    elif inv.program in ("cp", "install", "mv", "ln") and len(_operands(inv)) > 1:
-        targets.append(_operands(inv)[-1].text)
-    if any(UNKNOWN not in t and is_raw_device(resolve(t)) for t in targets):
-        return "raw write to a block device"
-    return None
-
-
-def _find_floor(inv: Invocation, resolve: Resolve, home: str) -> str | None:
-    texts = [w.text for w in inv.words]
-    roots: list[Word] = []
-    for word in inv.words[1:]:
-        if word.text.startswith(("-", "(", "!")):
-            break
-        roots.append(word)
-    destructive = "-delete" in texts or any(
-        texts[i] in ("-exec", "-execdir", "-ok", "-okdir")
-        and i + 1 < len(texts)
-        and posixpath.basename(texts[i + 1]) in _DESTRUCTIVE_EXEC
-        for i in range(len(texts))
-    )
-    if destructive and any(is_critical(p, home) for p in _operand_paths(roots, resolve)):
-        return "find over the root, home or a system directory that deletes or changes what it finds"
-    return None
 
 
 def _upstream_critical(command: SimpleCommand, resolve: Resolve, home: str) -> bool:
@@ -185,13 +267,16 @@ def lexical_floor(text: str, resolve: Resolve, home: str, *, unquoted: bool = Fa
     With `unquoted`, quotes are also ignored: when the grammar failed, a quote may end somewhere else
     than the parser thinks (a here-document inside `bash -c '…'` inside a here-document).
     """
-    if _FORK_BOMB.search(text):
+    if _lexical_fork_bomb(text):
         return "fork bomb"
     segments = _segments(text)
-    if unquoted:
-        for line in text.replace('"', " ").replace("'", " ").splitlines():
-            segments += _segments(line)
+    if unquoted and ("'" in text or '"' in text):
+        # Newlines separate segments in `_segments` already: one pass over the unquoted text.
+        segments += _segments(text.replace('"', " ").replace("'", " "))
+    if len(segments) > _MAX_SEGMENTS:
+        return f"too complex to judge: more than {_MAX_SEGMENTS} commands in text that does not parse"
     for segment in segments:
+        check_deadline()
         if segment and segment[0] == ">":
             if is_raw_device(resolve(_lexical_expand(segment[1] if len(segment) > 1 else ""))):
                 return "raw write to a block device"
@@ -211,7 +296,29 @@ def lexical_floor(text: str, resolve: Resolve, home: str, *, unquoted: bool = Fa
 def _lexical_expand(token: str) -> str:
     """`$HOME`/`${HOME}` at the start is home; any other `$VAR` is unknown (possibly empty)."""
     token = re.sub(r"^\$(\{HOME\}|HOME\b)", "~", token)
-    return re.sub(r"\$(\{[^}]*\}|\w+)", UNKNOWN, token)
+    return re.sub(r"\$(\{[^}]{0,256}\}|\w+)", UNKNOWN, token)
+
+
+# A shell-ish token: a quoted string, a run of operators, or a run of other characters.
+_TOKEN = re.compile(r"""'[^']*'?|"(?:[^"\\]|\\.)*"?|[;&|(){}<>\n]+|[^\s;&|(){}<>'"]+""")
+_OPERATORS = frozenset(";&|(){}<>\n")
+
+
+def _tokens(text: str) -> list[str]:
+    """Words and operators, quotes removed, adjacent pieces joined (`r'm'` is rm); linear."""
+    tokens: list[str] = []
+    end = -1
+    for match in _TOKEN.finditer(text):
+        piece = match.group()
+        operator = piece[0] in _OPERATORS
+        if piece[0] in "'\"":
+            piece = piece[1:-1] if len(piece) > 1 and piece[-1] == piece[0] else piece[1:]
+        if not operator and match.start() == end and tokens and not (set(tokens[-1]) <= _OPERATORS):
+            tokens[-1] += piece
+        else:
+            tokens.append(piece)
+        end = match.end()
+    return tokens
 
 
 def _segments(text: str) -> list[list[str]]:
@@ -219,16 +326,9 @@ def _segments(text: str) -> list[list[str]]:
     # `${IFS}` splits words; `{rm,-rf,/}` in command position expands to words.
     cleaned = re.sub(r"\$\{IFS\}|\$IFS\b", " ", cleaned)
     cleaned = re.sub(
-        r"(?:^|(?<=[\s;&|(]))\{([^{}\s]+(?:,[^{}\s]*)+)\}", lambda m: m.group(1).replace(",", " "), cleaned
+        r"(?:^|(?<=[\s;&|(]))\{([^{}\s,]*(?:,[^{}\s,]*)+)\}", lambda m: m.group(1).replace(",", " "), cleaned
     )
-    try:
-        lexer = shlex.shlex(cleaned, posix=True, punctuation_chars=";&|(){}<>\n")
-        lexer.whitespace_split = True
-        tokens = list(lexer)
-    except ValueError:
-        tokens = re.split(
-            r"\s+", re.sub(r"([;&|(){}<>\n])", r" \1 ", cleaned.replace('"', " ").replace("'", " "))
-        )
+    tokens = _tokens(cleaned)
     segments: list[list[str]] = [[]]
     for token in tokens:
         if token and set(token) <= set(";&|(){}<>\n"):

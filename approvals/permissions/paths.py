@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from approvals.permissions.budget import spend
 from approvals.permissions.decisions import Risk, Verdict
 from approvals.permissions.shell.words import UNKNOWN
 
@@ -47,15 +48,23 @@ _SECRET_NAMES = (
     "*.ppk", "secring.*", "*.tfvars", ".vault-token", "secrets.yml", "secrets.yaml", "secrets.json",
     ".bashrc", ".zshrc", ".bash_profile",
     ".profile", ".zprofile", ".zshenv", "authorized_keys", "known_hosts", "*_history",
+    # Every spelling of an env file (`.env~`, `.env_prod`), state and service-account files.
+    ".env*", "*.tfstate", "*.tfstate.*", "service-account*.json", "service_account*.json",
+    "client_secret*.json", "*-credentials.json", "*.p8", "*.keytab", ".secrets", "secrets.toml",
+    "secret.yaml", "secret.yml", ".dockercfg", "kubeconfig", "*.kubeconfig", ".my.cnf", ".s3cfg", ".boto",
 )  # fmt: skip
 _TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist", ".defaults", ".tmpl", ".in")
-_SECRET_PROC = re.compile(r"^/proc/[^/]+/(environ|mem|maps|cmdline|auxv)$")
+# Any process's environment or memory, through any /proc path (`/proc/self/task/1/environ`).
+_SECRET_PROC = re.compile(r"^/proc/(?:[^/]+/){1,6}(environ|mem|maps|cmdline|auxv)$")
+_PROC_EXAMPLES = ("/proc/self/environ", "/proc/1/environ", "/proc/self/task/1/environ", "/proc/1/mem")
 _SAFE_DEVICES = frozenset(
     {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/stdin",
      "/dev/stdout", "/dev/stderr", "/dev/ptmx"}
 )  # fmt: skip
 _SAFE_DEVICE_DIRS = ("/dev/fd/", "/dev/pts/", "/dev/shm/")  # noqa: S108 (names, not file use)
 _GLOB_CHARS = re.compile(r"[*?\[]")
+_MAX_PATH = 4096
+_MAX_COMPONENTS = 512
 
 
 _SECRET_NAME_RE = re.compile("|".join(fnmatch.translate(n) for n in _SECRET_NAMES))
@@ -65,7 +74,14 @@ _SECRET_NAME_RE = re.compile("|".join(fnmatch.translate(n) for n in _SECRET_NAME
 def _secret_locations(home: str) -> re.Pattern[str]:
     """One anchored regex for every secret directory or file (a separator guard after each)."""
     roots = [f"{home}/{rel}" for rel in _HOME_SECRETS] + list(_ABSOLUTE_SECRETS)
-    return re.compile("(" + "|".join(re.escape(r) for r in roots) + ")(?:/|$)")
+    # Case-insensitive: on macOS `~/.SSH` is `~/.ssh`; elsewhere asking about `~/.Docker` costs nothing.
+    return re.compile("(" + "|".join(re.escape(r) for r in roots) + ")(?:/|$)", re.IGNORECASE)
+
+
+# Work steps one glob judgment spends (budget.spend): at most 50 distinct globs per decision.
+_GLOB_WORK = 500
+# And one path judged in one directory (resolved, symlinks followed): about 1,000 per decision.
+_PATH_WORK = 25
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +147,10 @@ class Boundary:
 
     def judge(self, text: str, *, write: bool, cwd: str | None = None) -> PathVerdict:
         """Judge one read or write of a path as written in a command or tool call."""
+        spend(_PATH_WORK, "path judgments")
+        if len(text) > _MAX_PATH or text.count("/") > _MAX_COMPONENTS:
+            # Longer than any path the kernel resolves (PATH_MAX): never resolved, asked.
+            return PathVerdict("ask", "high", "unknown", text[:64] + "…", "a path too long to resolve")
         if UNKNOWN in text or cwd == UNKNOWN:
             return self._judge_unknown(text, write=write, cwd=cwd)
         lexical = self.absolute(text, cwd)
@@ -182,6 +202,8 @@ class Boundary:
 
     def _judge_glob(self, pattern: str, *, write: bool) -> PathVerdict:
         """A glob is judged by its fixed directory prefix, and as a secret if it can name one."""
+        # Each new glob compiles a pattern per secret name (about half a millisecond): counted.
+        spend(_GLOB_WORK, "glob patterns")
         if self._glob_hits_secret(pattern):
             return PathVerdict("ask", "high", "secret", pattern, "a glob that can match a secret file")
         parts = pattern.split("/")
@@ -208,7 +230,7 @@ class Boundary:
             fnmatch.fnmatchcase(name.replace("*", "x"), base.lower()) for name in _SECRET_NAMES
         ):
             return True
-        literal = [self.home + "/" + p for p in _HOME_SECRETS] + list(_ABSOLUTE_SECRETS)
+        literal = [self.home + "/" + p for p in _HOME_SECRETS] + [*_ABSOLUTE_SECRETS, *_PROC_EXAMPLES]
         return any(fnmatch.fnmatchcase(p, pattern) or fnmatch.fnmatchcase(p + "/x", pattern) for p in literal)
 
     def holds_secrets(self, path: str) -> bool:
@@ -233,7 +255,12 @@ class Boundary:
         return [posixpath.join(self.workspace, p) for p in self.protected]
 
     def _is_protected(self, path: str) -> bool:
-        rel = posixpath.relpath(path, self.workspace)
+        # Only called for paths inside the workspace: a prefix cut is the relative path.
+        rel = (
+            path[len(self.workspace) :].lstrip("/") or "."
+            if _within(path, self.workspace)
+            else posixpath.relpath(path, self.workspace)
+        )
         for pattern in self.protected:
             stem = pattern[:-3] if pattern.endswith("/**") else pattern
             if rel == stem or _within(rel, stem) or fnmatch.fnmatchcase(rel, pattern):

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
+from collections.abc import Iterator
 
-from approvals.permissions.decisions import Risk
-from approvals.permissions.shell.interpreters import SHELLS, interpreter_family
+from approvals.permissions.code_options import code_option
+from approvals.permissions.dumps import env_dump
+from approvals.permissions.riskinfo import RiskInfo
+from approvals.permissions.shell.interpreters import SHELLS, git_shell_text, interpreter_family
 from approvals.permissions.shell.invocation import Invocation
 from approvals.permissions.shell.programs import (
     BUILDS,
@@ -26,8 +28,6 @@ from approvals.permissions.shell.programs import (
     MAKE_SIDE_EFFECTS,
     NETWORK,
     NETWORK_CODE,
-    NETWORK_MODULES,
-    PLAIN_VARIABLES,
     PRIVILEGE,
     PUBLISH,
     RISKY_CODE,
@@ -36,23 +36,16 @@ from approvals.permissions.shell.programs import (
     TAR_EXEC,
 )
 from approvals.permissions.shell.words import UNKNOWN
-
-
-@dataclass(frozen=True, slots=True)
-class RiskInfo:
-    """The risk class of one invocation and what kind of effect it has."""
-
-    risk: Risk
-    reason: str
-    egress: bool = False
-    side_effect: bool = False
-    # An interpreter or network program: never offered an "always" approval.
-    broad: bool = False
-    # Exposes secrets (an environment dump): a boundary ask that no rule or automation allows.
-    secret: bool = False
-    # Runs code handed to it in an option (`git -c`, `tar --to-command`, awk `system`): a wildcard
-    # allow rule for the program must not approve that.
-    runs_code: bool = False
+from approvals.permissions.subcommands import (
+    canonical_program,
+    command_like_option,
+    foreign_imports,
+    foreign_libraries,
+    judge_known,
+    judge_module,
+    judge_path_script,
+    subcommand,
+)
 
 
 def _normalise(program: str) -> str:
@@ -76,8 +69,9 @@ def _subcommand(inv: Invocation, skip_valued: frozenset[str] = frozenset()) -> s
     return ""
 
 
-def _shell_code_risk(inv: Invocation, program: str) -> RiskInfo | None:
-    """Risk of a shell, a `source` of run-time text or an `eval`; None for any other program."""
+def classify(inv: Invocation) -> RiskInfo:
+    """Risk of one program run."""
+    program = canonical_program(_normalise(inv.program))
     if program in SHELLS:
         return _shell_risk(inv)
     if program in ("source", ".") and (
@@ -86,53 +80,61 @@ def _shell_code_risk(inv: Invocation, program: str) -> RiskInfo | None:
         return RiskInfo("high", "sources code produced at run time (decode-and-execute)", broad=True)
     if program == "eval":
         return RiskInfo("high", "eval runs text as shell code", broad=True)
-    return None
-
-
-def classify(inv: Invocation) -> RiskInfo:
-    """Risk of one program run."""
-    program = _normalise(inv.program)
-    shell_code = _shell_code_risk(inv, program)
-    if shell_code is not None:
-        return shell_code
     if program == "git":
         return _git_risk(inv)
-    sub = _subcommand(inv)
+    sub = subcommand(inv, program)
     family = interpreter_family(program)
     # Package verbs first: `bun install`, `deno add` are downloads, not scripts named "install".
     if family is not None and not (program in EGRESS_SUB and sub in EGRESS_SUB[program]):
         return _interpreter_risk(inv, family)
-    if program in ("gh", "glab"):
-        return _forge_risk(inv, program, sub)
-    if program in PUBLISH and sub in PUBLISH[program]:
-        return RiskInfo(
-            "high", f"publishes or deploys ({program} {sub})", egress=True, side_effect=True, broad=True
-        )
-    if program in ("curl", "wget", "http", "xh", "httpie") and _posts(inv):
-        return RiskInfo(
-            "high", f"sends data over the network ({program})", egress=True, side_effect=True, broad=True
-        )
-    if program in EGRESS_SUB and sub in EGRESS_SUB[program]:
-        return RiskInfo(
-            "high", f"downloads packages or talks to a remote ({program} {sub})", egress=True, broad=True
-        )
-    if program == "rsync" and _local_rsync(inv):
-        return RiskInfo("low", "copies files locally (rsync between local paths)")
-    if _local_verb(inv, program):
-        return RiskInfo("low", f"local {program} query ({' '.join(inv.argv[1:3])})")
-    if program in ("python", "uv") and sub == "pip":
-        return RiskInfo("high", "installs packages", egress=True, broad=True)
-    if program in NETWORK:
-        return RiskInfo("high", f"network program ({program})", egress=True, broad=True)
+    remote = _remote_risk(inv, program, sub)
+    if remote is not None:
+        return remote
     if program in PRIVILEGE:
         if program == "kill" and _kills_own_jobs(inv.argv[1:]):
             return RiskInfo("low", "signals a job of this shell")
         return RiskInfo("high", f"changes privilege or system state ({program})")
     if program == "chmod" and any(
-        re.search(r"[ugoa]*[+=][rwxXt]*s|^[2-7][0-7]{3}$", a) for a in inv.argv[1:]
+        re.search(r"(?<![ugoa])[ugoa]*[+=][rwxXt]*s|^[2-7][0-7]{3}$", a) for a in inv.argv[1:]
     ):
         return RiskInfo("high", "sets a setuid or setgid bit")
     return _local_risk(inv, program, sub)
+
+
+def _remote_risk(inv: Invocation, program: str, sub: str) -> RiskInfo | None:
+    """Forges, publishing, uploads, downloads and other network programs; None for local work."""
+    return next(_remote_candidates(inv, program, sub), None)
+
+
+def _remote_candidates(inv: Invocation, program: str, sub: str) -> Iterator[RiskInfo]:
+    """The applicable remote verdicts, most specific first (only the first one counts)."""
+    if program in ("gh", "glab"):
+        yield _forge_risk(inv, program, sub)
+    if program in PUBLISH and sub in PUBLISH[program]:
+        yield RiskInfo(
+            "high", f"publishes or deploys ({program} {sub})", egress=True, side_effect=True, broad=True
+        )
+    if program in ("curl", "wget", "http", "xh", "httpie") and _posts(inv):
+        yield RiskInfo(
+            "high", f"sends data over the network ({program})", egress=True, side_effect=True, broad=True
+        )
+    if program in EGRESS_SUB and sub in EGRESS_SUB[program]:
+        yield RiskInfo(
+            "high", f"downloads packages or talks to a remote ({program} {sub})", egress=True, broad=True
+        )
+    if program == "rsync" and _local_rsync(inv):
+        yield RiskInfo("low", "copies files locally (rsync between local paths)")
+    if _local_verb(inv, program):
+        yield RiskInfo("low", f"local {program} query ({' '.join(inv.argv[1:3])})")
+    if program in ("python", "uv") and sub == "pip":
+        yield RiskInfo("high", "installs packages", egress=True, broad=True)
+    if program in ("bundle", "composer"):
+        known = judge_known(inv, program, classify)
+        # composer's other verbs download (network program, below); bundle's table is complete.
+        if known is not None and (program == "bundle" or known.risk == "low"):
+            yield known
+    if program in NETWORK:
+        yield RiskInfo("high", f"network program ({program})", egress=True, broad=True)
 
 
 def _local_rsync(inv: Invocation) -> bool:
@@ -197,6 +199,8 @@ def _exec_capable(inv: Invocation, program: str) -> str | None:
         return f"{program} can run arbitrary commands"
     if program == "tar" and any(a.startswith(TAR_EXEC) for a in args):
         return "tar option that runs a program"
+    if program == "tar" and _tar_remote(args):
+        return "tar archive on another machine (host:path runs a remote shell)"
     if program == "zip" and any(a.startswith(("-TT", "--unzip-command")) for a in args):
         return "zip option that runs a program"
     if program in ("less", "more") and any(a.startswith("+") for a in args):
@@ -226,19 +230,23 @@ def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
         )
     if program == "env" and any(a in ("-S", "--split-string", "-C", "--chdir") for a in inv.argv[1:]):
         return RiskInfo("high", "env runs a split string or changes directory", broad=True, runs_code=True)
-    if program == "printenv" and inv.argv[1:] and all(a in PLAIN_VARIABLES for a in inv.argv[1:]):
-        return RiskInfo("low", "prints ordinary variables (PATH, HOME, …)")
-    if program in ("printenv",) or (
-        program in ("env", "export", "set", "declare", "typeset") and _dumps_env(inv)
-    ):
-        return RiskInfo("high", "dumps environment variables (may contain secrets)", secret=True)
+    dump = env_dump(inv) or code_option(inv)
+    if dump is not None:
+        return dump
     if program in ("awk", "gawk", "mawk") and re.search(
         r"system|\|\s*\"|getline|\bprint\b[^;}]*>", " ".join(inv.argv[1:])
     ):
         return RiskInfo("high", "awk program runs commands or writes files", broad=True, runs_code=True)
-    if program == "sed" and any(SED_EXEC.search(a) for a in inv.argv[1:] if not a.startswith("-")):
-        return RiskInfo("high", "sed script runs commands or writes files", broad=True, runs_code=True)
-    if program in ("make", "cmake", "ninja") or program in ("npm", "yarn", "pnpm", "bun", "cargo", "go"):
+    sed = _sed_risk(inv) if program == "sed" else None
+    if sed is not None:
+        return sed
+    known = judge_known(inv, program, classify)
+    if known is not None:
+        return known
+    option = command_like_option(inv)
+    if option is not None:
+        return RiskInfo("medium", f"option {option} is given a command line", broad=True, runs_code=True)
+    if program in ("cmake", "bun"):
         return RiskInfo("low", f"local build or test ({program} {sub})".rstrip())
     if program == "pip" and sub in ("list", "show", "freeze", "check", "--version", "help", ""):
         return RiskInfo("low", "lists installed packages")
@@ -252,20 +260,115 @@ def _local_risk(inv: Invocation, program: str, sub: str) -> RiskInfo:
         return RiskInfo("high", "archive members may be written anywhere (absolute or .. paths)")
     if program in LOW or program in BUILDS:
         return RiskInfo("low", "reads or edits files")
-    head = inv.words[0].text if inv.words else ""
-    if "/" in head and not head.startswith(("/", "~")) and inv.words[0].plain:
-        # `./run.sh`, `bin/tool`: a program from the workspace (its path is checked as a read).
-        return RiskInfo("low", "runs a program from the workspace", broad=True)
+    workspace = _workspace_program(inv)
+    if workspace is not None:
+        return workspace
     return RiskInfo("medium", f"unknown program ({program})")
 
 
-def _dumps_env(inv: Invocation) -> bool:
-    args = [a for a in inv.argv[1:] if a not in ("--",)]
-    if inv.program == "env":
-        return all(a.startswith("-") or "=" in a for a in args)
-    if inv.program in ("declare", "typeset"):
-        return not any(not a.startswith("-") for a in args) or any(a.startswith("-p") for a in args)
-    return not args or args == ["-p"]
+def _workspace_program(inv: Invocation) -> RiskInfo | None:
+    """`./configure`, `./run.sh`, `./some-binary`: a program from the workspace; None for other heads."""
+    head = inv.words[0].text if inv.words else ""
+    if "/" in head and not head.startswith(("/", "~")) and inv.words[0].plain:
+        # `./configure`, `bin/rails`: a known project wrapper. Any other workspace program is
+        # unknown code (principle 1) unless this command wrote or compiled it (commands.py).
+        name = posixpath.basename(head)
+        if name.endswith(_SCRIPT_SUFFIXES):
+            # `./run.sh` is `sh run.sh`: a workspace script, like any script handed to its interpreter.
+            return RiskInfo("low", "runs a script from the workspace", broad=True)
+        if name in PROJECT_WRAPPERS:
+            return RiskInfo("low", "runs a known project wrapper from the workspace", broad=True)
+        return RiskInfo("medium", WORKSPACE_PROGRAM, broad=True)
+    return None
+
+
+def _sed_risk(inv: Invocation) -> RiskInfo | None:
+    """The risk of sed scripts with `e`/`w` commands or flags, in any spelling; a script from a file asks."""
+    scripts, from_file = _sed_scripts(inv.argv[1:])
+    if from_file:
+        return RiskInfo("medium", "sed runs a script from a file (its commands not shown)", runs_code=True)
+    if any(SED_EXEC.search(a) for a in scripts):
+        return RiskInfo("high", "sed script runs commands or writes files", broad=True, runs_code=True)
+    return None
+
+
+def _sed_scripts(args: tuple[str, ...]) -> tuple[list[str], bool]:
+    """The scripts of a sed run (`-e S`, `-eS`, `--expression[=]S`, or the first operand); True for `-f`."""
+    scripts: list[str] = []
+    given = False
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        nxt = args[i + 1] if i + 1 < len(args) else ""
+        if arg == "--":
+            scripts.extend(args[i + 1 : i + 2] if not given else [])
+            break
+        short = arg.startswith("-") and not arg.startswith("--")
+        if arg.startswith("--file") or (short and "f" in arg.split("e", 1)[0]):
+            return scripts, True
+        if arg in ("--expression", "-e"):
+            scripts.append(nxt)
+            given, i = True, i + 2
+            continue
+        if arg.startswith("--expression="):
+            scripts.append(arg.split("=", 1)[1])
+            given = True
+        elif arg.startswith("-") and not arg.startswith("--") and "e" in arg:
+            rest = arg[arg.index("e") + 1 :]
+            scripts.append(rest or nxt)
+            given, i = True, i + (1 if rest else 2)
+            continue
+        elif not arg.startswith("-") and not given:
+            scripts.append(arg)
+            given = True
+        i += 1
+    return scripts, False
+
+
+_STREAM = re.compile(r"^(-|/dev/stdin|/dev/fd/\d+|/proc/[^/]+/fd/\d+|/dev/tty)$")
+
+
+def reads_stream(inv: Invocation) -> bool:
+    """`bash /dev/stdin < x`, `python3 /dev/fd/3`, `bash < /dev/stdin`: code from a stream, not shown."""
+    operands = [a for a in inv.argv[1:] if not a.startswith(("-", "+")) or a == "-"]
+    if operands:
+        return _STREAM.match(operands[0]) is not None
+    return any(
+        r.target is not None
+        and not r.writes
+        and r.target.text.startswith(("/dev/", "/proc/"))
+        and r.target.text != "/dev/null"
+        for r in inv.command.redirects
+    )
+
+
+def _tar_remote(args: tuple[str, ...]) -> bool:
+    """`tar -cf host:x.tar`, `-cfhost:x`, `--file=host:x`: an archive on another machine (rsh/ssh)."""
+    if "--force-local" in args:
+        return False
+    for i, arg in enumerate(args):
+        nxt = args[i + 1] if i + 1 < len(args) else ""
+        value = None
+        if arg in ("--file", "-f"):
+            value = nxt
+        elif arg.startswith("--file="):
+            value = arg.split("=", 1)[1]
+        elif arg.startswith("-") and not arg.startswith("--") and "f" in arg:
+            value = arg[arg.index("f") + 1 :] or nxt
+        elif i == 0 and not arg.startswith("-") and "f" in arg:
+            value = nxt  # `tar cf host:x src`: old-style letters
+        if value and ":" in value.split("/", 1)[0]:
+            return True
+    return False
+
+
+_SCRIPT_SUFFIXES = (".sh", ".bash", ".py", ".rb", ".pl", ".js", ".mjs", ".cjs", ".ts", ".php", ".lua")
+WORKSPACE_PROGRAM = "runs a program from the workspace that this command does not show"
+# Wrapper scripts that projects check in to run a known tool (their text is the tool's own).
+PROJECT_WRAPPERS = frozenset(
+    """configure autogen.sh bootstrap.sh gradlew mvnw sbtx manage.py rails rake rspec bundle
+    setup.py waf bazelisk pants""".split()  # noqa: SIM905
+)
 
 
 def _posts(inv: Invocation) -> bool:
@@ -342,6 +445,16 @@ def _git_risk(inv: Invocation) -> RiskInfo:
             if reading or len(rest) == 1
             else RiskInfo("medium", "changes git configuration")
         )
+    if git_shell_text(inv) is not None:
+        return RiskInfo("low", f"git {sub} runs a command, judged on its own", broad=True, runs_code=True)
+    if any(a in ("--ext-diff", "--textconv") or a.startswith("--extcmd") for a in rest):
+        return RiskInfo(
+            "medium", f"git {sub} runs an external diff program from configuration", runs_code=True
+        )
+    if sub in ("difftool", "mergetool") and "--tool-help" not in rest:
+        return RiskInfo(
+            "medium", f"git {sub} launches the configured tool (an editor or a program)", runs_code=True
+        )
     if sub in SAFE_GIT or (not sub and args in (("--version",), ("--help",), ("-h",))):
         return RiskInfo("low", f"local git ({sub or args[0]})")
     return RiskInfo("medium", f"unrecognised git subcommand ({sub or 'none'})")
@@ -362,31 +475,24 @@ def _interpreter_risk(inv: Invocation, family: str) -> RiskInfo:
         return RiskInfo(
             "high", "publishes a package (setup.py upload)", egress=True, side_effect=True, broad=True
         )
-    if family == "python" and "-m" in inv.argv:
-        module = inv.argv[inv.argv.index("-m") + 1] if inv.argv.index("-m") + 1 < len(inv.argv) else ""
-        if (
-            module in ("pip", "ensurepip")
-            and len(inv.argv) > inv.argv.index("-m") + 2
-            and inv.argv[inv.argv.index("-m") + 2] in ("install", "download")
-        ):
-            return RiskInfo("high", "installs packages", egress=True, broad=True)
-        if module in NETWORK_MODULES or module.split(".")[0] in ("http", "urllib", "xmlrpc"):
-            return RiskInfo("high", f"network module ({module})", egress=True, broad=True)
-        return RiskInfo("low", f"runs python module {module}")
+    if family == "python":
+        module = judge_module(inv, classify)
+        if module is not None:
+            return module
+    delegated = judge_path_script(inv, family, classify) or code_option(inv)
+    if delegated is not None:
+        return delegated
     if code is not None:
-        if UNKNOWN in code:
-            return RiskInfo("high", f"{family} code computed at run time", broad=True)
-        if ENV_CODE.search(code):
-            return RiskInfo(
-                "high", f"{family} code that reads the environment (secrets)", broad=True, secret=True
-            )
-        if NETWORK_CODE.search(code):
-            return RiskInfo("high", f"{family} code that opens network connections", egress=True, broad=True)
-        # `open('literal')` is fine: literal paths in inline code are judged as reads by the engine.
-        if RISKY_CODE.search(LITERAL_OPEN.sub("", code)):
-            return RiskInfo("high", f"{family} code that touches files, processes or the system", broad=True)
-        return RiskInfo("low", f"{family} code that only computes", broad=True)
-    if inv.command.stdin in ("pipe", "herestring") or any(w.process_substitution for w in inv.words):
+        info = _code_risk(code, family)
+        foreign = foreign_libraries(family, loaded)
+        if info.risk == "low" and foreign:
+            return RiskInfo("medium", f"{family} loads the library {foreign[0]} (its code runs)", broad=True)
+        return info
+    if (
+        inv.command.stdin in ("pipe", "herestring")
+        or any(w.process_substitution for w in inv.words)
+        or reads_stream(inv)
+    ):
         return RiskInfo("high", f"{family} runs code from its input (decode-and-execute)", broad=True)
     operands = [a for a in inv.argv[1:] if not a.startswith("-")]
     if not operands and any(
@@ -398,9 +504,32 @@ def _interpreter_risk(inv: Invocation, family: str) -> RiskInfo:
     return RiskInfo("low", f"runs a {family} script", broad=True)
 
 
+def _code_risk(code: str, family: str) -> RiskInfo:
+    """Literal interpreter code: what it reaches (environment, network, system) or only computes."""
+    if UNKNOWN in code:
+        return RiskInfo("high", f"{family} code computed at run time", broad=True)
+    if ENV_CODE.search(code):
+        return RiskInfo(
+            "high", f"{family} code that reads the environment (secrets)", broad=True, secret=True
+        )
+    if NETWORK_CODE.search(code):
+        return RiskInfo("high", f"{family} code that opens network connections", egress=True, broad=True)
+    # `open('literal')` is fine: literal paths in inline code are judged as reads by the engine.
+    if RISKY_CODE.search(LITERAL_OPEN.sub("", code)):
+        return RiskInfo("high", f"{family} code that touches files, processes or the system", broad=True)
+    foreign = foreign_imports(code) if family == "python" else []
+    if foreign:
+        reason = f"python code that imports {foreign[0]} (its code runs)"
+        return RiskInfo("medium", reason, broad=True, imports=tuple(foreign))
+    return RiskInfo("low", f"{family} code that only computes", broad=True)
+
+
 def _shell_risk(inv: Invocation) -> RiskInfo:
     args = inv.argv[1:]
-    if any(a.startswith("-") and "c" in a[1:] and not a.startswith("--") for a in args):
+    inline = any(a.startswith("-") and "c" in a[1:] and not a.startswith("--") for a in args)
+    if reads_stream(inv) and not inline:
+        return RiskInfo("high", "shell runs code from a stream (not shown in the command)", broad=True)
+    if inline:
         return RiskInfo("low", "shell running the commands judged separately")
     if inv.command.stdin in ("heredoc", "herestring"):
         return RiskInfo("low", "shell running a here-document judged separately")

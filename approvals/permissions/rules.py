@@ -14,13 +14,15 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
 from approvals.permissions.actions import ACTION_KINDS, ActionKind
 from approvals.permissions.errors import RuleError
+
+if TYPE_CHECKING:
+    from approvals.permissions.fetch import URL
 
 Bucket = Literal["allow", "ask", "deny"]
 BUCKETS: tuple[Bucket, ...] = ("deny", "ask", "allow")
@@ -46,22 +48,58 @@ class Rule:
         return "*" in self.pattern or "?" in self.pattern
 
     def matches_command(self, text: str) -> bool:
-        """Match one simple command's text (words joined by single spaces)."""
-        return _command_regex(self.pattern).fullmatch(text) is not None
+        """Match one simple command's text (words joined by single spaces); linear, no backtracking."""
+        body, optional_args = _command_glob(self.pattern)
+        return glob_match(body, text) or (optional_args and glob_match(body + " *", text))
 
     def matches_path(self, path: str, *, workspace: str, home: str) -> bool:
         """Match a normalised absolute path; relative patterns are anchored at the workspace."""
-        return _path_regex(self.pattern, workspace, home).fullmatch(path) is not None
+        return path_match(_path_segments(self.pattern, workspace, home), path)
 
-    def matches_url(self, url: str) -> bool:
-        """Match a URL: `domain:` patterns on the host name, others as a glob over the URL."""
-        if self.pattern.startswith("domain:"):
-            try:
-                host = (urlsplit(url if "://" in url else f"https://{url}").hostname or "").lower()
-            except ValueError:
+    def matches_url(self, url: str | URL) -> bool:
+        """Match a normalised URL: `*` never crosses a `.` in the host nor leaves the host for the path."""
+        from approvals.permissions.fetch import URL as _URL
+        from approvals.permissions.fetch import normalise
+
+        if not isinstance(url, _URL):
+            parsed = normalise(url)
+            if isinstance(parsed, str):
                 return False
-            return _domain_regex(self.pattern[7:].strip().lower()).fullmatch(host) is not None
-        return fnmatch.fnmatchcase(url, self.pattern)
+            url = parsed
+        if self.pattern.startswith("domain:"):
+            return host_match(self.pattern[7:].strip(), url.host)
+        if self.pattern in ("*", "**"):
+            return True
+        scheme, host, port, path = _url_pattern(self.pattern)
+        if not glob_match(scheme, url.scheme) or not host_match(host, url.host):
+            return False
+        if port != url.port:
+            return False
+        target = url.path + (f"?{url.query}" if url.query else "")
+        return glob_match(path, target) or (path.endswith("/*") and glob_match(path[:-2], target))
+
+    def constrains_path(self) -> bool:
+        """The URL pattern says which paths (not `domain:`, `*`, nor a host with `/**`)."""
+        if self.pattern.startswith("domain:") or self.pattern in ("*", "**"):
+            return False
+        path = _url_pattern(self.pattern)[3]
+        return path not in ("/**", "/*", "*", "**")
+
+    def matches_url_host(self, url: URL) -> bool:
+        """Match the URL on everything but its path (for a path servers may read differently)."""
+        if self.pattern.startswith("domain:"):
+            return host_match(self.pattern[7:].strip(), url.host)
+        if self.pattern in ("*", "**"):
+            return True
+        scheme, host, port, _ = _url_pattern(self.pattern)
+        return glob_match(scheme, url.scheme) and host_match(host, url.host) and port == url.port
+
+    def names_host(self, host: str) -> bool:
+        """The rule names this host literally (no wildcard): how a local address may be allowed."""
+        pattern = (
+            self.pattern[7:].strip() if self.pattern.startswith("domain:") else _url_pattern(self.pattern)[1]
+        )
+        return "*" not in pattern and "?" not in pattern and pattern.lower().rstrip(".") == host
 
     def matches_tool(self, name: str) -> bool:
         """Match a tool name (glob)."""
@@ -126,7 +164,7 @@ def _compile(rule: Rule) -> None:
     if rule.kind == "command":
         _command_regex(rule.pattern)
     elif rule.kind in ("read", "write"):
-        _path_regex(rule.pattern, _EXAMPLE_WORKSPACE, _EXAMPLE_HOME)
+        _path_segments(rule.pattern, _EXAMPLE_WORKSPACE, _EXAMPLE_HOME)
 
 
 def load_rules(data: Mapping[str, Any] | None) -> RuleSet:
@@ -222,8 +260,8 @@ def load_rules_file(path: Path) -> RuleSet:
 
 
 @functools.lru_cache(maxsize=1024)
-def _command_regex(pattern: str) -> re.Pattern[str]:
-    """Glob over the command text; a trailing ` *` (or legacy `:*`) also matches no arguments."""
+def _command_glob(pattern: str) -> tuple[str, bool]:
+    """The glob over command text, and whether a trailing ` *` (or legacy `:*`) may match nothing."""
     pattern = " ".join(pattern.split())
     if pattern.endswith(":*"):
         pattern = pattern[:-2] + " *"
@@ -232,16 +270,72 @@ def _command_regex(pattern: str) -> re.Pattern[str]:
         head = posixpath.basename(head)
     pattern = head + sep + tail
     optional_args = pattern.endswith(" *") and pattern != " *"
-    body = pattern[:-2] if optional_args else pattern
-    regex = ".*".join(re.escape(part) for part in body.split("*"))
-    return re.compile(regex + (r"(?: .*)?" if optional_args else ""), re.S)
+    return (pattern[:-2] if optional_args else pattern), optional_args
+
+
+def _command_regex(pattern: str) -> None:
+    """Validate a command pattern at load time (every text is a valid glob)."""
+    _command_glob(pattern)
+
+
+def glob_match(pattern: str, text: str) -> bool:
+    """`*` matches any run of characters; linear-time (greedy leftmost search of the literal parts)."""
+    parts = pattern.split("*")
+    if len(parts) == 1:
+        return pattern == text
+    first, *middle, last = parts
+    if len(text) < len(first) + len(last) or not text.startswith(first) or not text.endswith(last):
+        return False
+    position, end = len(first), len(text) - len(last)
+    for part in middle:
+        found = text.find(part, position, end)
+        if found < 0:
+            return False
+        position = found + len(part)
+    return True
+
+
+def host_match(pattern: str, host: str) -> bool:
+    """`*.example.com`: one or more labels before example.com; elsewhere `*` stays inside one label."""
+    pattern = pattern.lower().rstrip(".")
+    if pattern == "*":
+        return bool(host)
+    labels = host.split(".")
+    if pattern.startswith("*."):
+        rest = pattern[2:].split(".")
+        return len(labels) > len(rest) and all(
+            fnmatch.fnmatchcase(h, p) for h, p in zip(labels[-len(rest) :], rest, strict=True)
+        )
+    wanted = pattern.split(".")
+    return len(wanted) == len(labels) and all(
+        fnmatch.fnmatchcase(h, p) for h, p in zip(labels, wanted, strict=True)
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _url_pattern(pattern: str) -> tuple[str, str, int | None, str]:
+    """`https://*.example.com:8443/api/*` → (scheme glob, host glob, port, path glob)."""
+    scheme, sep, rest = pattern.partition("://")
+    if not sep:
+        scheme, rest = "http*", pattern
+    cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    hostport, path = rest[:cut], rest[cut:] or "/"
+    host, colon, port_text = hostport.rpartition(":") if hostport.count(":") == 1 else (hostport, "", "")
+    port = int(port_text) if colon and port_text.isdigit() else None
+    defaults = {"http": 80, "https": 443}
+    if port is not None and defaults.get(scheme.lower()) == port:
+        port = None
+    return scheme.lower(), host.lower() if colon else hostport.lower(), port, path
 
 
 @functools.lru_cache(maxsize=1024)
-def _path_regex(pattern: str, workspace: str, home: str) -> re.Pattern[str]:
-    """gitignore-like globs: `/abs`, `~/home`, `rel/path` (workspace), bare `name` (any depth)."""
+def _path_segments(pattern: str, workspace: str, home: str) -> tuple[str, ...] | None:
+    """gitignore-like globs: `/abs`, `~/home`, `rel/path` (workspace), bare `name` (any depth).
+
+    The anchored pattern as segments (`**` is any number of segments); None matches everything.
+    """
     if pattern in ("*", "**"):
-        return re.compile(r".*", re.S)
+        return None
     if pattern.startswith("//"):
         anchored = pattern[1:]
     elif pattern.startswith("/"):
@@ -253,37 +347,43 @@ def _path_regex(pattern: str, workspace: str, home: str) -> re.Pattern[str]:
     else:
         anchored = "/**/" + pattern
     anchored = anchored.rstrip("/") if anchored != "/" else anchored
-    out: list[str] = []
-    i = 0
-    while i < len(anchored):
-        if anchored.startswith("/**/", i):
-            out.append("(?:/.*)?/")
-            i += 4
-        elif anchored.startswith("/**", i) and i + 3 == len(anchored):
-            out.append("(?:/.*)?")
-            i += 3
-        elif anchored.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif anchored[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif anchored[i] == "?":
-            out.append("[^/]")
-            i += 1
+    return tuple(anchored.split("/")) if anchored != "/" else ("", "")
+
+
+def path_match(segments: tuple[str, ...] | None, path: str) -> bool:
+    """Whether a path is matched by (or lies below) the pattern; linear in the path's segments."""
+    if segments is None:
+        return True
+    parts = path.split("/") if path != "/" else ["", ""]
+    positions = {0}
+    for segment in segments:
+        if segment == "**":
+            positions = set(range(min(positions), len(parts) + 1))
+        elif segment == "" and positions == {0}:
+            positions = {1} if parts[0] == "" else set()
         else:
-            out.append(re.escape(anchored[i]))
-            i += 1
-    # A directory pattern also covers what is inside it (`read(~/.ssh)` covers ~/.ssh/id_rsa).
-    return re.compile("".join(out) + r"(?:/.*)?", re.S)
+            positions = {j + 1 for j in positions if j < len(parts) and _segment_match(segment, parts[j])}
+        if not positions:
+            return False
+    return True  # a directory pattern also covers what is inside it (`read(~/.ssh)`)
 
 
-@functools.lru_cache(maxsize=256)
-def _domain_regex(pattern: str) -> re.Pattern[str]:
-    """`*.github.com` matches any subdomain; elsewhere `*` never crosses a dot."""
-    if pattern == "*":
-        return re.compile(r".*")
-    prefix = ""
-    if pattern.startswith("*."):
-        prefix, pattern = r"(?:[^.]+\.)+", pattern[2:]
-    return re.compile(prefix + "[^.]*".join(re.escape(p) for p in pattern.split("*")))
+def _segment_match(pattern: str, text: str) -> bool:
+    """`*` and `?` within one path segment (`**` inside a segment is `*`); `[` is literal."""
+    if "*" not in pattern and "?" not in pattern:
+        return pattern == text
+    if "?" not in pattern:
+        return glob_match(pattern.replace("**", "*"), text)
+    p = t = 0
+    star, mark = -1, 0
+    while t < len(text):
+        if p < len(pattern) and pattern[p] in ("?", text[t]) and pattern[p] != "*":
+            p, t = p + 1, t + 1
+        elif p < len(pattern) and pattern[p] == "*":
+            star, mark, p = p, t, p + 1
+        elif star >= 0:
+            mark += 1
+            p, t = star + 1, mark
+        else:
+            return False
+    return all(ch == "*" for ch in pattern[p:])

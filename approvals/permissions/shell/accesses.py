@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from approvals.permissions.budget import TooComplex
 from approvals.permissions.shell.interpreters import SHELLS, interpreter_family
 from approvals.permissions.shell.invocation import Invocation
 from approvals.permissions.shell.programs import KNOWN_PROGRAMS
-from approvals.permissions.shell.words import UNKNOWN, brace_variants
+from approvals.permissions.shell.words import MAX_BRACE_VARIANTS, UNKNOWN, brace_variants
 
 Mode = Literal["read", "write", "exec"]
 
@@ -48,12 +49,21 @@ _FIRST_NOT_PATH = frozenset(
 # workspace that is running outside code, not a mere read.
 _MAKE_CODE = frozenset({"-f", "--file", "--makefile"})
 _JS_CONFIG = frozenset({"-c", "--config", "--rulesdir", "--resolve-plugins-relative-to"})
+_GRADLE_CODE = frozenset(
+    {"-b", "--build-file", "-c", "--settings-file", "-I", "--init-script", "-p", "--project-dir"}
+)
 _CODE_OPTIONS: dict[str, frozenset[str]] = {
     "make": _MAKE_CODE, "gmake": _MAKE_CODE,
-    "npm": frozenset({"--script-shell"}), "yarn": frozenset({"--script-shell"}),
+    "npm": frozenset({"--prefix", "--script-shell"}), "yarn": frozenset({"--script-shell"}),
     "pnpm": frozenset({"--script-shell"}),
     "eslint": _JS_CONFIG, "jest": _JS_CONFIG, "vitest": _JS_CONFIG, "prettier": _JS_CONFIG,
     "webpack": _JS_CONFIG, "rollup": _JS_CONFIG,
+    "jq": frozenset({"-L", "-f", "--from-file"}), "go": frozenset({"-vettool", "-toolexec", "-exec"}),
+    "pytest": frozenset({"-c", "--rootdir", "--confcutdir"}), "mypy": frozenset({"--config-file"}),
+    # Options naming the code a build or a JVM runs: from outside the workspace that is running outside code.
+    "java": frozenset({"-jar", "-cp", "-classpath", "--class-path", "--module-path", "-p"}),
+    "mvn": frozenset({"-f", "--file"}), "mvnw": frozenset({"-f", "--file"}),
+    "gradle": _GRADLE_CODE, "gradlew": _GRADLE_CODE, "cargo": frozenset({"--manifest-path"}),
 }  # fmt: skip
 # Option values that are text, never paths (commit messages, formats).
 _TEXT_OPTIONS = frozenset({"-m", "--message", "--format", "--pretty"})
@@ -83,6 +93,8 @@ def accesses(inv: Invocation) -> Iterator[Access]:
     for redirect in inv.command.redirects:
         if redirect.target is not None:
             yield Access(redirect.target.text, "write" if redirect.writes else "read")
+    if "xargs" in inv.wrappers:
+        yield from _xargs_files(inv)
     program = inv.program
     if inv.words and "/" in inv.words[0].text:
         yield Access(inv.words[0].text, "exec")  # the program file itself
@@ -116,14 +128,13 @@ def accesses(inv: Invocation) -> Iterator[Access]:
 
 def _brace_expanded(inv: Invocation) -> Invocation:
     """`cp {a,/etc/cron.d/x}` is `cp a /etc/cron.d/x`: operands after brace expansion (quoted too)."""
-    if not any("{" in a and "," in a for a in inv.argv[1:]):
+    if not any("{" in a and "}" in a for a in inv.argv[1:]):  # `{a,b}` and `{w..w}`
         return inv
     argv = [inv.argv[0]]
     for arg in inv.argv[1:]:
-        variants = [arg]
-        for _ in range(3):  # nested braces: one level per pass
-            variants = [v for t in variants for v in brace_variants(t)][:32]
-        argv.extend(variants)
+        argv.extend(brace_variants(arg))  # nested too; never cut short (TooComplex past its cap)
+        if len(argv) > MAX_BRACE_VARIANTS:
+            raise TooComplex(f"brace expansion over {MAX_BRACE_VARIANTS} words")
     return replace(inv, argv=tuple(argv))
 
 
@@ -171,6 +182,12 @@ def _option_paths(inv: Invocation, *, unknown: bool) -> Iterator[Access]:
                 yield Access(value, "exec")
             elif _pathlike(value):
                 yield Access(value, "write" if unknown or name in _WRITE_OPTIONS else "read")
+        elif arg.startswith("-") and "=" in arg and _pathlike(arg.split("=", 1)[1]):
+            # `-overlay=/tmp/o.json` (go), `-Dmaven.repo.local=/tmp/r` (mvn): a single-dash option's place.
+            name, value = arg.split("=", 1)
+            yield Access(
+                value, "exec" if name in code else "write" if unknown or name.startswith("-D") else "read"
+            )
         elif arg.startswith("-") and len(arg) > 2 and arg[2:].startswith(("/", "~", "..")):
             mode: Mode = "exec" if arg[:2] in code else "read"
             yield Access(arg[2:], "write" if unknown or arg[:2] in _WRITE_OPTIONS else mode)
@@ -233,6 +250,14 @@ def _find(inv: Invocation, operands: list[str]) -> Iterator[Access]:
         if arg.startswith(("-", "(", "!")):
             break
         yield Access(arg, "write" if delete else "read")
+    args = inv.argv
+    for i, arg in enumerate(args[:-1]):
+        if arg in _FIND_WRITES:
+            yield Access(args[i + 1], "write")  # `-fprint FILE`, `-fprintf FILE FORMAT`, `-fls FILE`
+
+
+# git short options whose value is a file git reads: -O<orderfile> (diff, log), -F<file> (commit, tag).
+_GIT_FILE_OPTIONS = ("-O", "-F")
 
 
 def _git_paths(inv: Invocation) -> Iterator[Access]:
@@ -246,6 +271,11 @@ def _git_paths(inv: Invocation) -> Iterator[Access]:
             continue
         if arg in ("-C", "--git-dir", "--work-tree") and i + 1 < len(args):
             yield Access(args[i + 1], "write")
+            skip_next = True
+        elif arg[:2] in _GIT_FILE_OPTIONS and len(arg) > 2 and arg[2:] != "-":
+            yield Access(arg[2:], "read")  # attached: `git diff -O/etc/x`, `git commit -F/etc/shadow`
+        elif arg in _GIT_FILE_OPTIONS and i + 1 < len(args) and args[i + 1] != "-":
+            yield Access(args[i + 1], "read")  # `git commit -F /etc/shadow` reads it as the message
             skip_next = True
         elif arg.startswith("--") and "=" in arg:
             value = arg.split("=", 1)[1]
@@ -285,4 +315,16 @@ def _secretish(text: str) -> bool:
     return lowered.startswith(".env") or lowered.endswith((".pem", ".key", ".env")) or "id_rsa" in lowered
 
 
+def _xargs_files(inv: Invocation) -> Iterator[Access]:
+    """`xargs -a FILE`, `--arg-file=FILE`: xargs reads its arguments from that file."""
+    words = [w.text for w in inv.command.words]
+    for i, text in enumerate(words[:-1]):
+        if text in ("-a", "--arg-file"):
+            yield Access(words[i + 1], "read")
+    for text in words:
+        if text.startswith("--arg-file="):
+            yield Access(text.split("=", 1)[1], "read")
+
+
+_FIND_WRITES = frozenset({"-fprint", "-fprint0", "-fprintf", "-fls"})
 _SPECIAL = {"sed": _sed, "dd": _dd, "tar": _tar, "find": _find, "fd": _find}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import shlex
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -15,9 +16,11 @@ if TYPE_CHECKING:
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox"})
 _CODE_SHELL = re.compile(
     r"""\b(?:system|popen|exec|execSync|spawnSync|check_output|check_call|call|run|Popen|getoutput|"""
-    r"""getstatusoutput|shell_exec|passthru)\s*\(?\s*(?:\[\s*)?(['"])(.+?)\1"""
+    r"""getstatusoutput|shell_exec|passthru)\s{0,16}(?:\(\s{0,16})?(?:\[\s{0,16})?(['"])(.+?)\1"""
 )
 _CODE_BACKTICKS = re.compile(r"`([^`]+)`")
+# Operands that make a program read its code from standard input.
+STDIN_NAMES = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
 
 _INTERPRETER_CODE_FLAGS = {
     "python": "-c",
@@ -65,6 +68,8 @@ def with_inline_code(inv: Invocation) -> Invocation:
             if code is None:
                 code = inv.words[i + 1].text if i + 1 < len(inv.words) else ""
             return replace(inv, inline_code=code)
+        if text in STDIN_NAMES:
+            break  # `python /dev/stdin`, `node -`: the script is standard input
         if not text.startswith("-"):
             return inv  # a script operand: the script is read from a file
     if inv.command.stdin in ("heredoc", "herestring"):
@@ -82,15 +87,46 @@ def reads_code_from_pipe(inv: Invocation) -> bool:
     script_flag = inv.program in SHELLS and any(
         w.text.startswith("-") and "c" in w.text[1:] and not w.text.startswith("--") for w in inv.words[1:]
     )
-    return not script_flag and (not operands or operands == ["-"])
+    return not script_flag and (not operands or operands[0] in STDIN_NAMES)
 
 
-def _shell_program_text(inv: Invocation) -> str | None:
-    """Text a shell program runs: its `-c` argument, a here-doc, or what `echo`/`printf` pipes in."""
+def nested_shell_text(inv: Invocation) -> str | None:
+    """Shell text an invocation runs: `bash -c '…'`, `eval …`, `su -c`, `watch …`, a here-doc to sh."""
+    program, words = inv.program, inv.words
+    if program in SHELLS:
+        return _shell_text(inv)
+    if inv.inline_code:
+        # Shell strings handed to system()/exec()/backticks inside interpreter code.
+        found = [m.group(2) for m in _CODE_SHELL.finditer(inv.inline_code)]
+        found += _CODE_BACKTICKS.findall(inv.inline_code)
+        return "\n".join(found) if found else None
+    if program == "eval":
+        return " ".join(w.text for w in words[1:])
+    if program == "git":
+        return git_shell_text(inv)
+    if program in ("source", ".") and len(words) > 1 and words[1].text in STDIN_NAMES:
+        # `source /dev/stdin <<'EOF'`: the here-document is the script.
+        return inv.command.heredoc if inv.command.stdin in ("heredoc", "herestring") else None
+    if program == "trap" and len(words) > 2 and not words[1].text.startswith("-"):
+        return words[1].text
+    if program in ("su", "runuser", "flock"):
+        for i, word in enumerate(words[1:], start=1):
+            if word.text in ("-c", "--command") and i + 1 < len(words):
+                return words[i + 1].text
+        return None
+    if program == "watch":
+        index = skip_options(words, 1, frozenset({"-n", "--interval", "-d", "-g"}), 0)
+        return " ".join(w.text for w in words[index:])
+    return None
+
+
+def _shell_text(inv: Invocation) -> str | None:
     words = inv.words
     for i, word in enumerate(words[1:], start=1):
         if word.text.startswith("-") and "c" in word.text[1:] and not word.text.startswith("--"):
             return words[i + 1].text if i + 1 < len(words) else ""
+        if word.text in STDIN_NAMES:
+            break  # `bash /dev/stdin`, `sh -`: the script comes from standard input
         if not word.text.startswith(("-", "+")):
             return None
     if inv.command.stdin in ("heredoc", "herestring"):
@@ -104,32 +140,35 @@ def _shell_program_text(inv: Invocation) -> str | None:
     return None
 
 
-def nested_shell_text(inv: Invocation) -> str | None:
-    """Shell text an invocation runs: `bash -c '…'`, `eval …`, `su -c`, `watch …`, a here-doc to sh."""
-    program, words = inv.program, inv.words
-    if program in SHELLS:
-        return _shell_program_text(inv)
-    if inv.inline_code:
-        # Shell strings handed to system()/exec()/backticks inside interpreter code.
-        found = [m.group(2) for m in _CODE_SHELL.finditer(inv.inline_code)]
-        found += _CODE_BACKTICKS.findall(inv.inline_code)
-        return "\n".join(found) if found else None
-    if program == "eval":
-        return " ".join(w.text for w in words[1:])
-    if program == "git" and "foreach" in inv.argv and "submodule" in inv.argv:
-        # `git submodule foreach 'cmd'` runs cmd through the shell in every submodule.
-        index = inv.argv.index("foreach") + 1
-        while index < len(words) and words[index].text.startswith("-"):
-            index += 1
-        return " ".join(w.text for w in words[index:])
-    if program == "trap" and len(words) > 2 and not words[1].text.startswith("-"):
-        return words[1].text
-    if program in ("su", "runuser", "flock"):
-        for i, word in enumerate(words[1:], start=1):
-            if word.text in ("-c", "--command") and i + 1 < len(words):
-                return words[i + 1].text
-        return None
-    if program == "watch":
-        index = skip_options(words, 1, frozenset({"-n", "--interval", "-d", "-g"}), 0)
-        return " ".join(w.text for w in words[index:])
-    return None
+# git options whose value git runs as a shell command (`rebase -x`, `difftool -x`, `grep -O`).
+_GIT_COMMAND_OPTIONS = {
+    "rebase": ("-x", "--exec"),
+    "difftool": ("-x", "--extcmd"),
+    "grep": ("-O", "--open-files-in-pager"),
+}
+
+
+def git_shell_text(inv: Invocation) -> str | None:
+    """What git runs through the shell: `submodule foreach CMD`, `bisect run CMD`, `rebase -x CMD`…."""
+    argv, words = inv.argv, inv.words
+    for verb, marker in (("submodule", "foreach"), ("bisect", "run")):
+        if verb in argv and marker in argv[argv.index(verb) :]:
+            index = argv.index(marker, argv.index(verb)) + 1
+            while index < len(words) and words[index].text.startswith("-"):
+                index += 1
+            if verb == "bisect":
+                # `bisect run` executes an argv (no shell): keep each word whole.
+                return " ".join(shlex.quote(w.text) for w in words[index:])
+            return " ".join(w.text for w in words[index:])
+    found: list[str] = []
+    for sub, options in _GIT_COMMAND_OPTIONS.items():
+        if sub not in argv:
+            continue
+        for i, arg in enumerate(argv[argv.index(sub) + 1 :], start=argv.index(sub) + 1):
+            if arg in options and i + 1 < len(argv):
+                found.append(argv[i + 1])
+            elif arg.startswith(options[1] + "="):
+                found.append(arg.split("=", 1)[1])
+            elif arg.startswith(options[0]) and len(arg) > 2 and not arg.startswith("--"):
+                found.append(arg[2:])
+    return "\n".join(found) if found else None

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from approvals.permissions.budget import TooComplex, check_deadline, spend
 from approvals.permissions.shell.interpreters import (
     SHELLS,
     interpreter_family,
@@ -16,7 +17,8 @@ from approvals.permissions.shell.interpreters import (
     with_inline_code,
 )
 from approvals.permissions.shell.parse import parse_shell
-from approvals.permissions.shell.runners import RUNNERS, runner_rest, wrapper_outputs
+from approvals.permissions.shell.programs import KNOWN_PROGRAMS
+from approvals.permissions.shell.runners import RUNNERS, runner_rest, wrapper_outputs, wrapper_shell_text
 from approvals.permissions.shell.script import Script, SimpleCommand
 from approvals.permissions.shell.words import UNKNOWN, Word, skip_options
 
@@ -24,11 +26,11 @@ MAX_DEPTH = 6
 # What a program name may contain without being a puzzle (`[`, `[[` and `.` are real commands).
 _PROGRAM_NAME = re.compile(r"^[A-Za-z0-9_.+\-/@%:,=~\[\]]*$")
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
+# Variables whose mere assignment makes the text "not plain words" (the others, `PAGER`, `CC`,
+# `PATH`… are judged by value in approvals/permissions/environment.py).
 CODE_RUNNING_VARIABLES = frozenset(
-    """PATH BASH_ENV ENV PROMPT_COMMAND PS0 PS4 IFS SHELLOPTS BASHOPTS GIT_SSH GIT_SSH_COMMAND
-    GIT_EXEC_PATH GIT_ASKPASS SSH_ASKPASS GIT_PAGER PAGER EDITOR VISUAL GIT_EDITOR MANPAGER LESSOPEN
-    LESSCLOSE PYTHONSTARTUP PYTHONHOME PYTHONINSPECT NODE_OPTIONS PERL5OPT PERL5LIB PERLLIB RUBYOPT
-    RUBYLIB JAVA_TOOL_OPTIONS _JAVA_OPTIONS BROWSER""".split()  # noqa: SIM905
+    """BASH_ENV ENV PROMPT_COMMAND PS0 PS4 IFS SHELLOPTS BASHOPTS GIT_EXEC_PATH PYTHONSTARTUP
+    PYTHONHOME PYTHONINSPECT""".split()  # noqa: SIM905
 )
 # Variables that send an otherwise local query to another machine (`DOCKER_HOST=tcp://… docker ps`).
 REMOTE_VARIABLES = frozenset({"DOCKER_HOST", "DOCKER_CONTEXT", "CONTAINER_HOST", "KUBECONFIG"})
@@ -50,6 +52,31 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "setsid": (frozenset(), 0),
     "taskset": (frozenset(), 1),
     "caffeinate": (frozenset({"-t", "-w"}), 0),
+    "eatmydata": (frozenset(), 0),
+    "fakeroot": (frozenset({"-l", "--lib", "--faked", "-i", "-s", "-b"}), 0),
+    "nocache": (frozenset(), 0),
+    "catchsegv": (frozenset(), 0),
+}
+# Wrappers whose options are too many to table (or change privilege, namespaces, scheduling or
+# tracing): judged as themselves *and* for what they run, which starts at the first word naming a
+# known program (or after `--`). A program whose operand is a program name is a wrapper too.
+_SCANNED_WRAPPERS = frozenset(
+    """chrt flock chroot unshare setpriv prlimit systemd-run numactl strace ltrace valgrind firejail
+    bwrap nsenter cgexec sg runuser toybox gdb ssh-agent dbus-run-session xvfb-run torsocks
+    proxychains proxychains4 tsocks with-contenv s6-setuidgid chpst setuidgid daemonize sem trickle
+    ionice schedtool cpulimit systemd-inhibit sandbox-exec firejail minijail0 ld.so
+    ld-linux-x86-64.so.2 nsjail proot fakechroot linux32 linux64 setarch uclampset""".split()  # noqa: SIM905
+)
+# Options of a wrapper that set the directory its command runs in: judged as a `cd` before it.
+_CHDIR_OPTIONS: dict[str, frozenset[str]] = {
+    "env": frozenset({"-C", "--chdir"}),
+    "sudo": frozenset({"-D", "--chdir"}),
+    "systemd-run": frozenset({"--working-directory"}),
+    "unshare": frozenset({"-w", "--wd"}),
+    "nsenter": frozenset({"-w", "--wd"}),
+    "bwrap": frozenset({"--chdir"}),
+    "firejail": frozenset({"--chdir"}),
+    "proot": frozenset({"-w", "--cwd"}),
 }
 # Runners that change privilege: judged as themselves (high risk) *and* for what they run.
 _PRIVILEGE_RUNNERS: dict[str, frozenset[str]] = {
@@ -78,6 +105,8 @@ class Invocation:
     inline_code: str | None = None
     # Nesting depth: 0 for text the agent wrote, 1+ for `-c` strings, eval and substitutions.
     depth: int = 0
+    # Symbolic links an earlier command of the same text created: (link as written, its target).
+    links: tuple[tuple[str, str], ...] = ()
 
     @property
     def program(self) -> str:
@@ -101,6 +130,8 @@ class Expansion:
     parse_error: bool
     # An `a && cd x && b` chain with no nested shell text or substitutions: `cd` is followed exactly.
     and_chain: bool = False
+    # Why the text (or shell text nested in it) is refused outright; the engine denies.
+    refused: str | None = None
 
 
 @functools.lru_cache(maxsize=8192)
@@ -113,9 +144,17 @@ def expand(text: str, depth: int = 0) -> Expansion:
     local_names = set(script.local_names)
     parse_error = script.parse_error
     and_chain = script.and_chain
+    refused = script.refused
+    links: list[tuple[str, str]] = []
     for command in script.commands:
         for inv in _unwrap(command, depth):
+            check_deadline()
+            if links:
+                inv = replace(inv, links=tuple(links))
+            invocations.extend(_cdpath(inv))
             invocations.append(inv)
+            links.extend(_symlinks(inv))
+            and_chain = and_chain and not (inv.program == "cd" and inv.wrappers)
             problems.extend(inv.problems)
             local_names |= _read_names(inv)
             and_chain = and_chain and not any(w.substitution for w in inv.words)
@@ -125,6 +164,8 @@ def expand(text: str, depth: int = 0) -> Expansion:
                 problems.append("defines an alias (changes what later commands run)")
             nested = nested_shell_text(inv)
             if nested is None:
+                nested = wrapper_shell_text(inv)
+            if nested is None:
                 continue
             if UNKNOWN in nested:
                 problems.append(f"{inv.program} runs shell text computed at run time")
@@ -133,12 +174,25 @@ def expand(text: str, depth: int = 0) -> Expansion:
                 problems.append("shell nesting too deep")
                 continue
             and_chain = False
+            spend(len(nested) + 1, "nested shell text")
             sub = expand(nested, depth + 1)
             invocations.extend(sub.invocations)
             problems.extend(sub.problems)
             fork_bomb = fork_bomb or sub.fork_bomb
             local_names |= sub.local_names
             parse_error = parse_error or sub.parse_error
+            refused = refused or sub.refused
+    if len(script.evaluated) > _MAX_EVALUATED:
+        raise TooComplex(f"more than {_MAX_EVALUATED} stored values evaluated as code")
+    for evaluated in script.evaluated:
+        # `x='a[$(rm -rf /)]'; echo $((x))`: bash runs the substitution stored in x.
+        problems.append("a stored value is evaluated as code (arithmetic, ${x@P} or ${!x})")
+        if depth < MAX_DEPTH:
+            spend(len(evaluated) + 1, "stored values evaluated as code")
+            sub = expand(evaluated, depth + 1)
+            invocations.extend(sub.invocations)
+            fork_bomb = fork_bomb or sub.fork_bomb
+            refused = refused or sub.refused
     return Expansion(
         tuple(invocations),
         tuple(dict.fromkeys(problems)),
@@ -146,7 +200,47 @@ def expand(text: str, depth: int = 0) -> Expansion:
         frozenset(local_names),
         parse_error,
         and_chain and not (fork_bomb or parse_error),
+        refused,
     )
+
+
+def _symlinks(inv: Invocation) -> list[tuple[str, str]]:
+    """`ln -s / l`: later `rm -rf l/` reaches the target, so the floor must know the link."""
+    if inv.program != "ln":
+        return []
+    flags = [a for a in inv.argv[1:] if a.startswith("-")]
+    if not any(f == "--symbolic" or (not f.startswith("--") and "s" in f) for f in flags):
+        return []
+    operands = [a for a in inv.argv[1:] if not a.startswith("-")]
+    if len(operands) < 2:
+        return []
+    link = operands[-1].rstrip("/") or "/"
+    return [
+        (link, operands[0]),
+        (posixpath.join(link, posixpath.basename(operands[0].rstrip("/"))), operands[0]),
+    ]
+
+
+# Stored values evaluated as code, or CDPATH places, judged per text; more is refused, not cut short.
+_MAX_EVALUATED = 8
+
+
+def _cdpath(inv: Invocation) -> list[Invocation]:
+    """`CDPATH=/ cd usr`: cd may land in any CDPATH entry; each is judged as a possible `cd`."""
+    if inv.program not in ("cd", "pushd") or len(inv.argv) < 2:
+        return []
+    target = inv.argv[-1]
+    values = [w.text for name, w in inv.command.environment if name == "CDPATH"]
+    if not values or target.startswith(("/", ".", "~")) or UNKNOWN in target:
+        return []
+    places = [p for p in values[-1].split(":") if p and UNKNOWN not in p]
+    if len(places) > _MAX_EVALUATED:
+        raise TooComplex(f"CDPATH of more than {_MAX_EVALUATED} places")
+    return [
+        Invocation(("cd", posixpath.join(p, target)), (Word(text="cd"), Word(text=posixpath.join(p, target))),
+                   inv.command, ("CDPATH",), depth=inv.depth)
+        for p in places
+    ]  # fmt: skip
 
 
 def _read_names(inv: Invocation) -> set[str]:
@@ -232,7 +326,7 @@ def _program_problems(word: Word) -> list[str]:
 
 def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
     """Strip pure wrappers and privilege runners, yielding every program that actually runs."""
-    words = _split_program_word(command.words)
+    words = _split_program_word(command.words, _separators(command))
     wrappers: list[str] = []
     extra_args = False
     while words:
@@ -243,16 +337,25 @@ def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
         base = Invocation(argv, words, command, tuple(wrappers), problems, extra_args, depth=depth)
         rest = _wrapped(name, words)
         if rest is None:
-            yield from _find_exec(base, depth) if name == "find" else (_finish(base),)
-            return
-        if name in _PRIVILEGE_RUNNERS or not rest:
+            rest = _operand_program(name, words)
+            if rest is None:
+                yield from _find_exec(base, depth) if name == "find" else (_finish(base),)
+                return
+            yield _finish(base)  # `chrt 1 rm …`, `mytool --x rm …`: judged itself and what it runs
+        elif name in _PRIVILEGE_RUNNERS or not rest:
             # A privilege runner is judged itself as well; a wrapper with nothing to run (`exec 3<>…`,
             # a bare `env`) is judged as itself, redirects included.
             yield base
             if not rest:
                 return
+        chdir = _chdir(name, words[1 : len(words) - len(rest)])
+        if chdir is not None:
+            # `env -C / rm -rf usr`, `sudo -D /etc cat shadow`: the command runs there.
+            yield Invocation(
+                ("cd", chdir.text), (Word(text="cd"), chdir), command, tuple(wrappers), depth=depth
+            )
         wrappers.append(name)
-        extra_args = extra_args or name == "xargs"
+        extra_args = extra_args or name in ("xargs", "parallel")
         outputs = wrapper_outputs(name, words[1 : len(words) - len(rest)])
         if outputs:
             # `time -o FILE cmd` writes FILE: judged like a redirect of what it runs.
@@ -260,13 +363,84 @@ def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
         words = rest
 
 
-def _split_program_word(words: tuple[Word, ...]) -> tuple[Word, ...]:
-    """`cmd="rm -rf /"; $cmd`: an unquoted expansion in command position splits into words."""
+def _split_program_word(words: tuple[Word, ...], separators: str = " \t\n") -> tuple[Word, ...]:
+    """`cmd="rm -rf /"; $cmd`: an unquoted expansion in command position splits into words (on IFS)."""
     head = words[0] if words else None
-    if head is None or head.quoted or not head.variables or UNKNOWN in head.text or " " not in head.text:
+    if head is None or not head.variables or UNKNOWN in head.text:
         return words
-    parts = tuple(Word(text=t, plain=False, variables=head.variables) for t in head.text.split())
+    if head.quoted and head.variables != ("@",):
+        return words  # `"$x"` stays one word; `"$@"` is every positional parameter
+    text = head.text
+    for separator in separators:
+        text = text.replace(separator, " ")
+    if " " not in text.strip():
+        return words
+    parts = tuple(Word(text=t, plain=False, variables=head.variables) for t in text.split())
     return parts + words[1:]
+
+
+def _separators(command: SimpleCommand) -> str:
+    """IFS as the text sets it (`IFS=,; $x` splits on commas), else bash's default."""
+    ifs = [word.text for name, word in command.environment if name == "IFS"]
+    return (ifs[-1] if ifs and UNKNOWN not in ifs[-1] else "") + " \t\n"
+
+
+def _chdir(name: str, options: tuple[Word, ...]) -> Word | None:
+    """The directory a wrapper's options make its command run in, if any."""
+    names = _CHDIR_OPTIONS.get(name)
+    if names is None:
+        return None
+    for i, word in enumerate(options):
+        option, eq, value = word.text.partition("=")
+        if eq and option in names:
+            return Word(text=value, plain=word.plain)
+        if word.text in names and i + 1 < len(options):
+            return options[i + 1]
+    return None
+
+
+def is_program_name(word: Word) -> bool:
+    """A word that names a program the engine knows (so the words from it on are a command)."""
+    if not word.plain or not word.text or word.text.startswith("-"):
+        return False
+    name = posixpath.basename(word.text)
+    return (
+        name in KNOWN_PROGRAMS or name in _WRAPPERS or name in _PRIVILEGE_RUNNERS or name in SHELLS
+        or name in _SCANNED_WRAPPERS or name in _DESTRUCTIVE_NAMES or interpreter_family(name) is not None
+    )  # fmt: skip
+
+
+_DESTRUCTIVE_NAMES = frozenset(
+    """rm rmdir unlink shred srm wipe dd mv cp ln install chmod chown chgrp chattr setfacl truncate tee
+    find git cargo make cmake rsync tar mkfs wipefs sgdisk zpool zfs lvremove vgremove pvremove
+    mdadm blkdiscard cryptsetup parted fdisk sfdisk xargs parallel""".split()  # noqa: SIM905
+)
+# Programs whose operands are text or names, never a command they run (`echo rm`, `man rm`).
+_NOT_WRAPPERS = frozenset(
+    """echo printf man info whatis apropos which type whereis help tldr command hash alias unalias
+    complete compgen pgrep pkill killall grep egrep fgrep rg ag ack git apt apt-get apt-cache dpkg
+    yum dnf brew pip pip3 npm yarn pnpm cargo gem conda uv poetry go make""".split()  # noqa: SIM905
+)
+
+
+def _operand_program(name: str, words: tuple[Word, ...]) -> tuple[Word, ...] | None:
+    """For a scanned wrapper or an unknown program: the words from its first program-name operand."""
+    scanned = name in _SCANNED_WRAPPERS
+    if not scanned and (name in KNOWN_PROGRAMS or name in _NOT_WRAPPERS or not name):
+        return None
+    start = 1
+    if name == "gdb":
+        texts = [w.text for w in words]
+        if "--args" not in texts:
+            return None
+        start = texts.index("--args") + 1
+        return words[start:] or None
+    for i in range(start, len(words)):
+        if words[i].text == "--" and scanned:
+            return words[i + 1 :] or None
+        if is_program_name(words[i]):
+            return words[i:]
+    return None
 
 
 def _wrapped(name: str, words: tuple[Word, ...]) -> tuple[Word, ...] | None:
@@ -281,7 +455,7 @@ def _wrapped(name: str, words: tuple[Word, ...]) -> tuple[Word, ...] | None:
         return words[skip_options(words, 1, _PRIVILEGE_RUNNERS[name], 0) :]
     if name == "xargs":
         return words[skip_options(words, 1, _XARGS_VALUE_OPTIONS, 0) :] or (Word(text="echo"),)
-    if name == "busybox" and len(words) > 1 and not words[1].text.startswith("-"):
+    if name in ("busybox", "toybox") and len(words) > 1 and not words[1].text.startswith("-"):
         return words[1:]
     if name in RUNNERS:
         return runner_rest(name, words)
@@ -296,6 +470,8 @@ def _finish(base: Invocation) -> Invocation:
         inv = replace(inv, problems=(*inv.problems, f"{name} runs code assembled from its input"))
     if reads_code_from_pipe(inv):
         inv = replace(inv, problems=(*inv.problems, "runs code read from a pipe (decode-and-execute)"))
+    if inv.inline_code is not None and UNKNOWN in inv.inline_code:
+        inv = replace(inv, problems=(*inv.problems, "runs interpreter code computed at run time"))
     return inv
 
 
@@ -304,9 +480,9 @@ def _env_command_index(words: tuple[Word, ...]) -> int | None:
     while i < len(words):
         text = words[i].text
         if text in ("-u", "--unset", "-C", "--chdir", "-S", "--split-string"):
-            if text in ("-C", "--chdir", "-S", "--split-string"):
-                return None  # changes directory or splits a string: judge `env` itself (ask)
-            i += 2
+            if text in ("-S", "--split-string"):
+                return None  # splits a string: judged as shell text (runners.wrapper_shell_text)
+            i += 2  # `-C DIR` is judged as a `cd DIR` before the command (see _chdir)
         elif text.startswith("-") or ("=" in text and not text.startswith("=")):
             i += 1
         else:

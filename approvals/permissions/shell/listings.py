@@ -28,7 +28,8 @@ _FIND_NARROWING = frozenset({"-path", "-ipath", "-wholename", "-iwholename", "-t
 # Tracked files only: `--others` also lists untracked (even ignored) files such as `.env`.
 _GIT_LS_OPTIONS = frozenset({"--cached", "-c", "--"})
 _GIT_DIFF_OPTIONS = frozenset({"--name-only", "--cached", "--staged", "--relative", "--"})
-_LS_OPTION = re.compile(r"^-[1adrtS]+$")
+# No -a/-A: they list hidden files such as `.env`.
+_LS_OPTION = re.compile(r"^-[1drtS]+$")
 # No -r: a recursive search can name hidden files such as `.env`.
 _GREP_OPTION = re.compile(r"^-[lLiIwEFsvxH]+$")
 
@@ -80,14 +81,14 @@ def lists_workspace_paths(argv: Sequence[str]) -> bool:
         return False
     program, args = argv[0], list(argv[1:])
     if program == "git" and args[:1] == ["ls-files"]:
-        return all(a in _GIT_LS_OPTIONS or _relative(a) for a in args[1:]) and _no_secret_globs(args[1:])
+        return all(a in _GIT_LS_OPTIONS or _relative(a) for a in args[1:]) and no_secret_globs(args[1:])
     if program == "git" and args[:1] == ["diff"] and "--name-only" in args:
         return all(a in _GIT_DIFF_OPTIONS or a.startswith("--diff-filter=") or _revision(a) for a in args[1:])
     if program == "find":
         return _find(args)
     if program == "ls":
         operands = [a for a in args if not _LS_OPTION.match(a)]
-        return all(_relative(a) and not a.startswith("-") for a in operands) and _no_secret_globs(operands)
+        return all(_relative(a) and not a.startswith("-") for a in operands) and no_secret_globs(operands)
     if program in ("grep", "egrep", "fgrep"):
         return _grep(args)
     return False
@@ -108,7 +109,7 @@ def _revision(text: str) -> bool:
     )
 
 
-def _no_secret_globs(patterns: Sequence[str]) -> bool:
+def no_secret_globs(patterns: Sequence[str]) -> bool:
     """No pattern can name a secret file (a hidden file, a key, an env file)."""
     for pattern in patterns:
         base = pattern.rsplit("/", 1)[-1].lower()
@@ -147,7 +148,7 @@ def _find(args: list[str]) -> bool:
         else:
             return False  # -exec, -delete, -printf, -L, -o…: not a plain filtered listing
         negated = False
-    return bool(names) and _no_secret_globs(names)
+    return bool(names) and no_secret_globs(names)
 
 
 def _grep(args: list[str]) -> bool:
@@ -158,4 +159,4 @@ def _grep(args: list[str]) -> bool:
     if not any("l" in a or "L" in a for a in options):
         return False
     files = [a for a in args if not a.startswith("-")][1:]
-    return bool(files) and all(_relative(a) for a in files) and _no_secret_globs(files)
+    return bool(files) and all(_relative(a) for a in files) and no_secret_globs(files)

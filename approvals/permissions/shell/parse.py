@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 import tree_sitter as ts
 import tree_sitter_bash
 
+from approvals.permissions.budget import TooComplex, check_deadline
 from approvals.permissions.shell.listings import lists_workspace_paths_piped, prints_revision
 from approvals.permissions.shell.script import (
     Redirect,
@@ -26,16 +27,27 @@ from approvals.permissions.shell.script import (
     literal_feed,
     loop_word,
 )
-from approvals.permissions.shell.words import Word, WordReader
+from approvals.permissions.shell.words import MAX_WORD_PARTS, Word, WordReader
 
 __all__ = ["MAX_SHELL_CHARS", "Redirect", "Script", "SimpleCommand", "Stdin", "parse_shell"]
 
-MAX_SHELL_CHARS = 10_000
+MAX_SHELL_CHARS = 16 * 1024
+# Caps that keep one judgment small whatever the text: statement nesting, simple commands.
+MAX_NESTING = 64
+MAX_COMMANDS = 500
+MAX_WORDS = 1_000
 # A `for` loop over at most this many plain words has its body judged once per word.
 MAX_LOOP_WORDS = 8
 # Nested loops multiply passes: past this many body walks per text, loop variables are unknown.
 MAX_LOOP_PASSES = 32
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+# A cheap count before the grammar (a 16 KiB `cat | cat …` took 18 ms to parse only to be refused):
+# quoted spans, comments and here-documents set aside, twice a cap in words, operators or parts of
+# one word is refused without parsing. Twice, so only text far past the parser's own caps is.
+_LEXICAL_FROM = 2048
+_QUOTED = re.compile(r"""'[^']*'|"(?:[^"\\$`]|\\.)*"|(?:^|(?<=\s))#[^\n]*""")
+_OPERATOR_RUN = re.compile(r"[;&|\n]+|\$\(|`")
+_PART_CHARS = re.compile(r"""[$'"`{]""")
 _STATEMENT_TYPES = frozenset(
     {
         "program", "list", "pipeline", "command", "redirected_statement", "subshell",
@@ -66,9 +78,15 @@ def _parser() -> ts.Parser:
 def parse_shell(text: str) -> Script:
     """Parse shell text into simple commands; never raises on bad input (problems say why)."""
     if len(text) > MAX_SHELL_CHARS:
-        return Script(commands=(), problems=(f"command longer than {MAX_SHELL_CHARS} characters",))
+        why = f"too long to judge ({len(text)} chars > {MAX_SHELL_CHARS})"
+        return Script(commands=(), problems=(why,), refused=why)
     if "\x00" in text:
-        return Script(commands=(), problems=("command contains a NUL byte",))
+        return Script(commands=(), problems=("command contains a NUL byte",), refused="contains a NUL byte")
+    bulk = _lexically_too_complex(text)
+    if bulk is not None:
+        return Script(
+            commands=(), problems=(bulk,), parse_error=True, refused=f"too complex to judge: {bulk}"
+        )
     problems: list[str] = []
     if _ASTRAL.search(text):
         # tree-sitter-bash 0.25 can crash the process on some characters beyond U+FFFF (found by
@@ -81,12 +99,13 @@ def parse_shell(text: str) -> Script:
         retry = _parser().parse(re.sub(r"(?<!\$)\(\(", "( (", text).encode("utf-8", "surrogatepass"))
         if not retry.root_node.has_error:
             tree = retry
-    walker = _Walker(problems=problems)
+    walker = _Walker(problems=problems, source=text.encode("utf-8", "surrogatepass"))
     try:
         walker.statement(tree.root_node)
-    except RecursionError:
-        # Thousands of nested `(` or `$(`: no honest command needs it; ask (the floor still reads it).
-        return Script(commands=(), problems=("the shell text is nested too deeply",), parse_error=True)
+    except (RecursionError, _TooComplex) as exc:
+        # Hundreds of nested `(`/`$(`/`{` or thousands of commands: no honest command needs it.
+        why = str(exc) if isinstance(exc, _TooComplex) else f"nested deeper than {MAX_NESTING} levels"
+        return Script(commands=(), problems=(why,), parse_error=True, refused=f"too complex to judge: {why}")
     if tree.root_node.has_error:
         walker.problems.append("the shell text does not parse cleanly")
     return Script(
@@ -96,7 +115,26 @@ def parse_shell(text: str) -> Script:
         local_names=frozenset(walker.locals),
         parse_error=tree.root_node.has_error,
         and_chain=not tree.root_node.has_error and and_chain(tree.root_node),
+        evaluated=walker.evaluated(),
     )
+
+
+_TooComplex = TooComplex
+
+
+def _lexically_too_complex(text: str) -> str | None:
+    """Why long text is refused before parsing (far past a cap by a count without grammar), or None."""
+    if len(text) < _LEXICAL_FROM or "<<" in text:
+        return None
+    bare = _QUOTED.sub("'", text)
+    tokens = bare.split()
+    if len(tokens) > 2 * MAX_WORDS:
+        return f"more than {MAX_WORDS} words"
+    if len(_OPERATOR_RUN.findall(bare)) > 2 * MAX_COMMANDS:
+        return f"more than {MAX_COMMANDS} commands"
+    if any(len(t) > 512 and len(_PART_CHARS.findall(t)) > 2 * MAX_WORD_PARTS for t in tokens):
+        return f"a word of more than {MAX_WORD_PARTS} parts"
+    return None
 
 
 @dataclass
@@ -107,6 +145,11 @@ class _Walker:
     fork_bomb: bool = False
     _functions: list[str] = field(default_factory=list)
     _loop_passes: int = 0
+    source: bytes = b""
+    # Assignments seen so far (standalone and exported), in document order.
+    environment: list[tuple[str, Word]] = field(default_factory=list)
+    _depth: int = 0
+    _words: int = 0
 
     def __post_init__(self) -> None:
         self.words = WordReader(
@@ -116,8 +159,27 @@ class _Walker:
             is_revision=prints_revision,
         )
 
+    def evaluated(self) -> tuple[str, ...]:
+        """Stored values that bash evaluates as code (arithmetic, `${x@P}`, `${!x}`) and that hold code."""
+        texts: list[str] = []
+        for name in dict.fromkeys(self.words.evaluated_names):
+            for bound, word in self.environment:
+                if bound == name and any(m in word.text for m in ("$(", "`", "<(", ">(", "[")):
+                    texts.append(word.text)
+        return tuple(dict.fromkeys(texts))
+
     def statement(self, node: ts.Node) -> None:
-        """Walk any node that may contain commands."""
+        """Walk any node that may contain commands (depth-capped: see MAX_NESTING)."""
+        self._depth += 1
+        try:
+            if self._depth > MAX_NESTING:
+                raise _TooComplex(f"nested deeper than {MAX_NESTING} levels")
+            check_deadline()
+            self._statement(node)
+        finally:
+            self._depth -= 1
+
+    def _statement(self, node: ts.Node) -> None:
         kind = node.type
         if node.is_error or node.is_missing:
             self.problems.append("the shell text does not parse cleanly")
@@ -168,27 +230,45 @@ class _Walker:
         words: list[Word] = []
         redirects: list[Redirect] = list(extra)
         group: list[ts.Node] = []
+        prefix: list[tuple[str, Word]] = []
         for child in node.children:
             if child.type == "variable_assignment":
-                self._assignment(child, standalone=False)
+                assigned = self._assignment(child, standalone=False)
+                if assigned is not None:
+                    prefix.append(assigned)
             elif child.type in ("file_redirect", "herestring_redirect"):
                 redirects.append(self._redirect(child))
             elif child.type == "command_name" or child.is_named or child.type == "$":
                 node_ = child.children[0] if child.type == "command_name" and child.child_count else child
-                if group and group[-1].end_byte != node_.start_byte:
+                if group and not self._continues(group[-1].end_byte, node_.start_byte):
                     words.append(self.words.read_group(group))
                     group = []
+                    if len(words) + self._words > MAX_WORDS:
+                        raise _TooComplex(f"more than {MAX_WORDS} words")
                 group.append(node_)
         if group:
             words.append(self.words.read_group(group))
+        if len(self.commands) >= MAX_COMMANDS:
+            raise _TooComplex(f"more than {MAX_COMMANDS} commands")
+        self._words += len(words)
+        if self._words > MAX_WORDS:
+            raise _TooComplex(f"more than {MAX_WORDS} words")
         herestrings = [r.text for r in redirects if r.op == "<<<"]
         if herestrings:
             stdin, heredoc = "herestring", herestrings[-1]
         elif stdin == "inherit" and any(r.reads for r in redirects):
             stdin = "file"
-        command = SimpleCommand(tuple(words), tuple(redirects), stdin, heredoc, upstream, heredoc_variables)
+        command = SimpleCommand(
+            tuple(words), tuple(redirects), stdin, heredoc, upstream, heredoc_variables,
+            tuple(self.environment) + tuple(prefix), tuple(prefix),
+        )  # fmt: skip
         self.commands.append(command)
         return command
+
+    def _continues(self, end: int, start: int) -> bool:
+        r"""Two nodes are one word when nothing, or only backslash-newlines, separate them (`r\⏎m`)."""
+        gap = self.source[end:start]
+        return not gap or (not gap.replace(b"\\\n", b"") and len(gap) <= 4096)
 
     def _redirect(self, node: ts.Node) -> Redirect:
         op = ""
@@ -313,7 +393,7 @@ class _Walker:
         if calls_itself and ("&" in body_text or "|" in body_text):
             self.fork_bomb = True
 
-    def _assignment(self, node: ts.Node, *, standalone: bool = True) -> None:
+    def _assignment(self, node: ts.Node, *, standalone: bool = True) -> tuple[str, Word] | None:
         """Record `x=value` (and loop variables); a value is trusted only if set once, plainly."""
         name: str | None = None
         value: Word | None = None
@@ -326,7 +406,12 @@ class _Walker:
             elif child.is_named:
                 value = self.words.read(child)
         if name is None:
-            return
+            return None
+        self._words += 1
+        if self._words > MAX_WORDS:
+            raise _TooComplex(f"more than {MAX_WORDS} words")
+        if standalone and value is not None:
+            self.environment.append((name, value))
         bindings = self.words.bindings
         once = name not in bindings and standalone and node.type == "variable_assignment"
         plain_value = (
@@ -336,6 +421,7 @@ class _Walker:
             bindings[name] = value.text  # a leading ~ stays ~: the path layer reads it as home
         else:
             bindings[name] = None
+        return (name, value) if value is not None else None
 
     def _for(self, node: ts.Node) -> None:
         """`for f in a *.py $(git ls-files); do …; done`: the body once per word, `$f` bound to it.

@@ -9,21 +9,25 @@ import re
 
 LOW = frozenset(
     """
-    ls ll la dir cat tac nl head tail less more grep egrep fgrep rg ag ack wc sort uniq cut tr paste
+    ls ll la dir cat tac nl head tail grep egrep fgrep rg ag ack wc sort uniq cut tr paste
     join comm diff cmp colordiff echo printf pwd cd pushd popd true false test [ [[ : which type
     whereis whoami id date cal basename dirname realpath readlink stat file du df tree fold fmt
     column expand unexpand rev seq sleep md5sum sha1sum sha256sum sha512sum shasum cksum b2sum
     base64 base32 xxd od hexdump strings jq yq bat touch mkdir cp mv rm rmdir ln tee sed awk gawk
     mawk tar zip unzip gzip gunzip zcat bzip2 bunzip2 xz unxz zstd unzstd 7z make cmake ninja meson
     gcc g++ cc c++ clang clang++ javac java rustc tsc pytest black ruff mypy flake8 pylint isort
-    pyright prettier eslint jest vitest mocha patch split truncate nproc uname hostname locale tput
-    clear exit return read shift wait set unset local readonly shopt alias history jobs fg bg disown
+    pyright prettier eslint jest vitest mocha ava phpunit pest patch split truncate nproc uname hostname
+    locale tput phpstan psalm php-cs-fixer pint phpcs phpcbf rector
+    mapfile readarray clear exit return read shift wait set unset local readonly shopt alias history
+    jobs fg bg disown
     hash umask getopts let printf wc diff3 sdiff iconv dos2unix unix2dos mktemp env-check tox nox
     coverage pre-commit go cargo npm yarn pnpm python pip node bun deno git gofmt rustfmt
     clang-format shellcheck shfmt hadolint yamllint markdownlint ctags cloc tokei fd fzf chmod
     export declare typeset source . find htop top ps pgrep free uptime lsof bc webpack rollup esbuild
     stylelint biome rustup deactivate unlink groups ulimit lscpu yes shuf expr nm objdump readelf
-    size strip ar pkg-config sphinx-build mkdocs playwright cypress
+    size strip ar pkg-config sphinx-build mkdocs playwright cypress sqlite3 kotlinc kotlin rspec rubocop
+    rake golangci-lint staticcheck vite next turbo nx tsx ts-node pyflakes pycodestyle pydocstyle
+    bandit gradle mvn sbt ctest ant nox tox zig swift dotnet bazel meson ruby perl kotlinc-jvm
     """.split()  # noqa: SIM905
 )
 NETWORK = frozenset(
@@ -81,6 +85,12 @@ PUBLISH = {
     "mvn": {"deploy"},
     "mkdocs": {"gh-deploy"},
     "gradle": {"publish"},
+    "bun": {"publish"},
+    "deno": {"publish", "deploy"},
+    "dotnet": {"nuget"},
+    "mix": {"hex.publish"},
+    "sbt": {"publish", "publishSigned", "+publish", "+publishSigned"},
+    "swift": {"package-registry"},
 }
 # Subcommands of otherwise-local tools that reach the network.
 EGRESS_SUB = {
@@ -89,13 +99,15 @@ EGRESS_SUB = {
     "npm": {"install", "i", "ci", "add", "update", "upgrade", "audit", "outdated", "view", "info", "exec",
             "x", "init", "create", "search", "pack", "link", "dedupe", "prune", "rebuild"},
     "yarn": {"", "install", "add", "upgrade", "up", "dlx", "create", "init", "why", "info", "outdated"},
-    "pnpm": {"install", "i", "add", "update", "up", "dlx", "create", "exec", "fetch"},
+    "pnpm": {"install", "i", "add", "update", "up", "dlx", "create", "fetch"},
     "pip": {"install", "download", "wheel", "search", "index"},
     "cargo": {"install", "add", "update", "fetch", "search", "generate-lockfile", "vendor"},
     "go": {"get", "install", "download"},
     "bun": {"install", "i", "add", "update", "x", "create", "upgrade", "publish"},
-    "deno": {"install", "upgrade", "add"},
+    "deno": {"install", "upgrade", "add", "publish", "deploy", "jupyter", "serve"},
     "mkdocs": {"serve"},
+    "bundle": {"install", "update", "add", "outdated", "lock", "cache", "package", "binstubs", "pristine",
+               "init", "gem", "plugin", "remove", "doctor", "open", "viz"},
     "playwright": {"install", "install-deps", "open", "codegen", "show-trace", ""},
     "cypress": {"install", "open", "cache", ""},
     "rustup": {"install", "update", "toolchain", "target", "component", "self", "default", "set",
@@ -110,19 +122,22 @@ RISKY_CODE = re.compile(
     r"\b(os|sys\.modules|shutil|subprocess|pty|ctypes|importlib|pickle|marshal|child_process|fs|process|"
     r"require|exec|eval|compile|__import__|getattr|setattr|globals|locals|vars|open|system|popen|spawn|"
     r"unlink|remove|rmtree|chmod|chown|kill|fork|Function|Deno|Bun|File|IO|Kernel|syscall|base64|"
-    r"b64decode|codecs|builtins|__builtins__|__class__|__subclasses__|environ|getenv|Path|pathlib)\b"
+    r"b64decode|codecs|builtins|__builtins__|__class__|__subclasses__|environ|getenv|Path|pathlib|qx|Open3|"
+    r"dlopen|require_relative|instance_eval|class_eval|instance_exec)\b|%x"
 )
 SED_EXEC = re.compile(r"(?:^|[;{}\s\d$/!])[eEwWrR](?:\s|$|;)|/[gpIiMm0-9]*[ewW]\b")
 EXEC_CAPABLE = frozenset(
-    """vim vi nvim ex ed emacs man strace ltrace gdb lldb script expect parallel screen tmux sudoedit
-    xdg-open open osascript valgrind""".split()  # noqa: SIM905
+    """vim vi nvim ex ed emacs man less more most strace ltrace gdb lldb script expect parallel screen
+    tmux sudoedit xdg-open open osascript valgrind""".split()  # noqa: SIM905
 )
 TAR_EXEC = (
     "--to-command", "--checkpoint-action", "--use-compress-program", "-I", "--rsh-command",
     "--info-script", "-F", "--new-volume-script",
 )  # fmt: skip
 MAKE_SIDE_EFFECTS = frozenset({"install", "uninstall", "deploy", "publish", "release", "upload"})
-ENV_CODE = re.compile(r"\b(ENV|environ|getenv|process\.env|System\.getenv|Deno\.env|Bun\.env)\b|%ENV")
+ENV_CODE = re.compile(
+    r"\b(ENV|environ|getenv|getenvb|process\.env|System\.getenv|Deno\.env|Bun\.env|os\.Environ)\b|%ENV|\$_(ENV|SERVER)\b"
+)
 NETWORK_MODULES = frozenset(
     {
         "http.server",

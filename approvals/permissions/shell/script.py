@@ -1,5 +1,7 @@
-"""The shape of parsed shell text: simple commands, their redirects and stdin, and small facts about
-the syntax tree that decide how far the engine may trust it (a plain `&&` chain, a literal feed).
+"""The shape of parsed shell text: simple commands, their redirects and stdin.
+
+Also small facts about the syntax tree that decide how far the engine may trust it (a plain `&&`
+chain, a literal feed).
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ class SimpleCommand:
     upstream: tuple[str, ...] = ()
     # Variables an unquoted here-document expands (`<<EOF … $TOKEN …`): their values reach stdin.
     heredoc_variables: tuple[str, ...] = ()
+    # Assignments in effect as far as the text shows: earlier `X=…`/`export X=…` in the same text,
+    # then this command's own prefix (`X=/usr tool clean`), in that order.
+    environment: tuple[tuple[str, Word], ...] = ()
+    # This command's own prefix assignments only (`X=1 cmd`), judged as environment (environment.py).
+    prefix: tuple[tuple[str, Word], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +70,11 @@ class Script:
     # One `a && b && c` chain of simple commands: each runs only after the previous succeeded, so a
     # `cd` in it moves every later command (otherwise any earlier directory stays possible).
     and_chain: bool = False
+    # Texts bash will run as commands besides the commands above: stored substitutions reached by
+    # arithmetic, `${x@P}` or `${!x}` (`x='a[$(rm -rf /)]'; echo $((x))`).
+    evaluated: tuple[str, ...] = ()
+    # Why the text is refused outright (too deeply nested, too many words): the engine denies.
+    refused: str | None = None
 
 
 def and_chain(root: ts.Node) -> bool:

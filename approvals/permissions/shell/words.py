@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import tree_sitter as ts
+
+from approvals.permissions.budget import TooComplex, spend
 
 # Stands for a part of a word whose value the parse cannot know ($VAR, $(…), $((…))).
 UNKNOWN = "\x00"
@@ -21,6 +24,10 @@ _ANSI_SIMPLE = {
     "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?",
 }  # fmt: skip
 _ANSI_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|c.|.)", re.S)
+
+
+# Parts of one word (`a'b'"c"$d…`) past which the text is refused rather than read.
+MAX_WORD_PARTS = 256
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,7 +69,7 @@ def _join(parts: Sequence[Word]) -> Word:
     return Word(
         text=text,
         plain=all(p.plain for p in parts),
-        quoted=any(p.quoted for p in parts) or len(parts) > 1,
+        quoted=any(p.quoted for p in parts),
         obfuscated=any(p.obfuscated for p in parts),
         glob=any(p.glob for p in parts),
         substitution=any(p.substitution for p in parts),
@@ -145,6 +152,18 @@ class WordReader:
         self.bindings: dict[str, str | None] = {}
         # Loop variables while their loop body is walked: the value of the current pass.
         self.loop_values: dict[str, Word] = {}
+        # Variables whose *value* bash evaluates again: arithmetic, `${x@P}`, `${!x}`.
+        self.evaluated_names: list[str] = []
+        self._depth = 0
+
+    def note_arithmetic(self, node: ts.Node) -> None:
+        """Remember the variables an arithmetic context evaluates (`$((x))`, `(( x ))`)."""
+        stack = [node]
+        while stack and len(self.evaluated_names) < 256:
+            current = stack.pop()
+            if current.type == "variable_name" and current.text:
+                self.evaluated_names.append(current.text.decode("utf-8", "replace"))
+            stack.extend(current.children)
 
     def read_group(self, nodes: Sequence[ts.Node]) -> Word:
         """Adjacent nodes with no space between them form one word (`$"x"` arrives as two)."""
@@ -154,7 +173,16 @@ class WordReader:
         return _join([self.read(n) for n in nodes])
 
     def read(self, node: ts.Node) -> Word:
-        """De-quote one word-like node."""
+        """De-quote one word-like node (depth-capped like the statement walk)."""
+        self._depth += 1
+        try:
+            if self._depth > 64:
+                raise TooComplex("words nested deeper than 64 levels")
+            return self._read(node)
+        finally:
+            self._depth -= 1
+
+    def _read(self, node: ts.Node) -> Word:
         kind = node.type
         raw = _node_text(node)
         if kind in ("word", "number", "variable_name", "special_variable_name"):
@@ -168,24 +196,15 @@ class WordReader:
         if kind in ("string", "translated_string"):
             return self._string(node)
         if kind == "concatenation":
+            if node.child_count > MAX_WORD_PARTS:
+                raise TooComplex(f"a word of more than {MAX_WORD_PARTS} parts")
             return _join([self.read(c) for c in node.children])
         if kind in ("simple_expansion", "expansion"):
             return self._expansion(node)
         if kind in ("command_substitution", "process_substitution"):
-            for child in node.children:
-                if child.is_named or child.is_error:
-                    self._on_substitution(child)
-            if kind == "process_substitution":
-                # What the program receives is a pipe's path, e.g. /dev/fd/63.
-                return Word(text="/dev/fd/63", plain=False, substitution=True, process_substitution=True)
-            static = self._static_output(node)
-            if static is not None:
-                return Word(text=static, plain=False, substitution=True, obfuscated=True)
-            stages = self._plain_stages(node)
-            listing = stages is not None and self._is_listing(stages)
-            revision = stages is not None and self._is_revision(stages)
-            return Word(text=UNKNOWN, plain=False, substitution=True, listing=listing, revision=revision)
+            return self._substitution(node)
         if kind == "arithmetic_expansion":
+            self.note_arithmetic(node)
             self._scan(node)
             return Word(text=UNKNOWN, plain=False)
         if kind in ("$", "brace_expression", "extglob_pattern", "regex", "string_content"):
@@ -196,6 +215,22 @@ class WordReader:
             self._on_problem(f"unsupported shell word: {kind}")
         self._scan(node)
         return Word(text=UNKNOWN, plain=False)
+
+    def _substitution(self, node: ts.Node) -> Word:
+        """`$(...)`, backticks or `<(...)`: the inner commands are judged; the word is what bash passes."""
+        for child in node.children:
+            if child.is_named or child.is_error:
+                self._on_substitution(child)
+        if node.type == "process_substitution":
+            # What the program receives is a pipe's path, e.g. /dev/fd/63.
+            return Word(text="/dev/fd/63", plain=False, substitution=True, process_substitution=True)
+        static = self._static_output(node)
+        if static is not None:
+            return Word(text=static, plain=False, substitution=True, obfuscated=True)
+        stages = self._plain_stages(node)
+        listing = stages is not None and self._is_listing(stages)
+        revision = stages is not None and self._is_revision(stages)
+        return Word(text=UNKNOWN, plain=False, substitution=True, listing=listing, revision=revision)
 
     def _plain_stages(self, node: ts.Node) -> list[list[str]] | None:
         """The argv of each stage of a substitution that is a pipeline of plain words, else None."""
@@ -230,7 +265,7 @@ class WordReader:
         return [w.text for w in words]
 
     def _static_output(self, node: ts.Node) -> str | None:
-        """What `$(echo rm)`, `$(printf '\\x72m')` or `$(which rm)` prints, when it is that simple."""
+        r"""What `$(echo rm)`, `$(printf '\x72m')` or `$(which rm)` prints, when it is that simple."""
         argv = self._plain_argv(node)
         if argv is None:
             return None
@@ -243,6 +278,12 @@ class WordReader:
             return _printf(args[0], args[1:])
         if program in ("which", "command", "type") and args:
             return args[-1]
+        if program == "dirname" and len(args) == 1:
+            return posixpath.dirname(args[0].rstrip("/")) or "/"
+        if program == "basename" and len(args) == 1:
+            return posixpath.basename(args[0].rstrip("/"))
+        if program == "pwd" and not args:
+            return "."
         return None
 
     def _scan(self, node: ts.Node) -> None:
@@ -279,6 +320,9 @@ class WordReader:
     def _expansion(self, node: ts.Node) -> Word:
         names = [c for c in node.children if c.type in ("variable_name", "special_variable_name")]
         name = _node_text(names[0]) if names else ""
+        kinds = [c.type for c in node.children]
+        if name and (kinds[1:2] == ["!"] or ("@" in kinds and "P" in _node_text(node)[-3:])):
+            self.evaluated_names.append(name)  # `${!x}`, `${x@P}`: x's value is expanded again
         simple = node.type == "simple_expansion" or [c.type for c in node.children] == [
             "${",
             "variable_name",
@@ -298,6 +342,11 @@ class WordReader:
             return Word(text=text, plain=False, glob=True, variables=(name,))
         if simple and name in _CONTEXT_VARIABLES:
             return Word(text=_CONTEXT_VARIABLES[name], plain=False, variables=(name,))
+        if name in _CONTEXT_VARIABLES and name not in self.bindings:
+            # `${HOME%/}`, `${HOME:-x}`, `${HOME#}`: still (maybe) the home directory itself.
+            return Word(
+                text=UNKNOWN, plain=False, variables=(name,), alternatives=(_CONTEXT_VARIABLES[name],)
+            )
         bound = self.bindings.get(name)
         if simple and bound is not None:
             # `f=/; rm -rf $f`: the script set it once to a plain value, so that is what it holds.
@@ -341,9 +390,93 @@ def skip_options(words: tuple[Word, ...], start: int, valued: frozenset[str], op
     return min(i + operands, len(words))
 
 
+# Words one brace expansion may produce; more is not judged partially (a dropped word could be
+# /etc) but refused: TooComplex, a deny.
+MAX_BRACE_VARIANTS = 256
+# Longest word brace-expanded; a longer word with a brace pair is refused the same way.
+MAX_BRACE_TEXT = 4096
+
+
 def brace_variants(text: str) -> list[str]:
-    """Expand one level of `{a,b}` (enough to see `/{etc,usr}`), capped."""
-    match = re.search(r"\{([^{}]*,[^{}]*)\}", text)
-    if not match:
+    """Bash brace expansion (`/{etc,u{s,}r}`, `{a..c}`), nested: every word, or TooComplex.
+
+    Depth first, so pending work stays linear in the text (a breadth-first queue grew 2^n before
+    the first complete word); each scan spends work steps, and the deadline is checked with them.
+    """
+    if "{" not in text or "}" not in text:
         return [text]
-    return [text[: match.start()] + alt + text[match.end() :] for alt in match.group(1).split(",")][:16]
+    if len(text) > MAX_BRACE_TEXT:
+        raise TooComplex(f"brace expansion of a word of {len(text)} chars")
+    out: list[str] = []
+    pending = [text]
+    while pending:
+        current = pending.pop()
+        spend(len(current) // 4 + 1, "brace expansion")
+        split = _first_brace(current)
+        if split is None:
+            out.append(current)
+            if len(out) > MAX_BRACE_VARIANTS:
+                raise TooComplex(f"brace expansion over {MAX_BRACE_VARIANTS} words")
+            continue
+        head, alternatives, tail = split
+        if len(alternatives) + len(out) > MAX_BRACE_VARIANTS:
+            raise TooComplex(f"brace expansion over {MAX_BRACE_VARIANTS} words")
+        pending.extend(head + alt + tail for alt in reversed(alternatives))
+        if len(pending) > MAX_BRACE_VARIANTS * 4:
+            raise TooComplex(f"brace expansion over {MAX_BRACE_VARIANTS} words")
+    return out
+
+
+def _first_brace(text: str) -> tuple[str, list[str], str] | None:
+    """The first `{…}` that bash would expand: (text before, the alternatives, text after).
+
+    One pass with a stack (linear in the text): each `{` remembers where its top-level commas are.
+    """
+    stack: list[tuple[int, list[int]]] = []
+    candidates: list[tuple[int, int, list[int]]] = []
+    for i, ch in enumerate(text):
+        if ch == "{":
+            stack.append((i, []))
+        elif ch == "," and stack:
+            stack[-1][1].append(i)
+        elif ch == "}" and stack:
+            open_at, commas = stack.pop()
+            candidates.append((open_at, i, commas))
+    for open_at, close_at, commas in sorted(candidates):
+        if commas:
+            bounds = [open_at, *commas, close_at]
+            alternatives = [text[a + 1 : b] for a, b in itertools.pairwise(bounds)]
+        else:
+            sequence = _sequence(text[open_at + 1 : close_at])
+            if sequence is None:
+                continue
+            alternatives = sequence
+        return text[:open_at], alternatives, text[close_at + 1 :]
+    return None
+
+
+def _sequence(body: str) -> list[str] | None:
+    """`1..3`, `a..c`, `0..10..5`: the words of a sequence expression, or None."""
+    pieces = body.split("..")
+    if len(pieces) not in (2, 3) or any(len(p) > 18 for p in pieces):
+        return None
+    first, last = pieces[0], pieces[1]
+    step = abs(int(pieces[2])) if len(pieces) == 3 and pieces[2].lstrip("-").isdigit() else 1
+    step = step or 1
+    if first.lstrip("-").isdigit() and last.lstrip("-").isdigit():
+        a, b = int(first), int(last)
+        numbers = range(a, b + 1, step) if a <= b else range(a, b - 1, -step)
+        _sequence_cap(len(numbers))
+        return [str(n) for n in numbers]
+    if len(first) == 1 and len(last) == 1:
+        a, b = ord(first), ord(last)
+        codes = range(a, b + 1, step) if a <= b else range(a, b - 1, -step)
+        _sequence_cap(len(codes))
+        return [chr(c) for c in codes]
+    return None
+
+
+def _sequence_cap(count: int) -> None:
+    """A sequence longer than the cap is refused, never cut short."""
+    if count > MAX_BRACE_VARIANTS:
+        raise TooComplex(f"brace expansion over {count} words (a sequence)")

@@ -155,7 +155,7 @@ def test_bad_input_fails_closed(tmp_path: Path, kind: str, target: str) -> None:
         ("example.com/x", "ask"),
         ("file:///etc/passwd", "ask"),
         ("file:///home/tester/.ssh/id_rsa", "ask"),
-        ("gopher://x", "ask"),
+        ("gopher://x", "deny"),  # engine v2: SSRF-smuggling schemes are denied, not asked
     ],
 )
 def test_fetch(tmp_path: Path, target: str, verdict: Verdict) -> None:
@@ -200,8 +200,9 @@ def test_allow_rules_never_apply_to_ambiguous_urls(tmp_path: Path, url: str) -> 
 @pytest.mark.parametrize(
     ("kind", "target", "verdict"),
     [
-        ("command", "(" * 3000 + "ls" + ")" * 3000, "ask"),
-        ("command", "echo " + "$(" * 2000 + "ls" + ")" * 2000, "ask"),
+        # engine v2: nesting past the cap is refused (deny, "too complex to judge"), not asked
+        ("command", "(" * 3000 + "ls" + ")" * 3000, "deny"),
+        ("command", "echo " + "$(" * 2000 + "ls" + ")" * 2000, "deny"),
         ("command", "(" * 3000 + "rm -rf /" + ")" * 3000, "deny"),
         ("fetch", "[", "ask"),
         ("fetch", "http://[::1", "ask"),

@@ -65,8 +65,8 @@ def test_mentions_and_local_work_are_not_floored(engine: PermissionEngine, text:
     ("path", "critical"),
     [
         ("/", True), ("/etc", True), ("/etc/", True), ("/usr/local", True), (HOME, True), ("/home", True),
-        ("/home/other", True), ("/*", True), ("/e*", True), (HOME + "/*", True), ("/etc/nginx", False),
-        ("/tmp/build", False), (HOME + "/project", False), ("/opt/app/x", False),
+        ("/home/other", True), ("/*", True), ("/e*", True), (HOME + "/*", True), ("/etc/nginx", True),
+        ("/tmp/build", False), (HOME + "/project", False), ("/opt/app/x", True), ("/var/tmp/x", False),
     ],
 )  # fmt: skip
 def test_critical_paths(path: str, critical: bool) -> None:

@@ -152,7 +152,8 @@ def test_allow_rules_never_widen_the_floor_secrets_or_boundaries(tmp_path: Path)
     secret = engine.evaluate(Action(kind="read", target="~/.ssh/id_rsa"))
     assert (secret.verdict, secret.resolved) == ("ask", "deny")
     assert engine.evaluate(Action(kind="command", target="cat ~/.aws/credentials")).resolved == "deny"
-    assert engine.evaluate(Action(kind="command", target="cp x /etc/hosts")).verdict == "ask"
+    # Overwriting a system file is the floor's now (engine v2), not a boundary ask.
+    assert engine.evaluate(Action(kind="command", target="cp x /etc/hosts")).layer == "floor"
 
 
 def test_path_allow_rule_opens_an_outside_directory(tmp_path: Path) -> None:

@@ -76,7 +76,7 @@ def test_invocations(text: str, expected: list[tuple[str, ...]]) -> None:
         ("echo 'unterminated", "parse"),
         ("a |& b", "|&"),
         ("echo \U0001f600", "Multilingual"),
-        ("x" * (MAX_SHELL_CHARS + 1), "longer"),
+        ("x" * (MAX_SHELL_CHARS + 1), "too long to judge"),
         ("timeout 5 if a; then b; fi", "keyword"),
     ],
 )

@@ -7,25 +7,16 @@ says why ("too complex to judge"), never a judgment of the variants that happene
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from approvals.permissions import Action, PermissionConfig, PermissionEngine, PolicyName, load_rules
+from approvals.permissions import Action
 from approvals.permissions.budget import MAX_WORK, TooComplex, deadline, work_spent
 from approvals.permissions.shell.words import MAX_BRACE_VARIANTS, brace_variants
-
-HOME = Path("/home/tester")
-ALLOW_EVERYTHING = {"allow": ["command(*)", "read(**)", "write(**)", "fetch(*)"]}
-
-
-@functools.cache
-def _engine(workspace: Path, policy: PolicyName, everything: bool) -> PermissionEngine:
-    rules = load_rules(ALLOW_EVERYTHING if everything else None)
-    return PermissionEngine(PermissionConfig(workspace=workspace, home=HOME, policy=policy, rules=rules))
+from tests.approvals.permissions.engines import engine as _engine
 
 
 @pytest.fixture(scope="module")

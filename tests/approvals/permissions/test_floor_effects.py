@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import shlex
 from pathlib import Path
 from typing import Any
@@ -12,20 +11,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from approvals.permissions import Action, PermissionConfig, PermissionEngine, PolicyName, load_rules
+from approvals.permissions import Action
+from tests.approvals.permissions.engines import engine as _engine
 
 _CATALOGUE: dict[str, Any] = yaml.safe_load(
     (Path(__file__).parent / "catalogue" / "floor_effects.yaml").read_text()
 )
 _FLOOR = [(k, item) for k, items in _CATALOGUE.items() if k.startswith("floor_") for item in items]
-HOME = Path("/home/tester")
-ALLOW_EVERYTHING = {"allow": ["command(*)", "read(**)", "write(**)", "fetch(*)"]}
-
-
-@functools.cache
-def _engine(workspace: Path, policy: PolicyName, everything: bool) -> PermissionEngine:
-    rules = load_rules(ALLOW_EVERYTHING if everything else None)
-    return PermissionEngine(PermissionConfig(workspace=workspace, home=HOME, policy=policy, rules=rules))
 
 
 @pytest.fixture(scope="module")

@@ -6,22 +6,13 @@ and `git commit -F /etc/shadow` read those files: the boundary judges them like 
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
 
-from approvals.permissions import Action, PermissionConfig, PermissionEngine, PolicyName, load_rules
+from approvals.permissions import Action, PolicyName
 from approvals.permissions.shell.runners import sed_commands
-
-HOME = Path("/home/tester")
-ALLOW_EVERYTHING = {"allow": ["command(*)", "read(**)", "write(**)", "fetch(*)"]}
-
-
-@functools.cache
-def _engine(workspace: Path, policy: PolicyName, everything: bool) -> PermissionEngine:
-    rules = load_rules(ALLOW_EVERYTHING if everything else None)
-    return PermissionEngine(PermissionConfig(workspace=workspace, home=HOME, policy=policy, rules=rules))
+from tests.approvals.permissions.engines import engine as _engine
 
 
 @pytest.fixture(scope="module")

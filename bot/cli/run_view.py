@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import sys
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator import RunCancelled, RunEvent, RunFailed, RunFinished, RunView, to_line
@@ -14,6 +15,7 @@ if TYPE_CHECKING:  # rich is imported only when something is drawn: `--json` run
     from rich.live import Live
     from rich.panel import Panel
     from rich.table import Table
+    from rich.text import Text
 
     from approvals import ApprovalRequest, ApprovalService
     from orchestrator import RunHandle
@@ -21,6 +23,22 @@ if TYPE_CHECKING:  # rich is imported only when something is drawn: `--json` run
 Terminal = RunFinished | RunFailed | RunCancelled
 NO_TERMINAL = "no terminal to ask"
 _CHOICES = {"y": ("once", True), "r": ("run", True), "n": ("once", False)}
+CHOICES_PROMPT = "Approve? [y] yes, once · [r] yes, for this run · [n] no: "
+
+
+def approval_text(request: ApprovalRequest, *, now: datetime | None = None) -> Text:
+    """What the terminal approver reads: who asks for what, the layer and risk, and when it expires."""
+    from rich.text import Text
+
+    now = now or datetime.now(UTC)
+    left = max(0, int((request.expires_at - now).total_seconds()))
+    text = Text()
+    text.append(f"{request.agent_id} wants to run ")
+    text.append(str(request.action), style="bold")
+    text.append(f"\nrisk {request.risk} · layer {request.layer} · {request.reason}")
+    expires = request.expires_at.astimezone(UTC).strftime("%H:%M:%S UTC")
+    text.append(f"\nexpires in {left} s ({expires}); no answer by then denies it")
+    return text
 
 
 class View(Protocol):
@@ -194,16 +212,11 @@ class TerminalApprover:
         from rich.panel import Panel
 
         console = self._view.console
-        console.print(
-            Panel(
-                f"{request.agent_id} wants to run [bold]{request.action}[/bold]\n"
-                f"risk: {request.risk} · {request.reason}",
-                title="approval needed",
-                style="yellow",
-            )
-        )
+        # Text, never markup: the action is the agent's text (`[bold]` in it must not style, `[y]` in
+        # the choices must not vanish as an unknown tag).
+        console.print(Panel(approval_text(request), title=f"approval needed · {request.id}", style="yellow"))
         while True:
-            console.print("Approve? [y]es once / [r]un / [n]o: ", end="")
+            console.print(CHOICES_PROMPT, end="", markup=False, highlight=False)
             line = await read_line()
             if not line:  # end of input: nobody can answer, so deny
                 return ("once", False)

@@ -100,6 +100,11 @@ async def test_asks_are_answered_at_the_terminal(tmp_path: Path) -> None:
     os.close(master)
     assert code == 0, seen
     assert prompts >= 2
+    # Legible: the choices keep their brackets, and the request's id, layer and expiry are shown.
+    assert "Approve? [y] yes, once · [r] yes, for this run · [n] no:" in seen
+    assert "approval needed · " in seen
+    assert "layer " in seen
+    assert "expires in " in seen
     resolved = [json.loads(line) for line in out.splitlines() if '"tool_approval_resolved"' in line]
     assert len(resolved) == prompts
     assert {(e["status"], e["scope"]) for e in resolved} == {("approved", "once")}

@@ -45,6 +45,9 @@ async def test_show_full_answer_opens_a_modal_with_the_whole_text(tmp_path: Path
         reply = protocol_agent(request)
         if reply.tool_calls and reply.tool_calls[0][0] == "new_answer":
             reply.tool_calls = [("new_answer", {"content": long_answer})]
+        # A run that ends before its thread exists posts no progress message (and so no Show full):
+        # model calls that take a moment keep this run going past its root post on a loaded machine.
+        reply.delay = 0.3
         return reply
 
     async with bot_harness(tmp_path, handler=handler, agents=2) as bot:

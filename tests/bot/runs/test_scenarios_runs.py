@@ -31,7 +31,15 @@ async def test_full_run_with_three_agents_posts_status_thread_and_final_answer(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
     monkeypatch.setenv("MASSGEN_PROGRESS_AFTER", "0")  # this run is quick; show its progress message anyway
-    async with bot_harness(tmp_path) as bot:
+
+    def unhurried(request: ProviderRequest) -> Reply:
+        # A run that ends before its thread exists posts no progress message: calls that take a
+        # moment keep this one going past its root post on a loaded machine.
+        reply = protocol_agent(request)
+        reply.delay = 0.3
+        return reply
+
+    async with bot_harness(tmp_path, handler=unhurried) as bot:
         status, body = await bot.command("fix the flaky test in billing")
         assert (status, body) == (200, "")
         await bot.settle()

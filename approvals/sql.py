@@ -7,6 +7,7 @@ row's `version`; the audit table refuses UPDATE and DELETE through triggers on b
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
@@ -188,10 +189,13 @@ def make_engine(url: str) -> AsyncEngine:
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: object) -> None:
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+_LOCKED_RETRIES = 40  # x 50 ms: two seconds at most
 
 
 async def create_schema(engine: AsyncEngine) -> None:
@@ -202,6 +206,7 @@ async def create_schema(engine: AsyncEngine) -> None:
     means another process created a table, so the retries are bounded by the table count.
     """
     attempts = len(metadata.tables) + 1
+    locked = 0
     for attempt in range(1, attempts + 1):
         try:
             async with engine.begin() as conn:
@@ -211,6 +216,12 @@ async def create_schema(engine: AsyncEngine) -> None:
                 await conn.run_sync(_add_missing_columns)
             return
         except OperationalError as exc:
+            # SQLite: a new database's switch to WAL (the first connection's pragma) answers an
+            # immediate "locked" while another process opens it too; that is worth a short wait.
+            if "database is locked" in str(exc) and locked < _LOCKED_RETRIES:
+                locked += 1
+                await asyncio.sleep(0.05)
+                continue
             if attempt == attempts or "already exists" not in str(exc):
                 raise
 

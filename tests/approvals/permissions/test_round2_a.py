@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
@@ -12,19 +11,16 @@ from hypothesis import strategies as st
 
 from approvals.permissions import Action, Decision, PermissionConfig, PermissionEngine, load_rules
 from approvals.permissions.tool_files import JS_TOOLS, tool_files
+from tests.approvals.permissions.engines import TABLE_BUDGET_SECONDS, table_engine
 
 CASES: dict[str, list[str]] = yaml.safe_load(
     (Path(__file__).parent / "catalogue" / "v2_round2_a.yaml").read_text()
 )
 _WS = Path("/tmp/never-used-round2-a-ws")
-_BUDGET = 10.0
 
 
-@functools.cache
 def _engine() -> PermissionEngine:
-    return PermissionEngine(
-        PermissionConfig(workspace=_WS, home=Path("/home/tester"), policy="human", budget_seconds=_BUDGET)
-    )
+    return table_engine(_WS)
 
 
 def _decide(command: str) -> Decision:
@@ -84,7 +80,7 @@ def _ruled(line: str) -> Decision:
             home=Path("/home/tester"),
             policy="human",
             rules=load_rules({"allow": [rule]}),
-            budget_seconds=_BUDGET,
+            budget_seconds=TABLE_BUDGET_SECONDS,
         )
     )
     return engine.evaluate(Action(kind="command", target=command))
@@ -123,7 +119,7 @@ def test_outer_wildcard_never_covers_a_risky_inner_program(runner: str, inner: s
 def test_app_servers_serve_the_workspace_modules(tmp_path: Path, command: str, allowed: bool) -> None:
     (tmp_path / "app.py").write_text("app = None\n")
     engine = PermissionEngine(
-        PermissionConfig(workspace=tmp_path, home=Path("/home/tester"), budget_seconds=_BUDGET)
+        PermissionConfig(workspace=tmp_path, home=Path("/home/tester"), budget_seconds=TABLE_BUDGET_SECONDS)
     )
     assert (engine.evaluate(Action(kind="command", target=command)).verdict == "allow") is allowed
 
@@ -190,6 +186,6 @@ def test_workspace_scripts_run_and_binaries_ask(tmp_path: Path, command: str, al
     (tmp_path / "script" / "cibuild").write_text("#!/bin/sh\necho hi\n")
     (tmp_path / "server").write_bytes(b"\x7fELF\x02\x01")
     engine = PermissionEngine(
-        PermissionConfig(workspace=tmp_path, home=Path("/home/tester"), budget_seconds=_BUDGET)
+        PermissionConfig(workspace=tmp_path, home=Path("/home/tester"), budget_seconds=TABLE_BUDGET_SECONDS)
     )
     assert (engine.evaluate(Action(kind="command", target=command)).verdict == "allow") is allowed

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
@@ -10,22 +9,17 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from approvals.permissions import Action, Decision, PermissionConfig, PermissionEngine, PolicyName
+from approvals.permissions import Action, Decision, PermissionEngine, PolicyName
+from tests.approvals.permissions.engines import table_engine
 
 CASES: dict[str, list[str]] = yaml.safe_load(
     (Path(__file__).parent / "catalogue" / "v2_written.yaml").read_text()
 )
 _WS = Path("/tmp/never-used-written-ws")
 
-# What is judged here is the class, not the time: a loaded shared machine must not fail closed.
-_BUDGET = 10.0
 
-
-@functools.cache
 def _engine(policy: PolicyName = "human") -> PermissionEngine:
-    return PermissionEngine(
-        PermissionConfig(workspace=_WS, home=Path("/home/tester"), policy=policy, budget_seconds=_BUDGET)
-    )
+    return table_engine(_WS, policy)
 
 
 def _decide(command: str, policy: PolicyName = "human") -> Decision:

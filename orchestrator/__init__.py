@@ -17,6 +17,7 @@ from orchestrator.config import (
     default_team,
     load_team,
     local_team,
+    missing_keys,
     parse_team,
 )
 from orchestrator.errors import (
@@ -67,6 +68,7 @@ from orchestrator.ports import (
     ToolPhase,
 )
 from orchestrator.run import (
+    ActionResult,
     AgentCard,
     CoordinationState,
     ModelFactory,
@@ -108,6 +110,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "RUN_EVENT_ADAPTER",
     "TERMINAL_KINDS",
+    "ActionResult",
     "AgentCard",
     "AgentConfig",
     "AgentFailed",
@@ -166,6 +169,7 @@ __all__ = [
     "default_team",
     "load_team",
     "local_team",
+    "missing_keys",
     "parse_team",
     "rebuild_state",
     "resume_run",

@@ -22,6 +22,7 @@ AgentState = Literal[
 ]
 Phase = Literal["coordinating", "presenting", "done"]
 Outcome = Literal["allow", "ask", "deny"]
+ActionOutcome = Literal["ran", "failed", "denied", "expired", "cancelled"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +103,12 @@ class ToolDecided(_Event):
     reason: str
     executed: bool
     result_preview: str = ""
+    # What the action did: `ran` (a command exited 0), `failed` (a non-zero exit, a timeout, an error),
+    # or why it did not run: `denied` (by the engine or a person), `expired` or `cancelled` (an ask
+    # nobody answered). None only in logs written before these fields existed.
+    outcome: ActionOutcome | None = None
+    exit_code: int | None = None  # run_command's, when it ran to an exit
+    request_id: str | None = None  # the approval request a person was asked, if any
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,6 +4,7 @@ Pure configuration: nothing here builds a provider client or imports a vendor SD
 """
 
 from orchestrator.config.cost import DEFAULT_PRICES, FREE, UNKNOWN_MODEL_PRICE, Price, cost_usd, resolve_price
+from orchestrator.config.keys import missing_keys
 from orchestrator.config.presets import LOCAL_PRESETS, PRESETS
 from orchestrator.config.team import (
     BACKEND_TYPES,
@@ -49,6 +50,7 @@ __all__ = [
     "default_team",
     "load_team",
     "local_team",
+    "missing_keys",
     "parse_team",
     "resolve_price",
 ]

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.config.keys import endpoint
 from orchestrator.config.presets import PRESETS
 from orchestrator.errors import ProviderConfigError
 from orchestrator.llm.adapter import DEFAULT_CALL_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S
@@ -90,23 +91,15 @@ def make_model_client(
     if type == "local":
         return _local_client(model, local, settings)
     if type in ("claude", "anthropic"):
-        url = base_url or environ.get("ANTHROPIC_BASE_URL") or None
-        key = resolve_api_key(api_key, api_key_env or "ANTHROPIC_API_KEY", url is not None, environ)
+        found = endpoint(type, base_url, api_key_env, environ)
+        url, key = found.url, resolve_api_key(api_key, found.key_env, found.keyless_ok, environ)
         from orchestrator.llm.anthropic import AnthropicClient
         from orchestrator.llm.anthropic import build_sdk_client as build_anthropic
 
         return AnthropicClient(build_anthropic(url, key, call_timeout_s), model, **settings)
     if type in ("openai", "chatcompletion") or type in PRESETS:
-        if type in PRESETS:
-            preset_url, preset_env = PRESETS[type]
-            url = base_url or preset_url
-            key_env = api_key_env or preset_env
-            keyless_ok = base_url is not None or preset_env is None
-        else:
-            url = base_url or environ.get("OPENAI_BASE_URL") or None
-            key_env = api_key_env or "OPENAI_API_KEY"
-            keyless_ok = url is not None
-        key = resolve_api_key(api_key, key_env, keyless_ok, environ)
+        found = endpoint(type, base_url, api_key_env, environ)
+        url, key = found.url, resolve_api_key(api_key, found.key_env, found.keyless_ok, environ)
         from orchestrator.llm.openai import ChatCompletionsClient, OpenAIResponsesClient
         from orchestrator.llm.openai import build_sdk_client as build_openai
 

@@ -171,9 +171,8 @@ def classify_sdk_error(exc: Exception, errors: SdkErrors, provider: str, model: 
     if isinstance(exc, errors.timeout):
         return ProviderError(provider, model, None, True, "request timed out")
     if isinstance(exc, errors.connection):
-        return ProviderError(
-            provider, model, None, True, f"connection failed: {getattr(exc, 'message', exc)}"
-        )
+        detail = getattr(exc, "message", exc)
+        return ProviderError(provider, model, None, True, f"connection failed{_to_url(exc)}: {detail}")
     if errors.validation is not None and isinstance(exc, errors.validation):
         return malformed_response(provider, model, getattr(exc, "message", str(exc)))
     return unexpected_error(exc, provider, model)
@@ -198,5 +197,14 @@ def unexpected_error(exc: Exception, provider: str, model: str) -> ProviderError
     if names & {"TimeoutException", "TimeoutError"}:
         return ProviderError(provider, model, None, True, f"timed out: {exc!r}")
     if names & {"TransportError", "ConnectionError"}:
-        return ProviderError(provider, model, None, True, f"connection failed: {exc!r}")
+        return ProviderError(provider, model, None, True, f"connection failed{_to_url(exc)}: {exc!r}")
     return ProviderError(provider, model, None, False, f"unexpected {type(exc).__name__}: {exc}")
+
+
+def _to_url(exc: Exception) -> str:
+    """` to <url>` for an error that carries the HTTP request it was making (the SDKs' and httpx's do)."""
+    try:
+        url = getattr(exc, "request", None).url  # type: ignore[union-attr]
+    except (AttributeError, RuntimeError):  # no request, or httpx's "request not set"
+        return ""
+    return f" to {url}" if url else ""

@@ -14,9 +14,10 @@ from orchestrator.run.supervisor import (
     resume_run,
     start_run,
 )
-from orchestrator.run.view import AgentCard, PendingApproval, RunView, ViewPhase
+from orchestrator.run.view import ActionResult, AgentCard, PendingApproval, RunView, ViewPhase
 
 __all__ = [
+    "ActionResult",
     "AgentCard",
     "AgentView",
     "Answer",

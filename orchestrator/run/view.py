@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from orchestrator.events import (
+    ActionOutcome,
     AgentFailed,
     AgentRestarted,
     AgentState,
@@ -29,6 +30,7 @@ from orchestrator.events import (
     TextDelta,
     ToolApprovalRequested,
     ToolApprovalResolved,
+    ToolDecided,
     UsageUpdated,
     VoteCast,
 )
@@ -78,6 +80,24 @@ class PendingApproval:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ActionResult:
+    """A tool call worth showing after its decision: asked about, or not run cleanly (denied, failed...)."""
+
+    agent_id: str
+    tool: str
+    action: str
+    outcome: ActionOutcome
+    exit_code: int | None = None
+    asked: bool = False  # a person was asked to approve it
+    reason: str = ""
+
+    @property
+    def unmet(self) -> bool:
+        """An action a person was asked about that did not run, or any action that ran and failed."""
+        return self.outcome == "failed" or (self.asked and self.outcome != "ran")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunView:
     """Immutable snapshot of a run for rendering (see the module docstring)."""
 
@@ -92,6 +112,7 @@ class RunView:
     output_tokens: int = 0
     cost_usd: float = 0.0
     pending: tuple[PendingApproval, ...] = ()
+    actions: tuple[ActionResult, ...] = ()  # in decision order; routine allowed calls are left out
     outcome: Outcome | None = None  # None while running
     winner: str | None = None  # agent id
     winner_label: str | None = None
@@ -225,6 +246,23 @@ def _answered(view: RunView, event: ToolApprovalResolved) -> RunView:
     return replace(view, pending=tuple(p for p in view.pending if p.request_id != event.request_id))
 
 
+def _decided(view: RunView, event: ToolDecided) -> RunView:
+    outcome = event.outcome or ("ran" if event.executed else "denied")  # logs from before `outcome`
+    asked = event.request_id is not None
+    if outcome == "ran" and not asked:
+        return view
+    result = ActionResult(
+        agent_id=event.agent_id,
+        tool=event.tool,
+        action=event.action,
+        outcome=outcome,
+        exit_code=event.exit_code,
+        asked=asked,
+        reason=event.reason,
+    )
+    return replace(view, actions=(*view.actions, result))
+
+
 def _consensus(view: RunView, event: ConsensusReached) -> RunView:
     return replace(
         view,
@@ -274,6 +312,7 @@ _FOLDS: dict[type[Any], Callable[[RunView, Any], RunView]] = {
     UsageUpdated: _usage,
     ToolApprovalRequested: _asked,
     ToolApprovalResolved: _answered,
+    ToolDecided: _decided,
     ConsensusReached: _consensus,
     FinalDelta: _final_delta,
     RunFinished: _finished,

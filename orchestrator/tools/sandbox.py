@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import shutil
 import signal
 from collections.abc import Mapping, Sequence
@@ -69,6 +70,15 @@ class CommandResult:
         else:
             status = f"[exit code {self.exit_code}]"
         return f"{text.rstrip()}\n{status}" if text.strip() else status
+
+
+_EXIT_LINE = re.compile(r"\[exit code (-?\d+)\]\Z")
+
+
+def rendered_exit_code(rendered: str) -> int | None:
+    """The exit code `CommandResult.render` ended `rendered` with (None: timed out, or not a render)."""
+    found = _EXIT_LINE.search(rendered[-40:])
+    return int(found.group(1)) if found else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,7 +27,7 @@ from orchestrator.events import AgentState, AgentStatus, ToolCalled, ToolDecided
 from orchestrator.llm.base import ToolCall, ToolSpec
 from orchestrator.ports import ApprovalPort, Evaluator, RunContext, ToolOutcome, ToolPhase
 from orchestrator.tools.gate import GateCall, GateResult, PermissionGate, RunGrants
-from orchestrator.tools.sandbox import Sandbox
+from orchestrator.tools.sandbox import Sandbox, rendered_exit_code
 from orchestrator.tools.specs import (
     ToolArgumentError,
     ToolEnv,
@@ -235,6 +235,7 @@ class WorkspaceRunTools:
             reason=result.reason,
             executed=result.allowed,
             result_preview=outcome.content[:_PREVIEW] if outcome is not None else "",
+            **what_happened("apply_patch", result, outcome),
         )
         await self.ctx.emit(decided)
         return outcome or ToolOutcome(content=result.reason, is_error=True)
@@ -315,7 +316,7 @@ class AgentTools:
         layer = "policy" if result.deferred else decision.layer
         report = _Report(call, phase, " + ".join(map(str, actions)), decision.risk, layer)
         if not result.allowed:
-            return await self._refuse(report, result.reason)
+            return await self._refuse(report, result.reason, result)
         return await self._run_bound(report, frozen, digest, result, real)
 
     def _boundary_refusal(self, args: Any, real: str | None) -> str | None:
@@ -352,14 +353,26 @@ class AgentTools:
             is_error = False
         except (OSError, OrchestratorError) as exc:
             content, is_error = f"{name} failed: {exc}", True
-        await self._report(report, allowed=True, reason=result.reason, preview=content)
-        return ToolOutcome(content=content, is_error=is_error)
+        done = ToolOutcome(content=content, is_error=is_error)
+        await self._report(
+            report, allowed=True, reason=result.reason, preview=content, done=done, gate=result
+        )
+        return done
 
-    async def _refuse(self, report: _Report, reason: str) -> ToolOutcome:
-        await self._report(report, allowed=False, reason=reason)
+    async def _refuse(self, report: _Report, reason: str, gate: GateResult | None = None) -> ToolOutcome:
+        await self._report(report, allowed=False, reason=reason, gate=gate)
         return ToolOutcome(content=reason, is_error=True)
 
-    async def _report(self, report: _Report, *, allowed: bool, reason: str, preview: str = "") -> None:
+    async def _report(
+        self,
+        report: _Report,
+        *,
+        allowed: bool,
+        reason: str,
+        preview: str = "",
+        done: ToolOutcome | None = None,
+        gate: GateResult | None = None,
+    ) -> None:
         event = ToolDecided(
             agent_id=self.agent_id,
             call_id=report.call.id,
@@ -371,6 +384,7 @@ class AgentTools:
             reason=reason,
             executed=allowed,
             result_preview=preview[:_PREVIEW],
+            **what_happened(report.call.name, gate, done),
         )
         await self._ctx.emit(event)
         status: AgentState = "thinking" if report.phase == "coordination" else "presenting"
@@ -403,3 +417,15 @@ def _request_context(frozen: str, actions: tuple[Action, ...]) -> dict[str, str]
     if len(actions) > 1:
         context["path_as_given"] = actions[0].target
     return context
+
+
+def what_happened(tool: str, gate: GateResult | None, done: ToolOutcome | None) -> dict[str, Any]:
+    """`ToolDecided`'s outcome fields: what the action did (`done`), or why it never ran."""
+    request = gate.request if gate is not None else None
+    asked: dict[str, Any] = {"request_id": request.id} if request is not None else {}
+    if done is None:
+        status = request.status if request is not None else None
+        return {"outcome": status if status in ("expired", "cancelled") else "denied", **asked}
+    code = rendered_exit_code(done.content) if tool == "run_command" and not done.is_error else None
+    failed = done.is_error or (tool == "run_command" and code != 0)
+    return {"outcome": "failed" if failed else "ran", "exit_code": code, **asked}

@@ -13,6 +13,7 @@ DOORS = {
     "orchestrator": [
         "RUN_EVENT_ADAPTER",
         "TERMINAL_KINDS",
+        "ActionResult",
         "AgentCard",
         "AgentConfig",
         "AgentFailed",
@@ -71,6 +72,7 @@ DOORS = {
         "default_team",
         "load_team",
         "local_team",
+        "missing_keys",
         "parse_team",
         "rebuild_state",
         "resume_run",
@@ -103,6 +105,7 @@ DOORS = {
         "default_team",
         "load_team",
         "local_team",
+        "missing_keys",
         "parse_team",
         "resolve_price",
     ],
@@ -127,6 +130,7 @@ DOORS = {
         "warm_up",
     ],
     "orchestrator.run": [
+        "ActionResult",
         "AgentCard",
         "AgentView",
         "Answer",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 
 from orchestrator.config.presets import PRESETS
-from orchestrator.errors import ProviderConfigError
+from orchestrator.errors import ProviderConfigError, ProviderError
 from orchestrator.llm.anthropic import AnthropicClient
 from orchestrator.llm.factory import (
     PLACEHOLDER_API_KEY,
@@ -110,3 +111,23 @@ def test_importing_the_factory_does_not_import_the_sdks() -> None:
     code = "import sys, orchestrator.llm.factory; print(sorted({'openai', 'anthropic'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("kind", "prefix", "path"),
+    [
+        ("openai", "/v1", "/responses"),
+        ("chatcompletion", "/v1", "/chat/completions"),
+        ("claude", "", "/v1/messages"),
+    ],
+)
+async def test_a_connection_error_names_the_url_tried(kind: str, prefix: str, path: str) -> None:
+    with socket.socket() as closed:  # bound, never listening: every connection is refused
+        closed.bind(("127.0.0.1", 0))
+        base = f"http://127.0.0.1:{closed.getsockname()[1]}{prefix}"
+        client = make_model_client(type=kind, model="m", base_url=base, api_key="k", max_attempts=1)
+        with pytest.raises(ProviderError) as caught:
+            await collect(client)  # type: ignore[arg-type]
+        await client.close()
+    assert caught.value.retryable
+    assert f"connection failed to {base}{path}" in str(caught.value)

@@ -17,6 +17,7 @@ from orchestrator import (
     TextDelta,
     ToolApprovalRequested,
     ToolApprovalResolved,
+    ToolDecided,
     start_run,
 )
 from orchestrator.testing import ScriptedModels, scripted_team
@@ -96,3 +97,35 @@ def test_views_are_immutable_and_unknown_agents_get_a_card() -> None:
     assert (after.run_id, after.last_seq, after.label("ghost")) == ("r", 3, "ghost")
     with pytest.raises(dataclasses.FrozenInstanceError):
         after.phase = "done"  # type: ignore[misc]
+
+
+def decided(action: str, **fields: object) -> ToolDecided:
+    base: dict[str, object] = {"decision": "allow", "executed": True, "outcome": "ran", "layer": "rule"}
+    base |= fields
+    return ToolDecided(
+        run_id="run-1", agent_id="a1", call_id=action, tool="run_command", action=action,
+        risk="low", reason="why", **base,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_actions_keep_what_was_asked_or_did_not_run_cleanly() -> None:
+    view = RunView.of(
+        [
+            STARTED,
+            decided("routine"),  # allowed by the engine and ran: not shown
+            decided("approved", request_id="r1", exit_code=0),
+            decided("floored", decision="deny", executed=False, outcome="denied", layer="floor"),
+            decided("broke", outcome="failed", exit_code=2),
+            decided("unanswered", decision="deny", executed=False, outcome="expired", request_id="r2"),
+            decided("old log", decision="deny", executed=False, outcome=None),  # before `outcome` existed
+        ]
+    )
+    assert [(a.action, a.outcome, a.exit_code, a.asked) for a in view.actions] == [
+        ("approved", "ran", 0, True),
+        ("floored", "denied", None, False),
+        ("broke", "failed", 2, False),
+        ("unanswered", "expired", None, True),
+        ("old log", "denied", None, False),
+    ]
+    # Unmet: asked and not run, or ran and failed (an engine refusal the agent worked around is not).
+    assert [a.action for a in view.actions if a.unmet] == ["broke", "unanswered"]

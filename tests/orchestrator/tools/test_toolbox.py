@@ -114,6 +114,7 @@ async def test_deny_reason_is_fed_back_and_nothing_runs(
     assert harness.audit.entries[-1].outcome == "deny"
     (decided,) = [e for e in harness.events if isinstance(e, ToolDecided)]
     assert (decided.decision, decided.executed, decided.layer) == ("deny", False, "rule")
+    assert (decided.outcome, decided.exit_code, decided.request_id) == ("denied", None, None)
     await tools.close("the run ended")
 
 
@@ -198,6 +199,20 @@ async def test_sandbox_none_runs_plainly(harness: Harness, source: Path, tmp_pat
         call("run_command", {"command": "echo hi > made.txt && cat made.txt"}), phase="coordination"
     )
     assert outcome.content == "hi\n[exit code 0]"
+    await tools.close("the run ended")
+
+
+@pytest.mark.parametrize(
+    ("command", "outcome", "code"),
+    [("true", "ran", 0), ("echo out; exit 3", "failed", 3), ("echo '[exit code 0]'; exit 4", "failed", 4)],
+)
+async def test_the_decision_event_says_what_the_command_did(
+    harness: Harness, source: Path, tmp_path: Path, command: str, outcome: str, code: int
+) -> None:
+    tools = await build(harness, team(source, sandbox="none"), tmp_path / "ws", bwrap_path="/nonexistent")
+    await tools.for_agent("alpha").call(call("run_command", {"command": command}), phase="coordination")
+    (decided,) = [e for e in harness.events if isinstance(e, ToolDecided)]
+    assert (decided.outcome, decided.exit_code, decided.request_id) == (outcome, code, None)
     await tools.close("the run ended")
 
 
@@ -308,6 +323,8 @@ async def test_fetch_url_asks_then_fetches_exactly_the_approved_url(
     outcome = await asyncio.wait_for(waiting, timeout=10)
     assert outcome.content.endswith("hello from loopback")
     assert [e.outcome for e in harness.audit.entries] == ["ask", "approved"]
+    (decided,) = [e for e in harness.events if isinstance(e, ToolDecided)]
+    assert (decided.outcome, decided.exit_code, decided.request_id) == ("ran", None, request.id)
     await tools.close("the run ended")
 
 
@@ -325,6 +342,9 @@ async def test_an_unanswered_ask_is_denied_when_it_expires(
     assert outcome.is_error
     assert "expired" in outcome.content
     assert harness.kinds().count("tool_approval_resolved") == 1
+    (decided,) = [e for e in harness.events if isinstance(e, ToolDecided)]
+    assert decided.outcome == "expired"
+    assert decided.request_id is not None
     await tools.close("the run ended")
 
 

@@ -1,28 +1,39 @@
 """`massgen-bot run`: run a team on one task in the terminal, answering approvals at the prompt.
 
-Exit codes: 0 done, 1 team-file or usage error, 2 run failed, 3 salvaged (timeout, budget,
-max_rounds: an answer without consensus), 4 cancelled (Ctrl-C). Imports stay inside functions so
-the first model request goes out quickly (`make bench` measures it).
+Exit codes: 0 done, 1 config or usage error (before the run starts), 2 run failed, 3 salvaged
+(timeout, budget, max_rounds: an answer without consensus), 4 cancelled (Ctrl-C). Imports stay
+inside functions so the first model request goes out quickly (`make bench` measures it).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bot.settings import BotSettings
+    from bot.wiring import Storage
     from orchestrator import RunCancelled, RunFailed, RunFinished, TeamConfig
 
 EXIT_DONE, EXIT_CONFIG, EXIT_FAILED, EXIT_SALVAGED, EXIT_CANCELLED = 0, 1, 2, 3, 4
+ENV_FILE = ".env"
+
+
+class UsageError(Exception):
+    """A problem the user can fix before the run starts (exit 1, one line on stderr)."""
 
 
 def register(subparsers: Any) -> None:
     """Add the `run` subcommand."""
     parser = subparsers.add_parser("run", help="run a team of agents on a task in this terminal")
-    parser.add_argument("task", nargs="+", help="what the agents should do")
+    parser.add_argument("task", nargs="*", help="what the agents should do (`-`: read it from stdin)")
+    parser.add_argument(
+        "--task-file", type=Path, default=None, metavar="FILE", help="read the task from FILE (`-`: stdin)"
+    )
     parser.add_argument(
         "--team", type=Path, default=None, help="team file (default: $MASSGEN_TEAM, else a built-in team)"
     )
@@ -38,33 +49,81 @@ def register(subparsers: Any) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """Load the team, run it, return the exit code."""
+    """Load the settings, the team and the task; check the keys; run; return the exit code."""
     import asyncio
 
-    from bot.settings import BotSettings
-    from orchestrator import TeamConfigError, default_team, load_team
-
-    task = " ".join(args.task).strip()
-    if not task:
-        print("massgen-bot run: the task is empty", file=sys.stderr)
-        return EXIT_CONFIG
     try:
-        settings = BotSettings.load()
-    except ValueError as exc:
-        print(f"massgen-bot run: invalid settings: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    if args.database_url is not None:
-        settings = settings.model_copy(update={"database_url": args.database_url})
-    team_file = args.team or settings.team_file
-    try:
-        team = load_team(team_file) if team_file is not None else default_team()
-    except TeamConfigError as exc:
+        load_env_file(ENV_FILE)
+        task = read_task(args.task, args.task_file)
+        settings = _settings(args.database_url)
+        team, team_name = _team(args.team or settings.team_file)
+    except UsageError as exc:
         print(f"massgen-bot run: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     for warning in team.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    team_name = team_file.stem if team_file is not None else "default"  # as the bot names its teams
     return asyncio.run(_main(args, settings, team, task, team_name))
+
+
+def load_env_file(path: str) -> None:
+    """Put `path`'s variables (provider keys, `DATABASE_URL`, ...) into the environment, as the bot reads
+    them; a variable already set wins, and a missing file is fine."""
+    from dotenv import dotenv_values
+
+    if not Path(path).is_file():
+        return
+    for name, value in dotenv_values(path).items():
+        if value is not None:
+            os.environ.setdefault(name, value)
+
+
+def read_task(words: list[str], task_file: Path | None) -> str:
+    """The task from the words, `-` (stdin) or `--task-file`; never empty."""
+    if task_file is not None and words:
+        raise UsageError("give the task as words or as --task-file, not both")
+    source = str(task_file) if task_file is not None else ("-" if words == ["-"] else None)
+    if source == "-":
+        text = sys.stdin.read()
+    elif source is not None:
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read the task file {source}: {exc}") from None
+    else:
+        text = " ".join(words)
+    if not text.strip():
+        raise UsageError("the task is empty")
+    return text.strip()
+
+
+def _settings(database_url: str | None) -> BotSettings:
+    from bot.settings import BotSettings
+
+    try:
+        settings = BotSettings.load(env_file=None)  # `.env` is in the environment already
+    except ValueError as exc:
+        raise UsageError(f"invalid settings: {exc}") from None
+    if database_url is not None:
+        settings = settings.model_copy(update={"database_url": database_url})
+    return settings
+
+
+def _team(team_file: Path | None) -> tuple[TeamConfig, str]:
+    """The team (its file, else the built-in one) and its name, once every agent has a key."""
+    from orchestrator import TeamConfigError, default_team, load_team, missing_keys
+
+    try:
+        team = load_team(team_file) if team_file is not None else default_team()
+    except TeamConfigError as exc:
+        raise UsageError(str(exc)) from None
+    missing = missing_keys(team, os.environ)
+    if missing:
+        agents = ", ".join(f"agent {agent} needs {var}" for agent, var in missing.items())
+        where = f"the team file {team_file}" if team_file is not None else "a team file (--team)"
+        raise UsageError(
+            f"no API key: {agents}; set it in the environment or {ENV_FILE}, or api_key in {where}"
+        )
+    return team, team_file.stem if team_file is not None else "default"  # as the bot names its teams
 
 
 def exit_code(terminal: RunFinished | RunFailed | RunCancelled) -> int:
@@ -76,53 +135,86 @@ def exit_code(terminal: RunFinished | RunFailed | RunCancelled) -> int:
     return EXIT_SALVAGED if terminal.salvage else EXIT_DONE
 
 
+def redact_url(url: str) -> str:
+    """A database URL fit to print: its password replaced by `***`."""
+    return re.sub(r"(://[^/:@]*:)[^/@]*@", r"\1***@", url)
+
+
+async def _open_storage(settings: BotSettings) -> Storage:
+    """The bot's stores; any failure is one line naming the database (its password hidden)."""
+    from bot.wiring import open_storage
+
+    try:
+        return await open_storage(settings)
+    except Exception as exc:  # a bad URL, a missing driver, an unreachable server, an unwritable file
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        url = redact_url(settings.resolved_database_url())
+        raise UsageError(f"cannot open the database {url}: {detail[:300]}") from None
+
+
 async def _main(
     args: argparse.Namespace, settings: BotSettings, team: TeamConfig, task: str, team_name: str
 ) -> int:
-    import asyncio
     import getpass
-    import signal
 
-    from bot.cli.run_view import JsonView, LiveView, TerminalApprover
-    from orchestrator import sandbox_status, start_run
+    from orchestrator import sandbox_status
 
     # `sandbox: none` warns when its sandbox is made; a broken bubblewrap is said here, before any ask.
     if team.sandbox == "bwrap" and (problem := await sandbox_status("bwrap")) is not None:
         print(f"warning: {problem}", file=sys.stderr)
     user = f"cli:{getpass.getuser()}"
-    team = _terminal_approver(team, user)
-    from bot.wiring import open_storage
-
-    # The same stores as the bot (`open_storage` is the composition root's storage half).
-    storage = await open_storage(settings)
-    service = storage.approvals
-    view = JsonView() if args.json else LiveView()
-    approver = TerminalApprover(service, user, view, interactive=sys.stdin.isatty())
-    service.subscribe(approver.on_event)
     try:
-        handle = await start_run(
-            team,
-            task,
-            tools=_tools_factory(service),
-            store=storage.run_store,
-            requester=user,
-            subscribers=[view.on_event],
-            team_name=team_name,
-        )
-        loop = asyncio.get_running_loop()
-        stopping: set[asyncio.Task[None]] = set()
-        loop.add_signal_handler(signal.SIGINT, lambda: stopping.add(loop.create_task(handle.cancel(by=user))))
-        view.start(handle)
-        try:
-            terminal = await handle.wait()
-        finally:
-            loop.remove_signal_handler(signal.SIGINT)
-            await approver.close()
-            await asyncio.gather(*stopping)
-        view.finish(terminal)
-        return exit_code(terminal)
+        storage = await _open_storage(settings)
+    except UsageError as exc:
+        print(f"massgen-bot run: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        return await _run(args, storage, _terminal_approver(team, user), task, team_name, user)
     finally:
         await storage.close()
+
+
+async def _run(
+    args: argparse.Namespace, storage: Storage, team: TeamConfig, task: str, team_name: str, user: str
+) -> int:
+    import asyncio
+    import signal
+
+    from bot.cli.run_view import JsonView, LiveView, TerminalApprover
+    from orchestrator import start_run
+
+    service = storage.approvals
+    view = JsonView() if args.json else LiveView()
+    # The task read from stdin used it up: nobody is left to answer there, so asks are denied.
+    interactive = sys.stdin.isatty() and not _task_from_stdin(args)
+    approver = TerminalApprover(service, user, view, interactive=interactive)
+    service.subscribe(approver.on_event)
+    handle = await start_run(
+        team,
+        task,
+        tools=_tools_factory(service),
+        store=storage.run_store,
+        requester=user,
+        subscribers=[view.on_event],
+        team_name=team_name,
+    )
+    print(f"run {handle.run_id} (later: massgen-bot audit --run {handle.run_id})", file=sys.stderr)
+    loop = asyncio.get_running_loop()
+    stopping: set[asyncio.Task[None]] = set()
+    loop.add_signal_handler(signal.SIGINT, lambda: stopping.add(loop.create_task(handle.cancel(by=user))))
+    view.start(handle)
+    try:
+        terminal = await handle.wait()
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        await approver.close()
+        await asyncio.gather(*stopping)
+    view.finish(terminal)
+    return exit_code(terminal)
+
+
+def _task_from_stdin(args: argparse.Namespace) -> bool:
+    return args.task == ["-"] or str(args.task_file) == "-"
 
 
 def _terminal_approver(team: TeamConfig, user: str) -> TeamConfig:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # rich is imported only when something is drawn: `--json` run
     from rich.text import Text
 
     from approvals import ApprovalRequest, ApprovalService
-    from orchestrator import RunHandle
+    from orchestrator import ActionResult, RunHandle
 
 Terminal = RunFinished | RunFailed | RunCancelled
 NO_TERMINAL = "no terminal to ask"
@@ -82,24 +82,33 @@ class LiveView:
     """Agent cards (status, answers, vote, tokens, cost, latest text) redrawn a few times a second.
 
     The cards are the run's one fold (`orchestrator.RunView`), the same the Slack status message shows.
+    Without a terminal (piped, redirected) nothing is redrawn: each change is one plain line, with no
+    control codes. Either way each action worth a line (asked about, denied, failed) gets one.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, console: Console | None = None) -> None:
         from rich.console import Console
 
-        self._console = Console()
+        self._console = console or Console()
         self._live: Live | None = None
         self.view = RunView()
 
     def on_event(self, event: RunEvent) -> None:
-        """The run's subscriber: fold the event into the view the cards are drawn from."""
-        self.view = self.view.apply(event)
+        """The run's subscriber: fold the event into the view, then say what changed as lines."""
+        before, self.view = self.view, self.view.apply(event)
+        lines = [action_line(a, self.view) for a in self.view.actions[len(before.actions) :]]
+        if not self._console.is_terminal:
+            lines = progress_lines(before, self.view) + lines
+        for line in lines:
+            self._console.print(line, soft_wrap=True)  # one line per change, however narrow the screen
 
     @property
     def console(self) -> Console:
         return self._console
 
     def start(self, handle: RunHandle) -> None:
+        if not self._console.is_terminal:
+            return  # lines only: a redrawn table is for people, not for files
         from rich.live import Live
 
         self._live = Live(console=self.console, get_renderable=self._render, refresh_per_second=8)
@@ -121,31 +130,89 @@ class LiveView:
         return agent_table(self.view)
 
 
+_OUTCOME_STYLE = {
+    "ran": "green",
+    "failed": "red",
+    "denied": "red",
+    "expired": "yellow",
+    "cancelled": "yellow",
+}
+
+
+def action_line(action: ActionResult, view: RunView) -> Text:
+    """What one action did, after its decision: `ran (exit code 0)`, `failed (exit code 2)`, `denied: ...`."""
+    from rich.text import Text
+
+    code = f" (exit code {action.exit_code})" if action.exit_code is not None else ""
+    why = "" if action.outcome == "ran" or (action.outcome == "failed" and code) else f": {action.reason}"
+    if action.outcome == "expired":
+        why = ": nobody answered in time"
+    line = Text(f"{view.label(action.agent_id)} ({action.agent_id}) · ")
+    line.append(f"{action.outcome}{code}", style=_OUTCOME_STYLE.get(action.outcome, ""))
+    line.append(f" · {action.action}{why}")  # agent text: never markup
+    return line
+
+
+def progress_lines(before: RunView, after: RunView) -> list[Text]:
+    """What changed between two views, one plain line each (the display without a terminal)."""
+    from rich.text import Text
+
+    lines: list[str] = []
+    if after.run_id and not before.run_id:
+        lines.append("agents: " + ", ".join(f"{a.label} ({a.agent_id}) {a.model}" for a in after.agents))
+    for card in after.agents:
+        old = before.agent(card.agent_id)
+        who = f"{card.label} ({card.agent_id})"
+        if card.latest_answer and (old is None or old.latest_answer != card.latest_answer):
+            lines.append(f"{who} answered: {card.latest_answer}")
+        if card.voted_for and (old is None or old.voted_for != card.voted_for):
+            lines.append(f"{who} votes for {card.voted_for}")
+        if card.failed and (old is None or not old.failed):
+            lines.append(f"{who} failed: {card.detail}")
+    if after.phase == "presenting" and before.phase != "presenting" and after.winner:
+        lines.append(f"consensus: {after.label(after.winner)} ({after.winner}) presents the final answer")
+    return [Text(line) for line in lines]
+
+
 def agent_table(view: RunView) -> Table:
-    """One row per agent."""
+    """One row per agent, legible at 80 columns: the numbers keep their width, `latest` takes the rest."""
+    from rich import box
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=f"{view.phase} · ${view.cost_usd:.4f}", expand=True)
-    for column in ("agent", "model", "status", "answers", "vote", "tokens in/out", "cost", "latest"):
-        table.add_column(column, overflow="ellipsis", no_wrap=column != "latest")
+    title = f"{view.phase} · ${view.cost_usd:.4f}"
+    table = Table(title=title, expand=True, box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
+    # Fixed widths: only `latest` gives way on a narrow screen (8 agents' worth of ids still fit 16).
+    table.add_column("agent", no_wrap=True, overflow="ellipsis", width=16)
+    table.add_column("status", no_wrap=True, overflow="ellipsis", width=17)
+    for column, width in (("ans", 3), ("vote", 8), ("tokens", 9), ("cost", 6)):
+        table.add_column(column, no_wrap=True, width=width, justify="left" if column == "vote" else "right")
+    table.add_column("latest", no_wrap=True, overflow="ellipsis", ratio=1)
     for card in view.agents:
-        status = f"failed: {card.detail}" if card.failed else card.status
+        latest = card.detail if card.failed else card.tail  # why a dropped agent left
         table.add_row(
-            f"{card.label} ({card.agent_id})",
-            card.model,
-            Text(status, style="red" if card.failed else ""),
+            Text(f"{card.label} ({card.agent_id})\n") + Text(card.model, style="dim"),
+            Text(card.status.replace("_", " "), style="red" if card.failed else ""),
             str(card.answers),
             card.voted_for or "-",
-            f"{card.input_tokens}/{card.output_tokens}",
-            f"${card.cost_usd:.4f}",
-            " ".join(card.tail.split()),
+            f"{_count(card.input_tokens)}/{_count(card.output_tokens)}",
+            f"${card.cost_usd:.3f}",
+            Text(" ".join(latest.split()), style="red" if card.failed else ""),
         )
     return table
 
 
+def _count(tokens: int) -> str:
+    """Tokens in at most five characters (`980`, `12.3k`, `4.1M`)."""
+    if tokens < 1000:
+        return str(tokens)
+    if tokens < 1_000_000:
+        return f"{tokens / 1000:.1f}k" if tokens < 100_000 else f"{tokens // 1000}k"
+    return f"{tokens / 1_000_000:.1f}M"
+
+
 def final_panel(terminal: Terminal, view: RunView | None) -> Panel:
-    """The tally and the answer (or why there is none)."""
+    """The tally and the answer (or why there is none), and every action asked for that was not done."""
     from rich.console import Group
     from rich.markdown import Markdown
     from rich.panel import Panel
@@ -153,21 +220,37 @@ def final_panel(terminal: Terminal, view: RunView | None) -> Panel:
 
     from bot.runs import apply_line  # only when the panel is drawn (`--json` skips it)
 
+    parts: list[Any] = []
     if isinstance(terminal, RunCancelled):
-        return Panel(
-            f"Cancelled{' by ' + terminal.by if terminal.by else ''}.", title="run cancelled", style="yellow"
-        )
-    if isinstance(terminal, RunFailed):
-        reasons = "\n".join(f"- {who}: {why}" for who, why in terminal.reasons.items())
-        return Panel(reasons, title="run failed", style="red")
-    labels = {card.agent_id: card.label for card in view.agents} if view else {}
-    tally = ", ".join(f"{labels.get(a, a)} ({a}): {n}" for a, n in terminal.tally.items()) or "no votes"
-    header = f"winner: {terminal.winner} · votes: {tally} · ${terminal.cost_usd:.4f}"
-    if terminal.salvage:
-        header += f"\nNO CONSENSUS — salvaged ({terminal.salvage})"
-    if terminal.applied is not None:
-        header += f"\n{apply_line(terminal)}"
-    return Panel(Group(Text(header, style="bold"), Markdown(terminal.answer)), title="final answer")
+        title, style = "run cancelled", "yellow"
+        parts.append(Text(f"Cancelled{' by ' + terminal.by if terminal.by else ''}."))
+    elif isinstance(terminal, RunFailed):
+        title, style = "run failed", "red"
+        parts.append(Text("\n".join(f"- {who}: {why}" for who, why in terminal.reasons.items())))
+    else:
+        title, style = "final answer", "none"
+        labels = {card.agent_id: card.label for card in view.agents} if view else {}
+        tally = ", ".join(f"{labels.get(a, a)} ({a}): {n}" for a, n in terminal.tally.items()) or "no votes"
+        header = f"winner: {terminal.winner} · votes: {tally} · ${terminal.cost_usd:.4f}"
+        if terminal.salvage:
+            header += f"\nNO CONSENSUS — salvaged ({terminal.salvage})"
+        if terminal.applied is not None:
+            header += f"\n{apply_line(terminal)}"
+        parts.append(Text(header, style="bold"))
+    unmet = unmet_lines(view)
+    if unmet:
+        parts.append(Text("asked for but not done, or failed:", style="bold red"))
+        parts.extend(unmet)
+    if isinstance(terminal, RunFinished):
+        parts.append(Markdown(terminal.answer))
+    return Panel(Group(*parts), title=title, style=style)
+
+
+def unmet_lines(view: RunView | None) -> list[Text]:
+    """One line per action a person was asked about that did not run, or that ran and failed."""
+    if view is None:
+        return []
+    return [action_line(a, view) for a in view.actions if a.unmet]
 
 
 class TerminalApprover:

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from approvals import make_engine
 from bot.cli.run import exit_code
 from orchestrator import SqlRunStore
-from orchestrator.events import RunCancelled, RunFailed, RunFinished, from_json
+from orchestrator.events import RunCancelled, RunFailed, RunFinished, ToolDecided, from_json
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
 
@@ -37,19 +38,26 @@ def team_file(tmp_path: Path, server: ProviderServer, extra: str = "", *, both_s
 
 
 async def massgen_bot(
-    *args: str, wait_requests: int = 0, server: ProviderServer | None = None, interrupt: bool = False
+    *args: str,
+    wait_requests: int = 0,
+    server: ProviderServer | None = None,
+    interrupt: bool = False,
+    stdin: str | None = None,
+    cwd: Path = ROOT,
 ) -> tuple[int, str, str]:
+    """`massgen-bot run ARGS` in a fresh process (stdin: `stdin`, else nothing): exit code, stdout, stderr."""
     env = {k: v for k, v in os.environ.items() if k != "MASSGEN_TEAM"}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", "run", *args,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        cwd=ROOT, env=env,
+        stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=cwd, env=env,
     )  # fmt: skip
     if interrupt:
         assert server is not None
         await server.wait_for(requests=wait_requests, timeout=20)
         process.send_signal(signal.SIGINT)
-    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
+    given = None if stdin is None else stdin.encode()
+    stdout, stderr = await asyncio.wait_for(process.communicate(given), timeout=60)
     assert process.returncode is not None
     return process.returncode, stdout.decode(), stderr.decode()
 
@@ -74,7 +82,12 @@ async def test_json_run_without_terminal_denies_asks(tmp_path: Path) -> None:
     denied = [e for e in events if e.kind == "tool_approval_resolved"]
     assert len(denied) >= 2  # each agent asked once while coordinating (the winner may ask again)
     assert all(e.status == "denied" and e.reason == "no terminal to ask" for e in denied)
-    assert all(not e.executed for e in events if e.kind == "tool_decision")
+    decided = [e for e in events if isinstance(e, ToolDecided)]
+    assert decided
+    assert all(not e.executed for e in decided)
+    # --json shows what each asked-for action came to, linked to its request.
+    assert {(e.outcome, e.request_id) for e in decided} == {("denied", r.request_id) for r in denied}
+    assert (tmp_path / "state" / "massgen.db").is_file()  # MASSGEN_STATE_DIR (conftest) holds the database
 
 
 async def test_asks_are_answered_at_the_terminal(tmp_path: Path) -> None:
@@ -120,16 +133,83 @@ async def test_bad_team_file_exits_1_naming_the_line(tmp_path: Path) -> None:
     assert f"{bad}:3: agents[0].backend.type: unknown backend 'foo'" in err
 
 
-async def test_all_agents_failing_exits_2(tmp_path: Path) -> None:
-    team = tmp_path / "team.yaml"  # no API keys anywhere: both clients fail to build, nothing is sent
+async def test_a_missing_key_is_a_config_error_before_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    team = tmp_path / "team.yaml"
     team.write_text(
-        "agents:\n" + "".join(f"  - id: {a}\n    backend: {{type: groq, model: m}}\n" for a in "ab")
+        "agents:\n"
+        "  - {id: a, backend: {type: groq, model: m}}\n"
+        "  - {id: b, backend: {type: ollama, model: m}}\n"  # a local server needs no key
     )
-    code, out, _ = await massgen_bot("--json", "--team", str(team), "task")
+    monkeypatch.delenv("GROQ_API_KEY", raising=False)
+    code, out, err = await massgen_bot("--json", "--team", str(team), "task")
+    assert (code, out) == (1, "")
+    assert err.strip().splitlines() == [
+        f"massgen-bot run: no API key: agent a needs GROQ_API_KEY; set it in the environment or .env, "
+        f"or api_key in the team file {team}"
+    ]
+    assert not (tmp_path / "state").exists()  # refused before anything was opened
+
+
+async def test_all_agents_failing_exits_2(tmp_path: Path) -> None:
+    async with ProviderServer(lambda request: Reply(error=401)) as server:
+        code, out, _ = await massgen_bot("--json", "--team", str(team_file(tmp_path, server)), "task")
     assert code == 2
     last = json.loads(out.splitlines()[-1])
     assert last["kind"] == "failed"
-    assert "GROQ_API_KEY" in last["reasons"]["a"]
+    assert set(last["reasons"]) == {"alpha", "beta"}
+
+
+async def test_a_bad_database_url_is_one_line(tmp_path: Path) -> None:
+    with socket.socket() as closed:  # bound, never listening: the connection is refused
+        closed.bind(("127.0.0.1", 0))
+        url = f"postgresql://massgen:s3cret@127.0.0.1:{closed.getsockname()[1]}/massgen"
+        async with ProviderServer() as server:
+            team = team_file(tmp_path, server, both_sdks=False)
+            code, out, err = await massgen_bot("--team", str(team), "--database-url", url, "task")
+    assert (code, out) == (1, "")
+    (line,) = [line for line in err.splitlines() if not line.startswith("warning: ")]  # no traceback
+    assert line.startswith(f"massgen-bot run: cannot open the database {url.replace('s3cret', '***')}: ")
+    assert "s3cret" not in err
+    assert not server.requests
+
+
+async def test_dotenv_stdin_task_and_plain_lines_without_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`.env` gives the key, the server and the database; the task comes from stdin; stdout is plain."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "DATABASE_URL"):  # a variable set would win
+        monkeypatch.delenv(name, raising=False)
+    database = tmp_path / "from-dotenv.db"
+    async with ProviderServer(fetch_first) as server:
+        (tmp_path / ".env").write_text(
+            f"OPENAI_API_KEY=k\nOPENAI_BASE_URL={server.openai_base_url}\nDATABASE_URL=sqlite:///{database}\n"
+        )
+        team = tmp_path / "team.yaml"  # no key and no URL in the file: both come from `.env`
+        team.write_text("agents:\n  - {id: a, backend: {type: openai, model: gpt-4o-mini}}\n")
+        code, out, err = await massgen_bot(
+            "--team", str(team), "-", stdin="fix the flaky test\n", cwd=tmp_path
+        )
+    assert code == 0, err
+    assert "fix the flaky test" in server.requests[0].messages[0].text
+    run_id = err.split("run ", 1)[1].split()[0]
+    assert f"massgen-bot audit --run {run_id}" in err
+    engine = make_engine(f"sqlite:///{database}")
+    summary = await SqlRunStore(engine).get(run_id)
+    await engine.dispose()
+    assert summary is not None
+    assert summary.status == "finished"
+    assert "\x1b" not in out  # no colours, no cursor moves: a file or a pipe gets plain lines
+    lines = out.splitlines()
+    assert "agent1 (a) answered: agent1.1" in lines
+    # The ask was denied (nobody at a terminal): said when it happened, and again in the final panel.
+    denied = [
+        line for line in lines if line.startswith("agent1 (a) · denied · fetch(https://example.com/flaky)")
+    ]
+    assert denied
+    assert any("asked for but not done, or failed:" in line for line in lines)
+    assert any("denied · fetch(https://example.com/flaky)" in line and line.startswith("│") for line in lines)
 
 
 async def test_budget_salvage_exits_3(tmp_path: Path) -> None:
@@ -200,6 +280,6 @@ async def test_live_view_renders_cards_and_final_panels() -> None:
     console.print(final_panel(RunFailed(reasons={"a0": "quota exceeded"}), state))
     console.print(final_panel(RunCancelled(by="cli:me"), None))
     text = console.export_text()
-    for needle in ("agent1 (a0)", "some streamed text", "Final answer: the task is done.", "NO CONSENSUS",
+    for needle in ("agent1 (a0)", "some streamed", "Final answer: the task is done.", "NO CONSENSUS",
                    "timeout:latest_answer", "quota exceeded", "Cancelled by cli:me"):  # fmt: skip
         assert needle in text

@@ -1,7 +1,8 @@
 """Build a `ModelClient` from a backend type, model and connection settings.
 
-SDKs are imported inside the branch that needs them: a team using only Anthropic never pays for
-importing `openai`, which keeps CLI start-up short.
+SDKs are imported only for the kind of client built, and then only when its first turn starts, in
+the loader thread (`deferred.py`): a team using only Anthropic never pays for importing `openai`, and
+no SDK import holds another agent's first request or blocks the event loop.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from orchestrator.config.keys import endpoint
 from orchestrator.config.presets import PRESETS
 from orchestrator.errors import ProviderConfigError
 from orchestrator.llm.adapter import DEFAULT_CALL_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S
+from orchestrator.llm.deferred import DeferredClient
 from orchestrator.llm.retry import RetryPolicy
 from orchestrator.ports import ModelClient
 
@@ -93,18 +95,27 @@ def make_model_client(
     if type in ("claude", "anthropic"):
         found = endpoint(type, base_url, api_key_env, environ)
         url, key = found.url, resolve_api_key(api_key, found.key_env, found.keyless_ok, environ)
-        from orchestrator.llm.anthropic import AnthropicClient
-        from orchestrator.llm.anthropic import build_sdk_client as build_anthropic
 
-        return AnthropicClient(build_anthropic(url, key, call_timeout_s), model, **settings)
+        def anthropic_client() -> ModelClient:
+            from orchestrator.llm.anthropic import AnthropicClient
+            from orchestrator.llm.anthropic import build_sdk_client as build_anthropic
+
+            return AnthropicClient(build_anthropic(url, key, call_timeout_s), model, **settings)
+
+        return DeferredClient(anthropic_client, provider="anthropic", model=model)
     if type in ("openai", "chatcompletion") or type in PRESETS:
         found = endpoint(type, base_url, api_key_env, environ)
         url, key = found.url, resolve_api_key(api_key, found.key_env, found.keyless_ok, environ)
-        from orchestrator.llm.openai import ChatCompletionsClient, OpenAIResponsesClient
-        from orchestrator.llm.openai import build_sdk_client as build_openai
+        responses = type == "openai"
 
-        cls = OpenAIResponsesClient if type == "openai" else ChatCompletionsClient
-        return cls(build_openai(url, key, call_timeout_s), model, **settings)
+        def openai_client() -> ModelClient:
+            from orchestrator.llm.openai import ChatCompletionsClient, OpenAIResponsesClient
+            from orchestrator.llm.openai import build_sdk_client as build_openai
+
+            cls = OpenAIResponsesClient if responses else ChatCompletionsClient
+            return cls(build_openai(url, key, call_timeout_s), model, **settings)
+
+        return DeferredClient(openai_client, provider="openai", model=model)
     raise ProviderConfigError(f"unknown backend type {type!r}; expected one of {', '.join(BACKEND_TYPES)}")
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
+import threading
 from typing import Any
 
 import pytest
@@ -12,17 +14,26 @@ import pytest
 from orchestrator.config.presets import PRESETS
 from orchestrator.errors import ProviderConfigError, ProviderError
 from orchestrator.llm.anthropic import AnthropicClient
+from orchestrator.llm.deferred import DeferredClient
 from orchestrator.llm.factory import (
     PLACEHOLDER_API_KEY,
     make_model_client,
 )
 from orchestrator.llm.openai import ChatCompletionsClient, OpenAIResponsesClient
+from orchestrator.ports import ModelClient
+from orchestrator.testing import ScriptedModelClient, Turn
 from tests.fakes.provider_server import ProviderServer, Reply, scripted
 from tests.orchestrator.llm.helpers import collect, end_of, text_of
 
 
-def sdk_of(client: Any) -> Any:
-    return client._client  # the SDK client the adapter wraps: what a request would use
+async def built(client: ModelClient) -> Any:
+    """The adapter a factory-made client builds (in the loader thread) for its first turn."""
+    assert isinstance(client, DeferredClient)
+    return await client.client()
+
+
+def sdk_of(adapter: Any) -> Any:
+    return adapter._client  # the SDK client the adapter wraps: what a request would use
 
 
 @pytest.mark.parametrize(
@@ -40,9 +51,10 @@ def sdk_of(client: Any) -> Any:
 async def test_types_map_to_adapters_and_endpoints(kind: str, cls: type, url: str) -> None:
     env = {"OPENAI_API_KEY": "o", "ANTHROPIC_API_KEY": "a", "GROQ_API_KEY": "g", "XAI_API_KEY": "x"}
     client = make_model_client(type=kind, model="m", env=env)
-    assert isinstance(client, cls)
-    assert str(sdk_of(client).base_url) == url
-    assert sdk_of(client).max_retries == 0  # our retry layer owns retries
+    adapter = await built(client)
+    assert isinstance(adapter, cls)
+    assert str(sdk_of(adapter).base_url) == url
+    assert sdk_of(adapter).max_retries == 0  # our retry layer owns retries
     await client.close()
 
 
@@ -61,7 +73,7 @@ async def test_types_map_to_adapters_and_endpoints(kind: str, cls: type, url: st
 )
 async def test_api_key_resolution(kwargs: dict[str, Any], env: dict[str, str], key: str) -> None:
     client = make_model_client(model="m", env=env, **kwargs)
-    assert sdk_of(client).api_key == key
+    assert sdk_of(await built(client)).api_key == key
     await client.close()
 
 
@@ -107,10 +119,45 @@ async def test_a_turn_through_each_type(kind: str) -> None:
         assert PLACEHOLDER_API_KEY in auth
 
 
-def test_importing_the_factory_does_not_import_the_sdks() -> None:
-    code = "import sys, orchestrator.llm.factory; print(sorted({'openai', 'anthropic'} & set(sys.modules)))"
+def test_neither_the_factory_nor_a_client_imports_an_sdk_before_its_first_turn() -> None:
+    code = (
+        "import sys; from orchestrator.llm.factory import make_model_client as make\n"
+        "clients = [make(type=t, model='m', api_key='k') for t in ('openai', 'claude', 'groq')]\n"
+        "print(sorted({'openai', 'anthropic'} & set(sys.modules)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+async def test_clients_are_built_once_in_the_loader_thread() -> None:
+    threads: list[str] = []
+
+    def build() -> ModelClient:
+        threads.append(threading.current_thread().name)
+        return ScriptedModelClient(Turn(text="hi"))
+
+    client = DeferredClient(build, provider="scripted", model="m")
+    first, second = await asyncio.gather(client.client(), client.client())
+    assert first is second
+    assert len(threads) == 1
+    assert threads[0].startswith("sdk-loader")
+    assert text_of(await collect(client)) == "hi"  # type: ignore[arg-type]
+    await client.close()
+    assert isinstance(first, ScriptedModelClient)
+    assert first.closed
+
+
+async def test_a_client_that_cannot_be_built_is_a_provider_error() -> None:
+    def build() -> ModelClient:
+        raise ValueError("bad base URL")
+
+    client = DeferredClient(build, provider="openai", model="m")
+    with pytest.raises(
+        ProviderError, match="cannot build the openai client: ValueError: bad base URL"
+    ) as caught:
+        await collect(client)  # type: ignore[arg-type]
+    assert not caught.value.retryable
+    await client.close()  # nothing was built: nothing to close
 
 
 @pytest.mark.parametrize(

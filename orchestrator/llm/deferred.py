@@ -1,0 +1,72 @@
+"""A model client whose SDK loads off the event loop, when its first turn starts.
+
+Importing a vendor SDK is CPU work (thousands of pydantic models: about 0.6 s for `openai`, 1.4 s for
+`anthropic` on the bench machine). Built up front, every client of a team would hold the run's first
+request until the slowest SDK had loaded, with the event loop blocked all the while. A deferred
+client builds its adapter in one loader thread shared by the process, so SDKs load one at a time in
+the order turns ask for them, and the loop stays free: the first agent's request goes out while the
+next agent's SDK is still loading. The key and the URL are resolved before (by the factory), so a
+misconfiguration is still an error when the client is made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from orchestrator.errors import ProviderError
+from orchestrator.llm.base import Message, OutputSchema, StreamItem, ToolSpec
+from orchestrator.ports import ModelClient
+
+# One thread: two SDKs importing at once would share the interpreter lock and both finish late.
+_LOADER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sdk-loader")
+
+
+class DeferredClient:
+    """A `ModelClient` that runs `build` (which imports the SDK) in the loader thread on first use."""
+
+    def __init__(self, build: Callable[[], ModelClient], *, provider: str, model: str) -> None:
+        self._build = build
+        self._provider = provider
+        self._model = model
+        self._building: asyncio.Future[ModelClient] | None = None
+
+    @property
+    def model(self) -> str:
+        """The model name sent to the provider."""
+        return self._model
+
+    async def client(self) -> ModelClient:
+        """The adapter, built once (a failure to build is a `ProviderError`, not retried)."""
+        if self._building is None:
+            self._building = asyncio.get_running_loop().run_in_executor(_LOADER, self._build)
+        try:
+            # Shielded: a turn cancelled while the SDK loads leaves the build for the next turn.
+            return await asyncio.shield(self._building)
+        except Exception as exc:
+            message = f"cannot build the {self._provider} client: {type(exc).__name__}: {exc}"
+            raise ProviderError(self._provider, self._model, None, False, message) from exc
+
+    async def stream_turn(
+        self,
+        *,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        output: OutputSchema | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        """Stream one assistant turn through the adapter (built first, if need be)."""
+        adapter = await self.client()
+        async for item in adapter.stream_turn(system=system, messages=messages, tools=tools, output=output):
+            yield item
+
+    async def close(self) -> None:
+        """Close the adapter if it was built (waiting for a build under way)."""
+        if self._building is None:
+            return
+        try:
+            adapter = await self._building
+        except Exception:  # it never worked, so there is nothing to close
+            return
+        await adapter.close()

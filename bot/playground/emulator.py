@@ -574,7 +574,15 @@ class SlackEmulator(MethodsMixin):
                 msg["thread_ts"] = str(params["thread_ts"])
             self.messages[hook.channel][ts] = msg
             return
-        self.ephemerals.append({**params, "channel": hook.channel, "user": hook.user, "via": "response_url"})
+        self.ephemerals.append(
+            {
+                **params,
+                "channel": hook.channel,
+                "user": hook.user,
+                "via": "response_url",
+                "in_reply_to": hook.message_ts,  # the message clicked (Slack shows the reply beside it)
+            }
+        )
 
     # -- Socket Mode -----------------------------------------------------------------------------
 

@@ -318,11 +318,17 @@ class Workspace:
             if eph.get("user") != user:
                 continue
             ts = self._ephemeral_ts.setdefault(index, str(eph.get("message_ts") or self.slack.next_ts()))
-            thread = eph.get("thread_ts")
+            thread = eph.get("thread_ts") or self._thread_of(eph.get("in_reply_to"))
             shown.append(
                 {"ts": ts, "thread_ts": thread, "text": eph.get("text", ""), "blocks": eph.get("blocks", [])}
             )
         return shown
+
+    def _thread_of(self, ts: Any) -> str | None:
+        """The thread a message is in (None for a message in the channel itself)."""
+        msg = self.slack.messages.get(CHANNEL, {}).get(str(ts or ""))
+        thread = msg.get("thread_ts") if msg is not None else None
+        return str(thread) if thread and thread != msg.get("ts") else None  # type: ignore[union-attr]
 
     def _sync(self) -> None:
         """Modals the app opened go to the user whose action carried the trigger; violations get logged."""

@@ -51,7 +51,8 @@ function context() {
   const people = {};
   for (const p of ui.state.people) people[p.id] = p.name;
   people[ui.state.bot.id] = ui.state.bot.name;
-  return { people, me: ui.user, onButton };
+  const channels = { [ui.state.channel.id]: ui.state.channel.name };
+  return { people, channels, me: ui.user, onButton };
 }
 
 function clock(ts) {

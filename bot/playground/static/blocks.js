@@ -38,7 +38,7 @@ const Blocks = (() => {
     }
     if (inner.startsWith("#")) {
       const [id, label] = inner.slice(1).split("|");
-      return el("span", "mention", "#" + (label || id));
+      return el("span", "mention", "#" + (label || (ctx.channels && ctx.channels[id]) || id));
     }
     if (inner.startsWith("!")) {
       const [head, label] = inner.slice(1).split("|");

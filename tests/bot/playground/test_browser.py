@@ -10,44 +10,19 @@ writes the README's) or the test's tmp dir.
 from __future__ import annotations
 
 import os
-import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, expect
 
 from bot.playground import APPROVER, BYSTANDER, REQUESTER, Person
 from bot.render import ids
+from tests.bot.playground.conftest import WAIT_MS, needs_chromium
 from tests.bot.playground.harness import DANGEROUS, dangerous_agent, playground
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-# The flags CI uses for Debian's Chromium in a container: no sandbox (no user namespaces for it), no
-# GPU, and nothing that would reach the network on its own.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 VIEWPORTS = {"desktop": (1280, 800), "phone": (390, 844)}
-WAIT_MS = 60_000
 
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason="Chromium is not installed (.ci/run installs it)"
-)
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as p:
-        chromium = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        await chromium.close()
+pytestmark = needs_chromium
 
 
 def _shots(tmp_path: Path) -> Path:

@@ -148,7 +148,11 @@ async def serve_playground(
         local = playground_settings(
             settings, api_url=slack.api_url, state_dir=state_dir, token=token, signing_secret=signing_secret
         )
-        services = await build_services(local, team=with_approver(pick.team), tools=tools)
+        try:
+            services = await build_services(local, team=with_approver(pick.team), tools=tools)
+        except TeamConfigError as exc:
+            log.error("playground: %s", exc)
+            return 1
         stack.push_async_callback(services.close)
         runner = web.AppRunner(build_web_app(build_app(services), services), access_log=None)
         await runner.setup()

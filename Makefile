@@ -5,7 +5,7 @@ UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.synced
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: install run test lint typecheck imports deps bench check clean
+.PHONY: install run test lint typecheck imports deps bench check screenshots clean
 
 install: $(STAMP)
 
@@ -19,6 +19,8 @@ $(STAMP): pyproject.toml uv.lock | $(UV)
 	$(UV) sync --frozen --inexact --all-groups --all-extras --compile-bytecode --quiet
 	touch $(STAMP)
 
+# Slack settings set: the bot on Slack (Socket Mode, else HTTP). None: the playground, a local workspace
+# in the browser at http://127.0.0.1:8080 (MASSGEN_PLAYGROUND_PORT), with the real bot behind it.
 run: install
 	$(VENV)/bin/massgen-bot start
 
@@ -44,6 +46,14 @@ bench: install
 	$(VENV)/bin/python -m bench
 
 check: lint typecheck imports test
+
+# The README's playground screenshot, from the browser test (Debian's Chromium: `apt-get install chromium`).
+SCREENSHOTS ?= $(CURDIR)/.screenshots
+screenshots: install
+	rm -rf $(SCREENSHOTS)
+	MASSGEN_SCREENSHOTS=$(SCREENSHOTS) $(VENV)/bin/python -m pytest -q -p no:cacheprovider \
+		tests/bot/playground/test_browser.py
+	cp $(SCREENSHOTS)/playground-desktop-final.png docs/playground.png
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -41,6 +41,8 @@ class BotSettings(BaseSettings):
     team_file: Path | None = Field(default=None, validation_alias="MASSGEN_TEAM")
     port: int = Field(default=3000, ge=0, le=65535, validation_alias=AliasChoices("PORT", "MASSGEN_PORT"))
     host: str = Field(default="0.0.0.0", validation_alias="MASSGEN_HOST")  # noqa: S104 - a server binds all
+    # The playground's page and local workspace (`make run` without Slack settings); it binds 127.0.0.1 only.
+    playground_port: int = Field(default=8080, ge=0, le=65535, validation_alias="MASSGEN_PLAYGROUND_PORT")
     # Also show each run's final answer in the channel (reply_broadcast), not only in its thread.
     broadcast_final: bool = Field(default=False, validation_alias="MASSGEN_BROADCAST_FINAL")
     # Seconds between status-message refreshes of a run that emits nothing (e.g. waiting for approval).
@@ -133,7 +135,8 @@ def missing_settings_help(settings: BotSettings) -> str:
         "Socket Mode (no public URL needed) needs SLACK_BOT_TOKEN + SLACK_APP_TOKEN;",
         "HTTP mode (`massgen-bot serve`) needs SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET.",
         "",
-        "Meanwhile, try the agents locally without Slack:",
+        "Meanwhile, try the bot without Slack: `massgen-bot start` (`make run`) with no Slack settings",
+        "serves a local workspace in the browser (the playground), or run the agents in the terminal:",
         '  .venv/bin/massgen-bot run "write a haiku about flaky tests"',
         "(set OPENAI_API_KEY / ANTHROPIC_API_KEY, or pass --team FILE).",
     ]

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from bot.runs import RunHistory, RunUseCases, SharedModels, ToolsBuilder
     from bot.slack import Outbox
     from bot.tasks import TaskSupervisor
-    from orchestrator import RunContext, RunEvent, RunTools
+    from orchestrator import RunContext, RunEvent, RunTools, TeamConfig
 
 log = logging.getLogger(__name__)
 
@@ -238,13 +238,17 @@ async def build_services(
     settings: BotSettings,
     *,
     team_file: Path | None = None,
+    team: TeamConfig | None = None,
     client: AsyncWebClient | None = None,
     tools: ToolsBuilder | Literal["real", "none"] = "real",
     outbox: OutboxOptions | None = None,
     clock: Callable[[], float] = time.time,
     observe: Callable[[str, RunEvent], None] | None = None,
 ) -> Services:
-    """Wire every layer for one process. `tools="none"` runs agents with the workflow tools only."""
+    """Wire every layer for one process. `tools="none"` runs agents with the workflow tools only.
+
+    `team` (the playground's) is the default team as given; otherwise it comes from `team_file`.
+    """
     from approvals import ExpiryScheduler
     from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ApproverDMs, pending_for
     from bot.home import ChannelAccess, HomeTab
@@ -253,7 +257,10 @@ async def build_services(
     from bot.tasks import TaskSupervisor
     from orchestrator import sandbox_status, warm_up
 
-    teams = TeamCatalog.load(team_file or settings.team_file, settings.teams_dir)
+    if team is not None:
+        teams = TeamCatalog(team, teams_dir=settings.teams_dir)
+    else:
+        teams = TeamCatalog.load(team_file or settings.team_file, settings.teams_dir)
     # Say before any run whether agents' commands can run confined here, not after an approver said yes.
     if (problem := await sandbox_status(teams.default.team.sandbox)) is not None:
         log.warning("sandbox: %s", problem)

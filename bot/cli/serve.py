@@ -1,4 +1,8 @@
-"""`massgen-bot serve` (HTTP), `massgen-bot socket` (Socket Mode) and `massgen-bot start` (`make run`)."""
+"""`massgen-bot serve` (HTTP), `socket` (Socket Mode), `playground` and `start` (`make run`).
+
+`start` picks the mode: Socket Mode when its tokens are set, else HTTP when its are, else the
+playground (a local workspace in the browser; `bot/playground/`).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import logging
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bot.settings import BotSettings, Mode, missing_settings_help, secret
 
@@ -28,12 +32,29 @@ def register(subparsers: Any) -> None:
     socket = subparsers.add_parser("socket", help="connect to Slack over Socket Mode (needs SLACK_APP_TOKEN)")
     _common(socket)
     socket.set_defaults(func=lambda args: _main(args, "socket"))
+    playground = subparsers.add_parser(
+        "playground", help="the bot on a local workspace in the browser (no Slack, no accounts)"
+    )
+    _playground_port(playground)
+    _common(playground)
+    playground.set_defaults(func=lambda args: _main(args, "playground"))
     start = subparsers.add_parser(
-        "start", help="Socket Mode when its tokens are set, else HTTP (what `make run` does)"
+        "start",
+        help="Socket Mode when its tokens are set, else HTTP, else the playground (what `make run` does)",
     )
     start.add_argument("--port", type=int, default=None, help="HTTP port when serving over HTTP")
+    _playground_port(start)
     _common(start)
     start.set_defaults(func=lambda args: _main(args, None))
+
+
+def _playground_port(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--playground-port",
+        type=int,
+        default=None,
+        help="the playground page's port on 127.0.0.1 (default $MASSGEN_PLAYGROUND_PORT or 8080)",
+    )
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +64,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
 
-def _main(args: argparse.Namespace, mode: Mode | None) -> int:
+def _main(args: argparse.Namespace, mode: Mode | Literal["playground"] | None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -52,16 +73,46 @@ def _main(args: argparse.Namespace, mode: Mode | None) -> int:
     except ValueError as exc:
         print(f"massgen-bot: invalid settings: {exc}", file=sys.stderr)
         return 1
-    chosen = mode or settings.start_mode()
-    if chosen is None or settings.missing(chosen):
+    chosen = mode or settings.start_mode() or "playground"
+    if chosen == "playground":
+        return _playground(args, settings)
+    if settings.missing(chosen):
         print(missing_settings_help(settings), file=sys.stderr)
         return 1
+    log.info("mode: Slack over %s", "Socket Mode" if chosen == "socket" else "HTTP")
     port = getattr(args, "port", None)
     port = settings.port if port is None else port
     try:
         return asyncio.run(serve(settings, mode=chosen, team_file=args.team, port=port, freeze_gc=True))
     except KeyboardInterrupt:
         return 0
+
+
+def _playground(args: argparse.Namespace, settings: BotSettings) -> int:
+    from bot.playground import serve_playground
+
+    port = settings.playground_port if args.playground_port is None else args.playground_port
+
+    async def main() -> int:
+        stop = _stop_on_signals()
+        return await serve_playground(
+            settings, port=port, team_file=args.team or settings.team_file, stop=stop
+        )
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        return 0
+
+
+def _stop_on_signals() -> asyncio.Event:
+    """An event set by SIGINT or SIGTERM."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    return stop
 
 
 async def serve(
@@ -88,11 +139,7 @@ async def serve(
         print(f"massgen-bot: {exc}", file=sys.stderr)
         return 1
     if stop is None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop.set)
+        stop = _stop_on_signals()
     async with contextlib.AsyncExitStack() as stack:
         # Unwound in reverse: stop taking requests first, then drain runs and close the services.
         stack.push_async_callback(services.close)

@@ -118,10 +118,10 @@ async def test_serve_runs_a_task_end_to_end_and_drains_on_sigterm(tmp_path: Path
         assert slack.violations == []
 
 
-async def test_start_without_slack_settings_explains_what_is_missing(tmp_path: Path) -> None:
+async def test_serve_without_slack_settings_explains_what_is_missing(tmp_path: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
         *CLI,
-        "start",
+        "serve",
         cwd=tmp_path,
         env=_env(),
         stdout=asyncio.subprocess.PIPE,
@@ -136,8 +136,39 @@ async def test_start_without_slack_settings_explains_what_is_missing(tmp_path: P
         "SLACK_APP_TOKEN",
         "connections:write",
         "massgen-bot run",
+        "playground",
     ):
         assert needle in text
+
+
+async def test_start_without_slack_settings_serves_the_playground(tmp_path: Path) -> None:
+    async with ProviderServer() as provider:
+        team = tmp_path / "team.yaml"
+        team.write_text(team_yaml(provider, agents=2))
+        port = _free_port()
+        env = _env(MASSGEN_PLAYGROUND_PORT=str(port), MASSGEN_STATE_DIR=str(tmp_path / "state"))
+        proc = await asyncio.create_subprocess_exec(
+            *CLI,
+            "start",
+            "--team",
+            str(team),
+            cwd=tmp_path,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            await _wait_healthy(f"http://127.0.0.1:{port}/", proc, within=60)
+            async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/") as r:
+                assert "massgen" in await r.text()
+        finally:
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+            _, stderr = await asyncio.wait_for(proc.communicate(), 30)
+        log = stderr.decode()
+        assert proc.returncode == 0, log[-2000:]
+        assert "mode: playground" in log
+        assert f"open http://127.0.0.1:{port}" in log
 
 
 async def test_socket_without_app_token_names_it(tmp_path: Path) -> None:

@@ -19,10 +19,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from approvals import ApprovalService, SqlApprovalStore, SqlAuditLog, create_schema, make_engine
+from approvals import ApprovalService, SqlApprovalStore, SqlAuditLog, make_engine
+from bot.migrations import ensure_schema
 from bot.settings import BotSettings, secret
 from bot.slack.store import BotStore
-from orchestrator import SqlRunStore, create_run_schema
+from orchestrator import SqlRunStore
 
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
@@ -206,14 +207,20 @@ class Storage:
 
 
 async def open_storage(settings: BotSettings) -> Storage:
-    """One engine for every table (the settings' database, SQLite under `MASSGEN_STATE_DIR` by default)."""
+    """One engine for every table (the settings' database, SQLite under `MASSGEN_STATE_DIR` by default).
+
+    The schema is migrated to head first, or (policy `check`) `bot.migrations.SchemaBehindError` says
+    which command to run.
+    """
     if settings.state_dir is not None:
         settings.state_dir.mkdir(parents=True, exist_ok=True)
     engine = make_engine(settings.resolved_database_url())
-    await create_schema(engine)
-    await create_run_schema(engine)
+    try:
+        await ensure_schema(engine, settings.upgrade_policy())
+    except BaseException:
+        await engine.dispose()
+        raise
     store = BotStore(engine)
-    await store.create_schema()
     audit = SqlAuditLog(engine)
     approvals = ApprovalService(SqlApprovalStore(engine), audit)
     return Storage(engine, store, SqlRunStore(engine), audit, approvals)

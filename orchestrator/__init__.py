@@ -82,7 +82,7 @@ from orchestrator.store import InMemoryRunStore, RunQuery, RunStatus, RunSummary
 
 if TYPE_CHECKING:
     from orchestrator.llm.warmup import warm_up
-    from orchestrator.sql import SqlRunStore, create_run_schema
+    from orchestrator.sql import SqlRunStore, create_run_schema, run_metadata
     from orchestrator.tools import build_run_tools, sandbox_status
 
 # name -> module, imported on first access (PEP 562): SQLAlchemy, tree-sitter and httpx stay unloaded
@@ -91,6 +91,7 @@ _LAZY = {
     "SqlRunStore": "orchestrator.sql",
     "build_run_tools": "orchestrator.tools",
     "create_run_schema": "orchestrator.sql",
+    "run_metadata": "orchestrator.sql",
     "sandbox_status": "orchestrator.tools",
     "warm_up": "orchestrator.llm.warmup",
 }
@@ -169,6 +170,7 @@ __all__ = [
     "parse_team",
     "rebuild_state",
     "resume_run",
+    "run_metadata",
     "sandbox_status",
     "start_run",
     "to_line",

@@ -56,6 +56,20 @@ DOORS = {
         "Outbox",
         "OutboxStore",
         "RunCoordinates",
+        "bot_metadata",
+    ],
+    "bot.migrations": [
+        "BASELINE",
+        "HEAD",
+        "UPGRADE_COMMAND",
+        "SchemaBehindError",
+        "UpgradePolicy",
+        "alembic_config",
+        "downgrade",
+        "ensure_schema",
+        "known_revisions",
+        "schema_revision",
+        "upgrade",
     ],
 }
 

@@ -74,6 +74,7 @@ DOORS = {
         "parse_team",
         "rebuild_state",
         "resume_run",
+        "run_metadata",
         "sandbox_status",
         "start_run",
         "to_line",

@@ -81,6 +81,7 @@ from orchestrator.run import (
 from orchestrator.store import InMemoryRunStore, RunQuery, RunStatus, RunSummary
 
 if TYPE_CHECKING:
+    from orchestrator.llm.stats import ProviderStats, provider_stats
     from orchestrator.llm.warmup import warm_up
     from orchestrator.sql import SqlRunStore, create_run_schema, run_metadata
     from orchestrator.tools import build_run_tools, sandbox_status
@@ -88,9 +89,11 @@ if TYPE_CHECKING:
 # name -> module, imported on first access (PEP 562): SQLAlchemy, tree-sitter and httpx stay unloaded
 # until a command needs them.
 _LAZY = {
+    "ProviderStats": "orchestrator.llm.stats",
     "SqlRunStore": "orchestrator.sql",
     "build_run_tools": "orchestrator.tools",
     "create_run_schema": "orchestrator.sql",
+    "provider_stats": "orchestrator.llm.stats",
     "run_metadata": "orchestrator.sql",
     "sandbox_status": "orchestrator.tools",
     "warm_up": "orchestrator.llm.warmup",
@@ -130,6 +133,7 @@ __all__ = [
     "PendingApproval",
     "ProviderConfigError",
     "ProviderError",
+    "ProviderStats",
     "RunCancelled",
     "RunContext",
     "RunEvent",
@@ -168,6 +172,7 @@ __all__ = [
     "load_team",
     "local_team",
     "parse_team",
+    "provider_stats",
     "rebuild_state",
     "resume_run",
     "run_metadata",

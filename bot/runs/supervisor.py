@@ -20,6 +20,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from approvals import ApprovalService, ConversationRef
 from bot.approval_ui.port import ThreadApprovalPort
 from bot.errors import OutboxError
+from bot.ops import bind_run
 from bot.runs.blocks import status_blocks
 from bot.runs.presenter import RunRenderer
 from bot.runs.teams import TeamChoice
@@ -122,6 +123,7 @@ class RunSupervisor:
 
     async def _run(self, request: RunRequest) -> None:
         run_id = f"run-{secrets.token_hex(6)}"
+        bind_run(run_id)  # this task and the run's tasks log with its id
         renderer = self._open(run_id, request)
         await self._store.record_run(run_id, request.channel, thread_ts=request.thread_ts)
         self.spawn(self._remember_root(run_id, renderer), name=f"root-ts:{run_id}")

@@ -1,7 +1,8 @@
 """`massgen-bot`: the command line. Each subcommand lives in its own module of this room.
 
 `run` (and its terminal view, `run_view`), `approvals` (with `audit`), `permissions`, `serve`
-(with `socket` and `start`), `db` (schema migrations). Only the chosen subcommand's module is imported.
+(with `socket` and `start`), `db` (schema migrations), `health` (the container health check).
+Only the chosen subcommand's module is imported.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ _COMMAND_MODULES = {
     "approvals": "bot.cli.approvals",
     "audit": "bot.cli.approvals",
     "db": "bot.cli.db",
+    "health": "bot.cli.health",
     "run": "bot.cli.run",
     "serve": "bot.cli.serve",
     "socket": "bot.cli.serve",

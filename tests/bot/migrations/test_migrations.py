@@ -197,3 +197,17 @@ def test_cli_reports_an_unreachable_database_in_one_line(
     err = capsys.readouterr().err
     assert err.startswith("massgen-bot: db: ")
     assert err.count("\n") == 1
+
+
+def test_a_database_behind_with_policy_check_stops_the_cli_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "old.db").touch()  # exists, never migrated
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'old.db'}")
+    monkeypatch.setenv("MASSGEN_DB_UPGRADE", "check")
+    assert main(["approvals", "list", "--all"]) == 1
+    assert capsys.readouterr().err == (
+        f"massgen-bot: the database schema is not initialised, this version needs {HEAD}: "
+        "run `massgen-bot db upgrade`\n"
+    )

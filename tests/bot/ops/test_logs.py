@@ -7,6 +7,7 @@ import io
 import json
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -106,3 +107,29 @@ def test_secret_values_come_from_variables_named_like_secrets() -> None:
         "DB_PASSWORD": "",
     }
     assert sorted(secrets_from_environment(env)) == sorted([API_KEY, SIGNING_SECRET])
+
+
+async def test_a_slash_command_and_its_run_log_with_the_request_and_run_ids(tmp_path: Path) -> None:
+    from tests.bot.harness import bot_harness
+
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    configure_logging("INFO", fmt="json", stream=stream)
+    try:
+        async with bot_harness(tmp_path) as bot:
+            assert (await bot.command("write a haiku"))[0] == 200
+            await bot.settle()
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in saved[0]:
+            root.addHandler(handler)
+        root.setLevel(saved[1])
+    lines = records(stream, "bot.runs.supervisor")
+    started = next(r for r in lines if r["message"].startswith("run started"))
+    ended = next(r for r in lines if r["message"].startswith("run ended"))
+    assert started["run_id"].startswith("run-")
+    assert started["request_id"].endswith(".trigger")  # the slash command's trigger id
+    assert (ended["run_id"], ended["request_id"]) == (started["run_id"], started["request_id"])
+    assert ended["message"] == "run ended: finished"

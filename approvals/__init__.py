@@ -56,13 +56,21 @@ from approvals.service import ApprovalService
 
 if TYPE_CHECKING:
     from approvals.scheduler import ExpiryScheduler
-    from approvals.sql import SqlApprovalStore, SqlAuditLog, async_database_url, create_schema, make_engine
+    from approvals.sql import (
+        SqlApprovalStore,
+        SqlAuditLog,
+        approval_metadata,
+        async_database_url,
+        create_schema,
+        make_engine,
+    )
 
 # name -> module, imported on first access (PEP 562).
 _LAZY = {
     "ExpiryScheduler": "approvals.scheduler",
     "SqlApprovalStore": "approvals.sql",
     "SqlAuditLog": "approvals.sql",
+    "approval_metadata": "approvals.sql",
     "async_database_url": "approvals.sql",
     "create_schema": "approvals.sql",
     "make_engine": "approvals.sql",
@@ -124,6 +132,7 @@ __all__ = [
     "Status",
     "StoreError",
     "SystemClock",
+    "approval_metadata",
     "async_database_url",
     "authorise",
     "create_schema",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,7 @@ from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.listeners import actions, commands, events, views
+from bot.ops import CONTENT_TYPE, bind_request
 
 if TYPE_CHECKING:
     from bot.wiring import Services
@@ -50,6 +52,13 @@ def build_app(services: Services) -> AsyncApp:
         ssl_check_enabled=True,
         url_verification_enabled=True,
     )
+
+    @app.middleware
+    async def bind_request_id(body: dict[str, Any], next: Any) -> Any:
+        """Every record logged while handling this request (and its tasks) carries its id."""
+        bind_request(_request_id(body))
+        return await next()
+
     commands.register(app, services)
     actions.register(app, services)
     views.register(app, services)
@@ -60,6 +69,14 @@ def build_app(services: Services) -> AsyncApp:
         log.error("listener failed on %s", body.get("type"), exc_info=error)
 
     return app
+
+
+def _request_id(body: dict[str, Any]) -> str:
+    """Slack's own id for the delivery when it has one (events), else the interaction's, else new."""
+    for key in ("event_id", "trigger_id"):
+        if isinstance(body.get(key), str):
+            return str(body[key])
+    return f"req-{secrets.token_hex(6)}"
 
 
 def build_web_app(app: AsyncApp, services: Services) -> web.Application:
@@ -83,7 +100,8 @@ def build_health_app(services: Services) -> web.Application:
 
 
 def add_health_routes(web_app: web.Application, services: Services) -> None:
-    """`/healthz`: alive, and what it knows; `/readyz`: 503 until Slack auth and the database answer."""
+    """`/healthz`: alive; `/readyz`: 503 until Slack auth, the database and every check answer;
+    `/metrics`: Prometheus."""
 
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response(_health(services))
@@ -92,11 +110,34 @@ def add_health_routes(web_app: web.Application, services: Services) -> None:
         report = _health(services)
         database = await services.storage.ping()
         report["database"] = "ok" if database is None else database
-        report["ready"] = report["slack_auth"] == "ok" and database is None
-        return web.json_response(report, status=200 if report["ready"] else 503)
+        ready = report["slack_auth"] == "ok" and database is None
+        for name, check in sorted(services.ready_checks.items()):
+            problem = await _check(check)
+            report[name] = "ok" if problem is None else problem
+            ready = ready and problem is None
+        report["ready"] = ready
+        return web.json_response(report, status=200 if ready else 503)
+
+    async def metrics(_: web.Request) -> web.Response:
+        try:
+            async with asyncio.timeout(5):
+                await services.metrics.refresh(services.storage.engine, services.approvals)
+        except Exception as exc:  # the counters still tell something; the gauges keep their last values
+            log.warning("metrics: the database did not answer (%s)", type(exc).__name__)
+        return web.Response(body=services.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
     web_app.router.add_get("/healthz", healthz)
     web_app.router.add_get("/readyz", readyz)
+    web_app.router.add_get("/metrics", metrics)
+
+
+async def _check(check: Any) -> str | None:
+    try:
+        async with asyncio.timeout(5):
+            result: str | None = await check()
+    except Exception as exc:  # a check that fails is a reason, not a crash of /readyz
+        return f"{type(exc).__name__}: {exc}"[:200]
+    return result
 
 
 def _health(services: Services) -> dict[str, Any]:

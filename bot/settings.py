@@ -57,6 +57,15 @@ class BotSettings(BaseSettings):
     )
     # Seconds an approver's group membership (usergroups.users.list) is trusted before asking Slack again.
     group_cache_ttl: float = Field(default=60.0, gt=0, validation_alias="MASSGEN_GROUP_CACHE_TTL")
+    # Operations (issue 11). Schema at start-up: `auto` upgrades it, `check` refuses to start until
+    # `massgen-bot db upgrade` ran; unset: auto on SQLite, check on PostgreSQL (many replicas).
+    db_upgrade: Literal["auto", "check"] | None = Field(default=None, validation_alias="MASSGEN_DB_UPGRADE")
+    # Log records as one JSON object a line (with run and request ids), or as text.
+    log_format: Literal["text", "json"] = Field(default="text", validation_alias="MASSGEN_LOG_FORMAT")
+    # Finished runs' event logs and workspaces are pruned after this many days (0: never); audit is kept.
+    retention_days: float = Field(default=30.0, ge=0, validation_alias="MASSGEN_RETENTION_DAYS")
+    # Seconds between two retention sweeps.
+    retention_interval: float = Field(default=3600.0, gt=0, validation_alias="MASSGEN_RETENTION_INTERVAL")
 
     @classmethod
     def load(cls, *, env_file: str | None = ".env") -> BotSettings:
@@ -75,6 +84,12 @@ class BotSettings(BaseSettings):
         if self.state_dir is not None:
             return f"sqlite:///{(self.state_dir / 'massgen.db').as_posix()}"
         return "sqlite:///./massgen.db"
+
+    def upgrade_policy(self) -> Literal["auto", "check"]:
+        """`MASSGEN_DB_UPGRADE`, else `auto` on SQLite and `check` on PostgreSQL."""
+        if self.db_upgrade is not None:
+            return self.db_upgrade
+        return "auto" if self.resolved_database_url().startswith("sqlite") else "check"
 
     def api_url(self) -> str:
         """The Web API base URL with the trailing slash slack_sdk expects."""

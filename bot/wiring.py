@@ -13,16 +13,17 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from approvals import ApprovalService, SqlApprovalStore, SqlAuditLog, create_schema, make_engine
+from approvals import ApprovalService, SqlApprovalStore, SqlAuditLog, make_engine
+from bot.migrations import ensure_schema
 from bot.settings import BotSettings, secret
 from bot.slack.store import BotStore
-from orchestrator import SqlRunStore, create_run_schema
+from orchestrator import SqlRunStore
 
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from approvals import ExpiryScheduler
     from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ThreadApprovalPort
     from bot.home import HomeTab
+    from bot.ops import Metrics
     from bot.runs import RunHistory, RunUseCases, SharedModels, ToolsBuilder
     from bot.slack import Outbox
     from bot.tasks import TaskSupervisor
@@ -39,6 +41,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RESTARTED = "the bot restarted"
+
+# A readiness check: None when ready, else why not (shown by /readyz). The engine adds its own.
+ReadyCheck = Callable[[], Awaitable[str | None]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,7 +87,14 @@ class Services:
     models: SharedModels
     bot_token: str
     signing_secret: str
+    metrics: Metrics
     identity: dict[str, str] = field(default_factory=dict)
+    # /readyz: the database and Slack auth always; more by name (the durable engine: "engine").
+    ready_checks: dict[str, ReadyCheck] = field(default_factory=dict)
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)  # ends the retention loop
+    # The retention sweep lives as long as the process, so it is not one of `tasks` (which tests and
+    # the drain wait out); `close()` stops it first.
+    retention: asyncio.Task[None] | None = None
 
     @property
     def store(self) -> BotStore:
@@ -101,6 +113,9 @@ class Services:
 
     async def close(self, *, grace: float = 10.0) -> None:
         """Stop runs, drain tasks, stop timers, deliver queued Slack calls, release the database."""
+        self.stopping.set()
+        if self.retention is not None:
+            await self.retention
         # Runs first: cancelling them cancels their asks, whose messages the presenter still rewrites.
         await self.runs.supervisor.stop()
         await self.tasks.drain(grace=grace)
@@ -206,14 +221,20 @@ class Storage:
 
 
 async def open_storage(settings: BotSettings) -> Storage:
-    """One engine for every table (the settings' database, SQLite under `MASSGEN_STATE_DIR` by default)."""
+    """One engine for every table (the settings' database, SQLite under `MASSGEN_STATE_DIR` by default).
+
+    The schema is migrated to head first, or (policy `check`) `bot.migrations.SchemaBehindError` says
+    which command to run.
+    """
     if settings.state_dir is not None:
         settings.state_dir.mkdir(parents=True, exist_ok=True)
     engine = make_engine(settings.resolved_database_url())
-    await create_schema(engine)
-    await create_run_schema(engine)
+    try:
+        await ensure_schema(engine, settings.upgrade_policy())
+    except BaseException:
+        await engine.dispose()
+        raise
     store = BotStore(engine)
-    await store.create_schema()
     audit = SqlAuditLog(engine)
     approvals = ApprovalService(SqlApprovalStore(engine), audit)
     return Storage(engine, store, SqlRunStore(engine), audit, approvals)
@@ -252,6 +273,7 @@ async def build_services(
     from approvals import ExpiryScheduler
     from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ApproverDMs, pending_for
     from bot.home import ChannelAccess, HomeTab
+    from bot.ops import Metrics, observer, subscribe_all
     from bot.runs import RunHistory, RunSupervisor, RunUseCases, SharedModels, TeamCatalog
     from bot.slack import GroupResolver
     from bot.tasks import TaskSupervisor
@@ -275,6 +297,7 @@ async def build_services(
     models = SharedModels()
     models.prebuild(teams.default.team.agents)
     tasks = TaskSupervisor()
+    metrics = Metrics(clock)
     supervisor = RunSupervisor(
         tasks=tasks,
         outbox=box,
@@ -283,7 +306,7 @@ async def build_services(
         run_store=db.run_store,
         tools=_tools(tools, settings.state_dir),
         clock=clock,
-        observe=observe,
+        observe=observer(metrics, observe),
         broadcast_final=settings.broadcast_final,
         status_refresh=settings.status_refresh,
         progress_after=settings.progress_after,
@@ -309,11 +332,12 @@ async def build_services(
     approval_ui = ApprovalUseCases(db.approvals, groups, presenter, box, refresh_home=home.publish)
     presenter.on_change = home.refresh
     presenter.attach()
+    subscribe_all(metrics, db.approvals, box)
     await box.start()
     await recover(history, db.approvals, box)
     await scheduler.start()
     runs = RunUseCases(supervisor=supervisor, teams=teams, history=history, groups_of=groups.groups_of)
-    return Services(
+    services = Services(
         settings=settings,
         client=client,
         tasks=tasks,
@@ -327,12 +351,33 @@ async def build_services(
         models=models,
         bot_token=secret(settings.slack_bot_token),
         signing_secret=secret(settings.slack_signing_secret),
+        metrics=metrics,
         identity=await identify(client),
     )
+    _start_retention(services)
+    return services
+
+
+def _start_retention(services: Services) -> None:
+    """The scheduled prune of old event logs and workspaces (`MASSGEN_RETENTION_DAYS`, 0: never)."""
+    from bot.ops import retention_loop
+
+    settings = services.settings
+    if settings.retention_days <= 0:
+        return
+    sweep = retention_loop(
+        services.storage.engine,
+        older_than_days=settings.retention_days,
+        workspaces=None if settings.state_dir is None else settings.state_dir / "workspaces",
+        interval=settings.retention_interval,
+        stop=services.stopping,
+    )
+    services.retention = asyncio.create_task(sweep, name="retention")
 
 
 __all__ = [
     "OutboxOptions",
+    "ReadyCheck",
     "Services",
     "Storage",
     "build_services",

@@ -83,16 +83,20 @@ from orchestrator.run import (
 from orchestrator.store import InMemoryRunStore, RunQuery, RunStatus, RunSummary
 
 if TYPE_CHECKING:
+    from orchestrator.llm.stats import ProviderStats, provider_stats
     from orchestrator.llm.warmup import warm_up
-    from orchestrator.sql import SqlRunStore, create_run_schema
+    from orchestrator.sql import SqlRunStore, create_run_schema, run_metadata
     from orchestrator.tools import build_run_tools, sandbox_status
 
 # name -> module, imported on first access (PEP 562): SQLAlchemy, tree-sitter and httpx stay unloaded
 # until a command needs them.
 _LAZY = {
+    "ProviderStats": "orchestrator.llm.stats",
     "SqlRunStore": "orchestrator.sql",
     "build_run_tools": "orchestrator.tools",
     "create_run_schema": "orchestrator.sql",
+    "provider_stats": "orchestrator.llm.stats",
+    "run_metadata": "orchestrator.sql",
     "sandbox_status": "orchestrator.tools",
     "warm_up": "orchestrator.llm.warmup",
 }
@@ -132,6 +136,7 @@ __all__ = [
     "PendingApproval",
     "ProviderConfigError",
     "ProviderError",
+    "ProviderStats",
     "RunCancelled",
     "RunContext",
     "RunEvent",
@@ -171,8 +176,10 @@ __all__ = [
     "local_team",
     "missing_keys",
     "parse_team",
+    "provider_stats",
     "rebuild_state",
     "resume_run",
+    "run_metadata",
     "sandbox_status",
     "start_run",
     "to_line",

@@ -68,6 +68,9 @@ run_events = Table(
     Column("data", Text, nullable=False),
 )
 
+# What the migrations (`bot/migrations`) keep in step with: the run store's tables.
+run_metadata = metadata
+
 _SUMMARY_KINDS = frozenset({"started", "usage", "finished", "failed", "cancelled"})
 
 

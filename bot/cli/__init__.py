@@ -1,7 +1,8 @@
 """`massgen-bot`: the command line. Each subcommand lives in its own module of this room.
 
 `run` (and its terminal view, `run_view`), `approvals` (with `audit`), `permissions`, `serve`
-(with `socket` and `start`). Only the chosen subcommand's module is imported.
+(with `socket` and `start`), `db` (schema migrations), `health` (the container health check).
+Only the chosen subcommand's module is imported.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ _COMMAND_MODULES = {
     "permissions": "bot.cli.permissions",
     "approvals": "bot.cli.approvals",
     "audit": "bot.cli.approvals",
+    "db": "bot.cli.db",
+    "health": "bot.cli.health",
     "run": "bot.cli.run",
     "serve": "bot.cli.serve",
     "socket": "bot.cli.serve",
@@ -45,7 +48,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(args_list[0] if args_list else None)
     args = parser.parse_args(args_list)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except Exception as exc:
+        from bot.migrations import SchemaBehindError  # loaded only on failure: start-up time counts
+
+        if not isinstance(exc, SchemaBehindError):
+            raise
+        print(f"massgen-bot: {exc}", file=sys.stderr)
+        return 1
     return code
 
 

@@ -65,14 +65,15 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _main(args: argparse.Namespace, mode: Mode | Literal["playground"] | None) -> int:
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     try:
         settings = BotSettings.load()
     except ValueError as exc:
         print(f"massgen-bot: invalid settings: {exc}", file=sys.stderr)
         return 1
+    from bot.ops import configure_logging
+
+    tokens = (settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret)
+    configure_logging(args.log_level, fmt=settings.log_format, secrets=[secret(t) for t in tokens])
     chosen = mode or settings.start_mode() or "playground"
     if chosen == "playground":
         return _playground(args, settings)

@@ -20,6 +20,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from approvals import ApprovalService, ConversationRef
 from bot.approval_ui.port import ThreadApprovalPort
 from bot.errors import OutboxError
+from bot.ops import bind_run
 from bot.runs.blocks import status_blocks
 from bot.runs.presenter import RunRenderer
 from bot.runs.teams import TeamChoice
@@ -122,6 +123,8 @@ class RunSupervisor:
 
     async def _run(self, request: RunRequest) -> None:
         run_id = f"run-{secrets.token_hex(6)}"
+        bind_run(run_id)  # this task and the run's tasks log with its id
+        log.info("run started in %s for %s", request.channel, request.requester)
         renderer = self._open(run_id, request)
         await self._store.record_run(run_id, request.channel, thread_ts=request.thread_ts)
         self.spawn(self._remember_root(run_id, renderer), name=f"root-ts:{run_id}")
@@ -178,7 +181,8 @@ class RunSupervisor:
         if self._ticker is None or self._ticker.done():
             self._ticker = self.spawn(self._tick(), name="status-ticker")
         try:
-            await active.handle.wait()  # the run store records the outcome (one truth about a run)
+            outcome = await active.handle.wait()  # the run store records the outcome (one truth about a run)
+            log.info("run ended: %s", outcome.kind)
             await active.renderer.finish()
         finally:
             self._active.pop(run_id, None)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from bot.slack.groups import GroupResolver
     from bot.slack.outbox import GiveUp, MessageRef, Outbox
-    from bot.slack.store import BotStore, OutboxStore, RunCoordinates
+    from bot.slack.store import BotStore, OutboxStore, RunCoordinates, bot_metadata
 
 _MODULES = {
     "BotStore": "bot.slack.store",
@@ -22,6 +22,7 @@ _MODULES = {
     "Outbox": "bot.slack.outbox",
     "OutboxStore": "bot.slack.store",
     "RunCoordinates": "bot.slack.store",
+    "bot_metadata": "bot.slack.store",
 }
 
 
@@ -34,4 +35,13 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["BotStore", "GiveUp", "GroupResolver", "MessageRef", "Outbox", "OutboxStore", "RunCoordinates"]
+__all__ = [
+    "BotStore",
+    "GiveUp",
+    "GroupResolver",
+    "MessageRef",
+    "Outbox",
+    "OutboxStore",
+    "RunCoordinates",
+    "bot_metadata",
+]

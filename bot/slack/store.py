@@ -85,6 +85,9 @@ slack_outbox = Table(
     Index("ix_slack_outbox_status", "status", "seq"),
 )
 
+# What the migrations (`bot/migrations`) keep in step with: the Slack coordinates and the outbox.
+bot_metadata = metadata
+
 # Before runs had one truth, the bot kept a copy of each run in `bot_runs`; its coordinates move over.
 _FROM_BOT_RUNS = text(
     "INSERT INTO slack_runs (run_id, channel, root_ts, thread_ts, created_at) "

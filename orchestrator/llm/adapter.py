@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from orchestrator.errors import ProviderError
 from orchestrator.llm.base import Message, OutputSchema, StreamItem, ToolSpec
 from orchestrator.llm.retry import RetryPolicy, SdkErrors, classify_sdk_error, stream_with_retries
+from orchestrator.llm.stats import PROVIDER_STATS
 
 NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 
@@ -129,6 +130,7 @@ class SdkAdapter(Generic[SdkClient]):
             lambda exc: classify_sdk_error(exc, self.errors, self.provider, self._model),
             self._retry,
             remaining=clock.remaining,
+            record=lambda outcome, status: PROVIDER_STATS.record(self.provider, outcome, status),
         )
 
     def _attempt(

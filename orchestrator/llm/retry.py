@@ -85,14 +85,18 @@ async def stream_with_retries(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     rand: Callable[[], float] = random.random,
     remaining: Callable[[], float] | None = None,
+    record: Callable[[str, int | None], None] | None = None,
 ) -> AsyncIterator[StreamItem]:
     """Yield one attempt's items, opening a new attempt on retryable failures before the first item.
+
+    `record(outcome, status)` counts each attempt (`ok`, `retried`, `error`) for the metrics.
 
     `remaining` gives the seconds left of the call's own deadline: no attempt is started that
     would begin after it (the call's failure is then final). Each attempt generator is closed
     (`aclose`) however this generator ends, so cancellation or an early `aclose()` by the caller
     closes the HTTP response.
     """
+    count = record or _ignore
     attempt = 0
     while True:
         attempt += 1
@@ -101,12 +105,14 @@ async def stream_with_retries(
             try:
                 first = await anext(stream)
             except StopAsyncIteration:
+                count("ok", None)
                 return
             except Exception as exc:
                 error = exc if isinstance(exc, ProviderError) else classify(exc)
                 delay = retry_delay(error, attempt, policy, rand())
                 if delay is not None and remaining is not None and delay >= remaining():
                     delay = None  # the next attempt would start past the call's deadline
+                count("error" if delay is None else "retried", error.status)
                 if delay is None:
                     error = _after(error, attempt)
                     if error is exc:
@@ -114,12 +120,21 @@ async def stream_with_retries(
                     raise error from exc
                 await sleep(delay)
                 continue
+            count("ok", None)
             yield first
-            async for item in _classified(stream, classify):
-                yield item
+            try:
+                async for item in _classified(stream, classify):
+                    yield item
+            except ProviderError as late:  # the stream broke after output began: the turn failed
+                count("error", late.status)
+                raise
             return
         finally:
             await stream.aclose()
+
+
+def _ignore(_outcome: str, _status: int | None) -> None:
+    return None
 
 
 def _after(error: ProviderError, attempts: int) -> ProviderError:

@@ -17,6 +17,7 @@ from importlib import resources
 import httpx2
 
 from orchestrator.llm.base import ToolSpec, UserMessage
+from orchestrator.llm.stats import PROVIDER_STATS
 from orchestrator.ports import ModelClient
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,9 @@ def warm_up(types: Iterable[str]) -> list[str]:
     warmed = []
     for api in sorted({_api(t) for t in types}):
         try:
-            if asyncio.run(_turn(api)) > 0:
+            with PROVIDER_STATS.muted():  # canned turns are not provider calls
+                turns = asyncio.run(_turn(api))
+            if turns > 0:
                 warmed.append(api)
         except Exception:
             log.warning("warm-up of the %s adapter failed", api, exc_info=True)

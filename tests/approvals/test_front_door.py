@@ -56,6 +56,7 @@ DOORS = {
         "Status",
         "StoreError",
         "SystemClock",
+        "approval_metadata",
         "async_database_url",
         "authorise",
         "create_schema",

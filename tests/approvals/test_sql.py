@@ -24,11 +24,8 @@ from approvals.sql import (
     async_database_url,
     create_schema,
     make_engine,
-    migration_files,
 )
 from approvals.testing import EPOCH, InMemoryApprovalStore, sample_request
-
-MIGRATIONS = Path(__file__).resolve().parents[2] / "deploy" / "migrations"
 
 
 @pytest.fixture
@@ -206,13 +203,6 @@ def test_sqlite_connections_use_wal_and_busy_timeout(tmp_path: Path) -> None:
     assert asyncio.run(pragmas()) == ("wal", 10_000)
 
 
-def test_committed_migrations_match_the_metadata() -> None:
-    for name, sql in migration_files().items():
-        assert (MIGRATIONS / name).read_text() == sql, (
-            f"{name} is stale: python -m approvals.sql deploy/migrations"
-        )
-
-
 @pytest.mark.parametrize("when", [EPOCH, EPOCH.astimezone(timezone(timedelta(hours=-7)))])
 async def test_datetimes_come_back_in_utc(engine: AsyncEngine, when: datetime) -> None:
     store = SqlApprovalStore(engine)
@@ -233,20 +223,3 @@ async def test_concurrent_schema_creation_is_safe(database_url: str) -> None:
     finally:
         for engine in engines:
             await engine.dispose()
-
-
-async def test_a_database_from_0001_gains_the_conversation_column(tmp_path: Path) -> None:
-    engine = make_engine(f"sqlite:///{tmp_path / 'old.db'}")
-    lines = (MIGRATIONS / "0001_approvals.sqlite.sql").read_text().splitlines()
-    ddl = "\n".join(line for line in lines if not line.startswith("--"))
-    async with engine.begin() as conn:
-        for statement in filter(str.strip, ddl.split(";\n")):
-            await conn.exec_driver_sql(statement)
-    await create_schema(engine)
-    store = SqlApprovalStore(engine)
-    where = ConversationRef(surface="slack", channel="C1", thread="1.2")
-    await store.insert(sample_request(conversation=where))
-    loaded = await store.get("req-1")
-    assert loaded is not None
-    assert loaded.conversation == where
-    await engine.dispose()

@@ -135,9 +135,17 @@ async def test_socket_mode_health_server_serves_metrics_and_readiness_checks(tmp
             ready = await client.get("/readyz")
             assert ready.status == 200
             assert (await ready.json())["engine"] == "ok"
+            bot.services.ready_checks["broken"] = _raises
+            ready = await client.get("/readyz")
+            assert ready.status == 503
+            assert (await ready.json())["broken"] == "RuntimeError: no queue"
         finally:
             await client.close()
 
 
 async def _answer(problem: str | None) -> str | None:
     return problem
+
+
+async def _raises() -> str | None:
+    raise RuntimeError("no queue")

@@ -12,9 +12,9 @@ import asyncio
 import contextlib
 import fcntl
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
@@ -92,25 +92,33 @@ async def _file_lock(engine: AsyncEngine) -> AsyncIterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def _alembic(conn: Connection, command_name: str, revision: str) -> None:
+def _config(conn: Connection) -> Config:
+    config = alembic_config()
+    config.attributes["connection"] = conn  # env.py migrates on this connection
+    return config
+
+
+def _upgrade(conn: Connection, revision: str) -> None:
     from alembic import command
 
-    config = alembic_config()
-    config.attributes["connection"] = conn
-    if command_name == "upgrade-from-legacy":
-        # Another process may have stamped it since we looked: stamp only what is still unversioned.
-        if _read_revision(conn) is None and _has_legacy_tables(conn):
-            command.stamp(config, BASELINE)
-        command_name = "upgrade"
-    runner: Any = getattr(command, command_name)
-    runner(config, revision)
+    # Another process may have stamped it since we looked: stamp only what is still unversioned.
+    if _read_revision(conn) is None and _has_legacy_tables(conn):
+        command.stamp(_config(conn), BASELINE)
+    command.upgrade(_config(conn), revision)
 
 
-async def _run(engine: AsyncEngine, command_name: str, revision: str) -> None:
+def _downgrade(conn: Connection, revision: str) -> None:
+    from alembic import command
+
+    command.downgrade(_config(conn), revision)
+
+
+async def _run(engine: AsyncEngine, step: Callable[[Connection, str], None], revision: str) -> None:
+    """`step` in one transaction, holding the migration lock (file lock on SQLite, advisory on PostgreSQL)."""
     async with _file_lock(engine), engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
-        await conn.run_sync(_alembic, command_name, revision)
+        await conn.run_sync(step, revision)
 
 
 async def upgrade(engine: AsyncEngine, revision: str = "head") -> str | None:
@@ -121,7 +129,7 @@ async def upgrade(engine: AsyncEngine, revision: str = "head") -> str | None:
     if legacy:
         await _bring_legacy_to_baseline(engine)
         log.info("database made before migrations: brought to %s and stamped", BASELINE)
-    await _run(engine, "upgrade-from-legacy", revision)
+    await _run(engine, _upgrade, revision)
     return await schema_revision(engine)
 
 
@@ -138,7 +146,7 @@ async def _bring_legacy_to_baseline(engine: AsyncEngine) -> None:
 
 async def downgrade(engine: AsyncEngine, revision: str) -> str | None:
     """Take the database back to `revision` ("base": empty); for scratch databases and rollbacks."""
-    await _run(engine, "downgrade", revision)
+    await _run(engine, _downgrade, revision)
     return await schema_revision(engine)
 
 

@@ -14,7 +14,15 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
@@ -108,6 +116,8 @@ class Metrics:
             registry=registry,
         )
         registry.register(_Snapshots(lambda: self._outbox))
+        ProcessCollector(registry=registry)  # process_resident_memory_bytes, cpu seconds, open fds
+        PlatformCollector(registry=registry)  # python_info
 
     def watch_outbox(self, outbox: Outbox) -> None:
         """Report this outbox's Slack call counters."""

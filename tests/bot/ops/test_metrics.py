@@ -119,6 +119,7 @@ async def test_a_real_run_feeds_every_metric(tmp_path: Path) -> None:
     assert value(after, "massgen_approvals_pending") == 1
     assert value(after, "massgen_approval_oldest_pending_seconds") > 0
     assert waiting
+    assert value(after, "process_resident_memory_bytes") > 0  # the process itself, for dashboards
 
 
 async def test_socket_mode_health_server_serves_metrics_and_readiness_checks(tmp_path: Path) -> None:
@@ -135,9 +136,17 @@ async def test_socket_mode_health_server_serves_metrics_and_readiness_checks(tmp
             ready = await client.get("/readyz")
             assert ready.status == 200
             assert (await ready.json())["engine"] == "ok"
+            bot.services.ready_checks["broken"] = _raises
+            ready = await client.get("/readyz")
+            assert ready.status == 503
+            assert (await ready.json())["broken"] == "RuntimeError: no queue"
         finally:
             await client.close()
 
 
 async def _answer(problem: str | None) -> str | None:
     return problem
+
+
+async def _raises() -> str | None:
+    raise RuntimeError("no queue")

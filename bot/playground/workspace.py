@@ -13,7 +13,6 @@ import html
 import json
 import logging
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +20,7 @@ import aiohttp
 
 from bot.playground.emulator import SlackEmulator
 from bot.playground.payloads import (
+    app_home_opened,
     app_mention,
     block_actions,
     encode_form,
@@ -72,7 +72,6 @@ class Workspace:
     _trigger_users: dict[str, str] = field(default_factory=dict)
     _modals: dict[str, list[str]] = field(default_factory=dict)
     _seen_views: set[str] = field(default_factory=set)
-    _notes: list[dict[str, Any]] = field(default_factory=list)
     _ephemeral_ts: dict[int, str] = field(default_factory=dict)
     _violations_logged: int = 0
 
@@ -270,15 +269,7 @@ class Workspace:
     async def open_home(self, user: str) -> None:
         """The user opens the app's Home tab: Slack sends `app_home_opened`."""
         self.person(user)
-        event = app_mention("", user=user, channel=f"D{user[1:]}", team=self.slack.team_id)
-        event["event"] = {
-            "type": "app_home_opened",
-            "user": user,
-            "channel": f"D{user[1:]}",
-            "tab": "home",
-            "event_ts": f"{time.time():.6f}",
-        }
-        await self._post(encode_json(event))
+        await self._post(encode_json(app_home_opened(user, team=self.slack.team_id)))
 
     # -- what the page shows -------------------------------------------------------------------------
 

@@ -238,6 +238,7 @@ class SlackEmulator(MethodsMixin):
         self.responses: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.view_triggers: dict[str, str] = {}  # view id -> the trigger_id that opened it
         self.revision = 0  # bumped on every change, for live views of the workspace
+        self.on_violation: Callable[[str], None] | None = None  # the playground logs each one at once
         self.closing = False
         self._limiter = _RateLimiter(self.limits, clock)
         self._last_ts = 0.0
@@ -352,6 +353,8 @@ class SlackEmulator(MethodsMixin):
 
     def violate(self, problem: str) -> None:
         self.violations.append(problem)
+        if self.on_violation is not None:
+            self.on_violation(problem)
 
     async def changed(self) -> None:
         """Wake whoever waits on the workspace (`wait_for`) after a change made outside the Web API."""

@@ -221,6 +221,18 @@ def message_event(
     return _event_callback(event, team)
 
 
+def app_home_opened(user: str, *, team: str = TEAM) -> dict[str, Any]:
+    """An `event_callback` envelope for a user opening the app's Home tab."""
+    event = {
+        "type": "app_home_opened",
+        "user": user,
+        "channel": f"D{user[1:]}",
+        "tab": "home",
+        "event_ts": f"{time.time():.6f}",
+    }
+    return _event_callback(event, team)
+
+
 def url_verification(challenge: str = "challenge-token") -> dict[str, Any]:
     return {"token": "legacy", "challenge": challenge, "type": "url_verification"}
 

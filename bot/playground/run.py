@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import SecretStr
 
@@ -26,6 +27,7 @@ from bot.playground.workspace import APPROVER, Workspace
 from bot.settings import BotSettings
 
 if TYPE_CHECKING:
+    from bot.runs import ToolsBuilder
     from orchestrator import TeamConfig
 
 log = logging.getLogger("massgen-bot")
@@ -115,11 +117,9 @@ async def serve_playground(
     ready: asyncio.Event | None = None,
     started: list[Playground] | None = None,
     stop: asyncio.Event,
-    tools: Any = "real",
+    tools: ToolsBuilder | Literal["real", "none"] = "real",
 ) -> int:
     """Serve the playground until `stop` is set; `started` receives it once the page answers."""
-    import os
-
     from aiohttp import web
 
     from bot.app import build_app, build_web_app

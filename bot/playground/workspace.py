@@ -13,7 +13,6 @@ import html
 import json
 import logging
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +20,7 @@ import aiohttp
 
 from bot.playground.emulator import SlackEmulator
 from bot.playground.payloads import (
+    app_home_opened,
     app_mention,
     block_actions,
     encode_form,
@@ -72,15 +72,14 @@ class Workspace:
     _trigger_users: dict[str, str] = field(default_factory=dict)
     _modals: dict[str, list[str]] = field(default_factory=dict)
     _seen_views: set[str] = field(default_factory=set)
-    _notes: list[dict[str, Any]] = field(default_factory=list)
     _ephemeral_ts: dict[int, str] = field(default_factory=dict)
-    _violations_logged: int = 0
 
     def __post_init__(self) -> None:
         members = {p.id for p in self.people} | {self.slack.bot_user_id}
         self.slack.add_channel(CHANNEL, members=members)
         self.slack.channels[CHANNEL]["name"] = CHANNEL_NAME
         self.slack.allowed_mentions |= {p.id for p in self.people}
+        self.slack.on_violation = _log_violation
         for person in self.people:
             profile = {"display_name": person.name, "real_name": person.name.title()}
             self.slack.users[person.id] = {
@@ -270,15 +269,7 @@ class Workspace:
     async def open_home(self, user: str) -> None:
         """The user opens the app's Home tab: Slack sends `app_home_opened`."""
         self.person(user)
-        event = app_mention("", user=user, channel=f"D{user[1:]}", team=self.slack.team_id)
-        event["event"] = {
-            "type": "app_home_opened",
-            "user": user,
-            "channel": f"D{user[1:]}",
-            "tab": "home",
-            "event_ts": f"{time.time():.6f}",
-        }
-        await self._post(encode_json(event))
+        await self._post(encode_json(app_home_opened(user, team=self.slack.team_id)))
 
     # -- what the page shows -------------------------------------------------------------------------
 
@@ -331,16 +322,13 @@ class Workspace:
         return str(thread) if thread and thread != msg.get("ts") else None  # type: ignore[union-attr]
 
     def _sync(self) -> None:
-        """Modals the app opened go to the user whose action carried the trigger; violations get logged."""
+        """Modals the app opened go to the user whose action carried the trigger."""
         for view_id, trigger in self.slack.view_triggers.items():
             if view_id in self._seen_views:
                 continue
             self._seen_views.add(view_id)
             if (owner := self._trigger_users.get(trigger)) is not None:
                 self._modals.setdefault(owner, []).append(view_id)
-        for problem in self.slack.violations[self._violations_logged :]:
-            log.warning("playground: the bot did something Slack refuses: %s", problem)
-        self._violations_logged = len(self.slack.violations)
 
     def _view(self, user: str, view_id: str) -> dict[str, Any]:
         self._sync()
@@ -391,6 +379,10 @@ class Workspace:
                 {**answer, "channel": CHANNEL, "user": user, "via": "ack", "thread_ts": thread_ts}
             )
         await self.slack.changed()
+
+
+def _log_violation(problem: str) -> None:
+    log.warning("playground: the bot did something Slack refuses: %s", problem)
 
 
 def _person(p: Person) -> dict[str, str]:

@@ -3,17 +3,18 @@
 Importing a vendor SDK is CPU work (thousands of pydantic models: about 0.6 s for `openai`, 1.4 s for
 `anthropic` on the bench machine). Built up front, every client of a team would hold the run's first
 request until the slowest SDK had loaded, with the event loop blocked all the while. A deferred
-client builds its adapter in one loader thread shared by the process, so SDKs load one at a time in
-the order turns ask for them, and the loop stays free: the first agent's request goes out while the
-next agent's SDK is still loading. The key and the URL are resolved before (by the factory), so a
-misconfiguration is still an error when the client is made.
+client has its SDK imported in one loader thread shared by the process, so SDKs load one at a time
+in the order turns ask for them, each once, and the loop stays free: the first agent's request goes
+out while the next agent's SDK is still loading. The key and the URL are resolved before (by the
+factory), so a misconfiguration is still an error when the client is made.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from orchestrator.errors import ProviderError
 from orchestrator.llm.base import Message, OutputSchema, StreamItem, ToolSpec
@@ -21,13 +22,27 @@ from orchestrator.ports import ModelClient
 
 # One thread: two SDKs importing at once would share the interpreter lock and both finish late.
 _LOADER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sdk-loader")
+_SDKS: dict[str, Future[object]] = {}  # provider -> its SDK's import (process-wide, loop-agnostic)
+_SDKS_LOCK = threading.Lock()
+
+
+def _sdk(provider: str, load: Callable[[], object]) -> Future[object]:
+    """The import of `provider`'s SDK: started once, started again only if it failed."""
+    with _SDKS_LOCK:
+        future = _SDKS.get(provider)
+        if future is None or (future.done() and future.exception() is not None):
+            future = _SDKS[provider] = _LOADER.submit(load)
+        return future
 
 
 class DeferredClient:
-    """A `ModelClient` that runs `build` (which imports the SDK) in the loader thread on first use."""
+    """A `ModelClient` whose SDK (`load`) is imported in the loader thread before `build` runs."""
 
-    def __init__(self, build: Callable[[], ModelClient], *, provider: str, model: str) -> None:
+    def __init__(
+        self, build: Callable[[], ModelClient], *, provider: str, model: str, load: Callable[[], object]
+    ) -> None:
         self._build = build
+        self._load = load
         self._provider = provider
         self._model = model
         self._building: asyncio.Future[ModelClient] | None = None
@@ -40,13 +55,17 @@ class DeferredClient:
     async def client(self) -> ModelClient:
         """The adapter, built once (a failure to build is a `ProviderError`, not retried)."""
         if self._building is None:
-            self._building = asyncio.get_running_loop().run_in_executor(_LOADER, self._build)
+            self._building = asyncio.ensure_future(self._make())
         try:
             # Shielded: a turn cancelled while the SDK loads leaves the build for the next turn.
             return await asyncio.shield(self._building)
         except Exception as exc:
             message = f"cannot build the {self._provider} client: {type(exc).__name__}: {exc}"
             raise ProviderError(self._provider, self._model, None, False, message) from exc
+
+    async def _make(self) -> ModelClient:
+        await asyncio.wrap_future(_sdk(self._provider, self._load))
+        return self._build()  # the SDK is loaded: building a client is cheap
 
     async def stream_turn(
         self,

@@ -7,6 +7,8 @@ no SDK import holds another agent's first request or blocks the event loop.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import importlib.util
 import os
 from collections.abc import Mapping
@@ -102,7 +104,8 @@ def make_model_client(
 
             return AnthropicClient(build_anthropic(url, key, call_timeout_s), model, **settings)
 
-        return DeferredClient(anthropic_client, provider="anthropic", model=model)
+        load = functools.partial(importlib.import_module, "orchestrator.llm.anthropic")
+        return DeferredClient(anthropic_client, provider="anthropic", model=model, load=load)
     if type in ("openai", "chatcompletion") or type in PRESETS:
         found = endpoint(type, base_url, api_key_env, environ)
         url, key = found.url, resolve_api_key(api_key, found.key_env, found.keyless_ok, environ)
@@ -115,7 +118,8 @@ def make_model_client(
             cls = OpenAIResponsesClient if responses else ChatCompletionsClient
             return cls(build_openai(url, key, call_timeout_s), model, **settings)
 
-        return DeferredClient(openai_client, provider="openai", model=model)
+        load = functools.partial(importlib.import_module, "orchestrator.llm.openai")
+        return DeferredClient(openai_client, provider="openai", model=model, load=load)
     raise ProviderConfigError(f"unknown backend type {type!r}; expected one of {', '.join(BACKEND_TYPES)}")
 
 

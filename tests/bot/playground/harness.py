@@ -53,8 +53,10 @@ async def playground(
     async with contextlib.AsyncExitStack() as stack:
         if team is None:
             provider = await stack.enter_async_context(ProviderServer(handler))
-            text = team_yaml(provider, agents=agents)
-            team = TeamPick(team=parse_team(text, base_dir=tmp_path), why="the test's team")
+            parsed = parse_team(team_yaml(provider, agents=agents), base_dir=tmp_path)
+            # Asks live 5 minutes, not the harness's 30 s: a loaded machine must not expire one mid-test.
+            approvals = parsed.approvals.model_copy(update={"timeout_seconds": 300.0})
+            team = TeamPick(team=parsed.model_copy(update={"approvals": approvals}), why="the test's team")
         stop, ready = asyncio.Event(), asyncio.Event()
         started: list[Playground] = []
         task = asyncio.create_task(

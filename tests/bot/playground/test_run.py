@@ -1,13 +1,17 @@
-"""Which team the playground runs, its approver, and a port that is taken."""
+"""Which team the playground runs, its approver, a taken port; what the workspace makes of typed text."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from pathlib import Path
 
-from bot.playground import APPROVER, TeamPick, playground_team, serve_playground
+import pytest
+
+from bot.playground import APPROVER, SlackEmulator, TeamPick, Workspace, playground_team, serve_playground
 from bot.playground.run import with_approver
+from bot.playground.workspace import PlaygroundError
 from bot.settings import BotSettings
 from orchestrator import local_team
 
@@ -52,3 +56,25 @@ async def test_a_bad_team_file_is_a_config_error(tmp_path: Path) -> None:
     team.write_text("agents: 3\n")
     settings = BotSettings.with_values(MASSGEN_STATE_DIR=tmp_path)
     assert await serve_playground(settings, port=0, team_file=team, env={}, stop=asyncio.Event()) == 1
+
+
+def test_typed_text_becomes_what_slack_stores_and_refusals_are_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    slack = SlackEmulator()
+    workspace = Workspace(slack=slack, signing_secret="s")
+    assert workspace.encode_text("@massgen ask @avery & @nobody <now>") == (
+        f"<@{slack.bot_user_id}> ask <@{APPROVER.id}> &amp; @nobody &lt;now&gt;"
+    )
+    with caplog.at_level(logging.WARNING, logger="bot.playground.workspace"):
+        slack.violate("chat.postMessage: invalid_blocks: too many")
+    assert "Slack refuses: chat.postMessage: invalid_blocks" in caplog.text
+
+
+async def test_a_reply_to_a_thread_that_does_not_exist_is_refused() -> None:
+    workspace = Workspace(slack=SlackEmulator(), signing_secret="s")
+    with pytest.raises(PlaygroundError):
+        await workspace.send(APPROVER.id, "hello", thread_ts="1.000001")
+    assert await workspace.send(APPROVER.id, "   ") is None
+    assert await workspace.send(APPROVER.id, "just chatting") is None  # no mention: never reaches the bot
+    assert [m["text"] for m in workspace.state(APPROVER.id)["messages"]] == ["just chatting"]

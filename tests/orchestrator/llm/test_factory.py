@@ -129,18 +129,26 @@ def test_neither_the_factory_nor_a_client_imports_an_sdk_before_its_first_turn()
     assert out.stdout.strip() == "[]"
 
 
-async def test_clients_are_built_once_in_the_loader_thread() -> None:
-    threads: list[str] = []
+async def test_the_sdk_loads_once_in_the_loader_thread_and_clients_build_on_the_loop() -> None:
+    loads: list[str] = []
+    builds: list[str] = []
+
+    def load() -> None:
+        loads.append(threading.current_thread().name)
 
     def build() -> ModelClient:
-        threads.append(threading.current_thread().name)
+        builds.append(threading.current_thread().name)
         return ScriptedModelClient(Turn(text="hi"))
 
-    client = DeferredClient(build, provider="scripted", model="m")
-    first, second = await asyncio.gather(client.client(), client.client())
+    provider = f"scripted-{id(loads)}"  # the loaded SDKs are the process's: a name of this test's own
+    client = DeferredClient(build, provider=provider, model="m", load=load)
+    other = DeferredClient(build, provider=provider, model="m", load=load)
+    first, second, third = await asyncio.gather(client.client(), client.client(), other.client())
     assert first is second
-    assert len(threads) == 1
-    assert threads[0].startswith("sdk-loader")
+    assert first is not third
+    assert len(loads) == 1  # one import for the provider, however many clients
+    assert loads[0].startswith("sdk-loader")
+    assert builds == [threading.current_thread().name] * 2
     assert text_of(await collect(client)) == "hi"  # type: ignore[arg-type]
     await client.close()
     assert isinstance(first, ScriptedModelClient)
@@ -151,7 +159,7 @@ async def test_a_client_that_cannot_be_built_is_a_provider_error() -> None:
     def build() -> ModelClient:
         raise ValueError("bad base URL")
 
-    client = DeferredClient(build, provider="openai", model="m")
+    client = DeferredClient(build, provider="openai", model="m", load=lambda: None)
     with pytest.raises(
         ProviderError, match="cannot build the openai client: ValueError: bad base URL"
     ) as caught:

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from approvals import ConversationRef
 from approvals.sql import make_engine
+from approvals.testing import scratch_postgres_database
 from orchestrator.errors import RunNotResumable, RunStoreError
 from orchestrator.events import (
     AnswerSubmitted,
@@ -37,14 +38,17 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield InMemoryRunStore()
         return
     if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'runs.db'}"
-    else:
-        url = postgres_url() or ""
-        if not url:
-            pytest.skip("no DATABASE_URL_POSTGRES")
-    engine = make_engine(url)
-    yield await SqlRunStore.create(engine)
-    await engine.dispose()
+        engine = make_engine(f"sqlite:///{tmp_path / 'runs.db'}")
+        yield await SqlRunStore.create(engine)
+        await engine.dispose()
+        return
+    server = postgres_url()
+    if server is None:
+        pytest.skip("no DATABASE_URL_POSTGRES")
+    async with scratch_postgres_database(server) as url:  # a fresh database: no rows of earlier runs
+        engine = make_engine(url)
+        yield await SqlRunStore.create(engine)
+        await engine.dispose()
 
 
 async def test_finished_run_is_stored_and_folds_back(store: RunStore) -> None:

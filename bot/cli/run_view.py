@@ -104,14 +104,19 @@ class LiveView:
 
     @property
     def console(self) -> Console:
-        return self._console
+        """Where approval prompts go: the display, or stderr when the display goes to a file or a pipe."""
+        if self._console.is_terminal:
+            return self._console
+        from rich.console import Console
+
+        return Console(stderr=True)
 
     def start(self, handle: RunHandle) -> None:
         if not self._console.is_terminal:
             return  # lines only: a redrawn table is for people, not for files
         from rich.live import Live
 
-        self._live = Live(console=self.console, get_renderable=self._render, refresh_per_second=8)
+        self._live = Live(console=self._console, get_renderable=self._render, refresh_per_second=8)
         self._live.start()
 
     def pause(self) -> None:
@@ -124,7 +129,7 @@ class LiveView:
 
     def finish(self, terminal: Terminal) -> None:
         self.pause()
-        self.console.print(final_panel(terminal, self.view))
+        self._console.print(final_panel(terminal, self.view))
 
     def _render(self) -> Table:
         return agent_table(self.view)

@@ -346,7 +346,7 @@ class AgentTools:
             result.request is not None and result.request.digest != digest
         ):
             return await self._refuse(
-                replace(report, layer="policy"), "refused: the input changed after approval"
+                replace(report, layer="policy"), "refused: the input changed after approval", result
             )
         try:
             content = await execute(bound, self.env, network=result.network, real=real)

@@ -210,6 +210,14 @@ async def test_dotenv_stdin_task_and_plain_lines_without_a_terminal(
     assert denied
     assert any("asked for but not done, or failed:" in line for line in lines)
     assert any("denied · fetch(https://example.com/flaky)" in line and line.startswith("│") for line in lines)
+    # `massgen-bot audit` in the same folder reads the same `.env`, so it finds the run's asks.
+    audit = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "audit", "--run", run_id, "--jsonl",
+        stdout=asyncio.subprocess.PIPE, cwd=tmp_path, env=dict(os.environ),
+    )  # fmt: skip
+    trail, _ = await asyncio.wait_for(audit.communicate(), timeout=60)
+    entries = [json.loads(line) for line in trail.decode().splitlines()]
+    assert {(e["run_id"], e["outcome"]) for e in entries} == {(run_id, "ask"), (run_id, "denied")}
 
 
 async def test_budget_salvage_exits_3(tmp_path: Path) -> None:

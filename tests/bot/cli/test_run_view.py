@@ -15,7 +15,14 @@ from rich.console import Console
 from approvals.permissions import Action
 from approvals.testing import EPOCH, sample_request
 from bot.cli.run import UsageError, read_task
-from bot.cli.run_view import CHOICES_PROMPT, action_line, agent_table, approval_text, final_panel
+from bot.cli.run_view import (
+    CHOICES_PROMPT,
+    LiveView,
+    action_line,
+    agent_table,
+    approval_text,
+    final_panel,
+)
 from orchestrator import (
     ActionResult,
     AgentInfo,
@@ -27,6 +34,7 @@ from orchestrator import (
     RunStarted,
     RunView,
     TextDelta,
+    ToolDecided,
     UsageUpdated,
     VoteCast,
 )
@@ -62,7 +70,11 @@ AGENTS = (
 
 
 def busy_view() -> RunView:
-    events: list[RunEvent] = [
+    return RunView.of(busy_view_events())
+
+
+def busy_view_events() -> list[RunEvent]:
+    return [
         RunStarted(run_id="r", seq=1, at=1.0, task="t", agents=AGENTS),
         AgentStatus(run_id="r", seq=2, agent_id="beta", status="awaiting_approval", detail=""),
         AnswerSubmitted(run_id="r", seq=3, agent_id="alpha", label="agent1.1", content="x"),
@@ -82,7 +94,6 @@ def busy_view() -> RunView:
             run_cost_usd=0.1234,
         ),
     ]
-    return RunView.of(events)
 
 
 def test_the_table_fits_80_columns_and_keeps_the_numbers_whole() -> None:
@@ -150,3 +161,37 @@ def test_the_task_comes_from_words_a_file_or_stdin(tmp_path: Path, monkeypatch: 
     ]:
         with pytest.raises(UsageError, match=error):
             read_task(words, path)
+
+
+def test_without_a_terminal_each_change_is_one_plain_line_and_prompts_go_to_stderr() -> None:
+    out = io.StringIO()
+    view = LiveView(Console(file=out, width=40))  # a file: not a terminal, and narrower than a line
+    assert view.console.stderr  # the approver's prompt must not vanish into the file
+    for event in busy_view_events():
+        view.on_event(event)
+    view.on_event(
+        ToolDecided(
+            run_id="r",
+            seq=7,
+            agent_id="beta",
+            call_id="c",
+            tool="run_command",
+            action="command(make)",
+            decision="allow",
+            risk="low",
+            layer="rule",
+            reason="approved by cli:me",
+            executed=True,
+            outcome="failed",
+            exit_code=2,
+            request_id="req-1",
+        )
+    )
+    lines = out.getvalue().splitlines()
+    assert "\x1b" not in out.getvalue()
+    assert lines == [
+        "agents: agent1 (alpha) gpt-4o-mini, agent2 (beta) claude-sonnet-4-5, agent3 (gamma) llama3",
+        "agent1 (alpha) answered: agent1.1",
+        "agent3 (gamma) votes for agent1.1",
+        "agent2 (beta) · failed (exit code 2) · command(make)",
+    ]

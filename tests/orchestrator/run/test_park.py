@@ -278,3 +278,24 @@ async def test_the_timeout_counts_working_time_not_parked_time(tmp_path: Path) -
     assert isinstance(outcome, RunFinished)
     assert outcome.salvage == "timeout:latest_answer"
     assert models.calls == 0
+
+
+async def test_a_parked_run_resumed_without_park_mode_waits_for_the_decision(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    await world.parked(ScriptedModels({"a0": [world.first_ask()]}))
+    [request] = await world.service.pending(run_id="run-1")
+    waited = asyncio.Event()
+
+    def on_event(event: RunEvent) -> None:
+        if event.kind == "agent_status" and getattr(event, "status", "") == "awaiting_approval":
+            waited.set()
+
+    handle = await resume_run(
+        "run-1", world.team, world.store, models=ScriptedModels(), tools=world.tools, subscribers=[on_event]
+    )
+    await asyncio.wait_for(waited.wait(), timeout=20)
+    assert world.ran() == 0
+    await world.service.decide(request.id, APPROVER, approve=True)
+    terminal = await asyncio.wait_for(handle.wait(), timeout=20)
+    assert isinstance(terminal, RunFinished)
+    assert world.ran() == 1

@@ -299,3 +299,30 @@ async def test_a_parked_run_resumed_without_park_mode_waits_for_the_decision(tmp
     terminal = await asyncio.wait_for(handle.wait(), timeout=20)
     assert isinstance(terminal, RunFinished)
     assert world.ran() == 1
+
+
+async def test_a_final_phase_ask_parks_the_run_and_the_presentation_goes_on_after_it(tmp_path: Path) -> None:
+    world = World(tmp_path)
+
+    def presenter(request: Request) -> Turn:
+        final = not request.tool_names & {"new_answer", "vote"}
+        if final and not any(isinstance(m, ToolResultMessage) for m in request.messages):
+            return Turn(calls=(call("run_command", command=world.command),))
+        return protocol(request)
+
+    handle = await start_run(
+        world.team, "t", models=ScriptedModels(then=presenter), tools=world.tools, store=world.store,
+        run_id="run-1", park=True,
+    )  # fmt: skip
+    parked = await asyncio.wait_for(handle.outcome(), timeout=20)
+    assert isinstance(parked, Parked)
+    [request] = await world.service.pending(run_id="run-1")
+    assert parked.waiting == (request.id,)
+    assert [e.phase for e in await world.events() if isinstance(e, ToolAwaiting)] == ["final"]
+    await world.service.decide(request.id, APPROVER, approve=True)
+    resumed = ScriptedModels(then=presenter)
+    outcome = await world.resume(resumed)
+    assert isinstance(outcome, RunFinished)
+    assert outcome.salvage is None
+    assert world.ran() == 1
+    assert resumed.calls == 1  # only the presentation's next call: coordination was not redone

@@ -147,8 +147,10 @@ class PermissionGate:
         then lets the followers through; "once" never propagates (pitfall 19): they ask in turn.
         """
         key = frozenset(engine.scope_key(a) for a in call.actions)
-        parked = self._parked.get(key)
-        if parked is not None:  # park mode: the same action is already asked; wait on that request
+        parked = await self._still_pending(self._parked.get(key))
+        if parked is None:
+            self._parked.pop(key, None)
+        else:  # park mode: the same action is already asked; wait on that request
             detail = f"waiting for the same approval ({call.actions[0]})"
             await self._emit(AgentStatus(agent_id=call.agent_id, status="awaiting_approval", detail=detail))
             raise ToolParked(parked)
@@ -168,6 +170,12 @@ class PermissionGate:
         finally:
             del self._asking[key]
             done.set_result(None)
+
+    async def _still_pending(self, request_id: str | None) -> str | None:
+        if request_id is None:
+            return None
+        request = await self.approvals.get(request_id)
+        return request_id if request is not None and request.status == "pending" else None
 
     async def refuse(self, call: GateCall, reason: str, *, layer: str = "boundary") -> None:
         """Audit a refusal decided before the engine (e.g. a write outside the own workspace)."""
@@ -250,13 +258,19 @@ class PermissionGate:
             return await self._finish(call, decision, False, decision.reason)
         if request.agent_id != call.agent_id or request.digest != call.digest:
             # Parked behind another agent's identical ask: a "once" approval is not ours; ask in turn.
-            if request.status == "pending":
+            if request.status == "pending" and self.park:
                 raise ToolParked(request_id)
+            if request.status == "pending":
+                await self.approvals.wait(request_id)
             return await self.check(engine, call)
         if request.status == "pending":
-            if self._now() < request.expires_at:
+            if self.park and self._now() < request.expires_at:
                 raise ToolParked(request_id)
-            request = await self.approvals.wait(request_id)  # overdue: expires it now (fail closed)
+            # Not parking (or overdue: the wait expires it now, fail closed): wait for the answer.
+            await self._emit(
+                AgentStatus(agent_id=call.agent_id, status="awaiting_approval", detail=call.tool)
+            )
+            request = await self.approvals.wait(request_id)
         await self._emit(self._working(call))
         await self._emit(_resolved_event(call.agent_id, request))
         decision = await self._judge(engine, call)

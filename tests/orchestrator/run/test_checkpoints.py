@@ -54,14 +54,18 @@ class Crash:
     async def run_until(self, at: Callable[[RunEvent], bool], *, a1_answers: bool = False) -> list[RunEvent]:
         """a0 runs the command, then its next model call hangs; a1 hangs (or answers). Returns the cut log."""
         store = InMemoryRunStore()
-        reached = asyncio.Event()
+        reached, release = asyncio.Event(), asyncio.Event()
         cut: list[RunEvent] = []
 
-        def watch(event: RunEvent) -> None:  # subscribers see an event after the store has it
-            if not reached.is_set():
-                cut.append(event)
-                if at(event):
-                    reached.set()
+        async def watch(event: RunEvent) -> None:  # subscribers see an event after the store has it
+            if reached.is_set():
+                return
+            cut.append(event)
+            if at(event):
+                reached.set()
+                # Hold the delivery (so nothing later is stored, and no tool can start) until the
+                # run's tasks are stopped: what a `kill -9` at this point would leave behind.
+                await release.wait()
 
         first = Turn(text="let me check", calls=(call("run_command", command=self.command),))
         models = ScriptedModels({"a0": [first, hang()], "a1": [] if a1_answers else [hang()]})
@@ -69,7 +73,14 @@ class Crash:
             self.team, "t", models=models, tools=self.tools, store=store, run_id="run-1", subscribers=[watch]
         )
         await asyncio.wait_for(reached.wait(), timeout=20)
-        await handle.cancel()
+        stopping = asyncio.create_task(handle.cancel())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
+        while (self.root / "run-1").exists():  # removed once every agent task has stopped
+            assert loop.time() < deadline, "the run did not stop"
+            await asyncio.sleep(0.01)
+        release.set()
+        await stopping
         await handle.wait()
         return cut
 

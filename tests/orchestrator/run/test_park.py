@@ -278,3 +278,97 @@ async def test_the_timeout_counts_working_time_not_parked_time(tmp_path: Path) -
     assert isinstance(outcome, RunFinished)
     assert outcome.salvage == "timeout:latest_answer"
     assert models.calls == 0
+
+
+async def test_a_parked_run_resumed_without_park_mode_waits_for_the_decision(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    await world.parked(ScriptedModels({"a0": [world.first_ask()]}))
+    [request] = await world.service.pending(run_id="run-1")
+    waited = asyncio.Event()
+
+    def on_event(event: RunEvent) -> None:
+        if event.kind == "agent_status" and getattr(event, "status", "") == "awaiting_approval":
+            waited.set()
+
+    handle = await resume_run(
+        "run-1", world.team, world.store, models=ScriptedModels(), tools=world.tools, subscribers=[on_event]
+    )
+    await asyncio.wait_for(waited.wait(), timeout=20)
+    assert world.ran() == 0
+    await world.service.decide(request.id, APPROVER, approve=True)
+    terminal = await asyncio.wait_for(handle.wait(), timeout=20)
+    assert isinstance(terminal, RunFinished)
+    assert world.ran() == 1
+
+
+async def test_a_final_phase_ask_parks_the_run_and_the_presentation_goes_on_after_it(tmp_path: Path) -> None:
+    world = World(tmp_path)
+
+    def presenter(request: Request) -> Turn:
+        final = not request.tool_names & {"new_answer", "vote"}
+        if final and not any(isinstance(m, ToolResultMessage) for m in request.messages):
+            return Turn(calls=(call("run_command", command=world.command),))
+        return protocol(request)
+
+    handle = await start_run(
+        world.team, "t", models=ScriptedModels(then=presenter), tools=world.tools, store=world.store,
+        run_id="run-1", park=True,
+    )  # fmt: skip
+    parked = await asyncio.wait_for(handle.outcome(), timeout=20)
+    assert isinstance(parked, Parked)
+    [request] = await world.service.pending(run_id="run-1")
+    assert parked.waiting == (request.id,)
+    assert [e.phase for e in await world.events() if isinstance(e, ToolAwaiting)] == ["final"]
+    await world.service.decide(request.id, APPROVER, approve=True)
+    resumed = ScriptedModels(then=presenter)
+    outcome = await world.resume(resumed)
+    assert isinstance(outcome, RunFinished)
+    assert outcome.salvage is None
+    assert world.ran() == 1
+    assert resumed.calls == 1  # only the presentation's next call: coordination was not redone
+
+
+async def test_the_apply_back_ask_parks_the_run_and_the_approval_applies_the_patch_once(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path)
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "app.py").write_text("v1\n")
+    workspace = world.team.workspace.model_copy(update={"source": source, "apply": "ask"})
+    world.team = world.team.model_copy(update={"workspace": workspace})
+
+    def writer(request: Request) -> Turn:  # every agent edits app.py first, then follows the protocol
+        first = "new_answer" in request.tool_names and len(request.messages) == 1
+        if first:
+            return Turn(calls=(call("write_file", path="app.py", content="v2\n"),))
+        return protocol(request)
+
+    async def tools(ctx: RunContext) -> RunTools:
+        def engine(_config: PermissionConfig) -> ScriptedEngine:
+            return ScriptedEngine({str(source / "app.py"): ASK})
+
+        return await build_run_tools(ctx, approvals=world.service, root=world.root, engine_factory=engine)
+
+    world.tools = tools  # type: ignore[method-assign]
+    handle = await start_run(
+        world.team,
+        "t",
+        models=ScriptedModels(then=writer),
+        tools=tools,
+        store=world.store,
+        run_id="run-1",
+        park=True,
+    )
+    parked = await asyncio.wait_for(handle.outcome(), timeout=20)
+    assert isinstance(parked, Parked)
+    assert [e.phase for e in await world.events() if isinstance(e, ToolAwaiting)] == ["apply"]
+    assert any(e.kind == "concluded" for e in await world.events())
+    assert (source / "app.py").read_text() == "v1\n"
+    await world.service.decide(parked.waiting[0], APPROVER, approve=True)
+    resumed = ScriptedModels(then=writer)
+    outcome = await world.resume(resumed)
+    assert isinstance(outcome, RunFinished)
+    assert outcome.applied is True
+    assert (source / "app.py").read_text() == "v2\n"
+    assert resumed.calls == 0  # straight back to the apply step

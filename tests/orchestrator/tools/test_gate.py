@@ -14,6 +14,7 @@ from approvals.models import Principal
 from approvals.permissions.actions import Action
 from approvals.permissions.decisions import Decision
 from approvals.service import ApprovalService
+from orchestrator.errors import ToolParked
 from orchestrator.ports import ApprovalPort
 from orchestrator.tools.gate import DEFERRED, GateCall
 from tests.orchestrator.tools.fakes import ALLOW, ASK, DENY, EGRESS, PUSH, Harness, ScriptedEngine
@@ -31,7 +32,7 @@ def _call(target: str, *, agent: str = "alpha", phase: str = "coordination", dig
     )
 
 
-@pytest.mark.parametrize("method", ["request", "wait", "record_decision"])
+@pytest.mark.parametrize("method", ["request", "wait", "get", "record_decision"])
 def test_the_approval_service_satisfies_the_port(method: str) -> None:
     # CI type-checks the packages, not the tests: compare the signatures at run time too.
     port, service = (
@@ -289,3 +290,67 @@ async def test_a_once_approval_does_not_propagate_to_waiting_agents() -> None:
     await harness.service.decide(second.id, APPROVER, approve=False)
     results = await asyncio.wait_for(asyncio.gather(*tasks), timeout=5)
     assert sorted(r.allowed for r in results) == [False, True]
+
+
+# ---- park mode (issue 11): an ask ends the call; the stored decision answers the resumed call ----
+
+
+async def test_in_park_mode_an_ask_opens_the_request_and_parks_identical_asks_on_it() -> None:
+    harness = Harness()
+    gate, engine = harness.gate(), ScriptedEngine({"pip install x": ASK})
+    gate.park = True
+    with pytest.raises(ToolParked) as first:
+        await gate.check(engine, _call("pip install x", agent="alpha", digest="alpha"))
+    with pytest.raises(ToolParked) as second:
+        await gate.check(engine, _call("pip install x", agent="beta", digest="beta"))
+    [request] = await harness.service.pending()
+    assert first.value.request_id == second.value.request_id == request.id
+    assert harness.kinds()[-1] == "agent_status"  # awaiting approval, nothing resolved
+
+
+async def test_a_resumed_call_is_answered_by_its_stored_decision() -> None:
+    harness = Harness()
+    gate, engine = harness.gate(), ScriptedEngine({"pip install x": ASK})
+    gate.park = True
+    call = _call("pip install x")
+    with pytest.raises(ToolParked) as parked:
+        await gate.check(engine, call)
+    request_id = parked.value.request_id
+    with pytest.raises(ToolParked):  # still pending: parked again, nothing asked twice
+        await gate.check(engine, call, awaiting=request_id)
+    assert len(await harness.service.pending()) == 1
+    await harness.service.decide(request_id, APPROVER, approve=True)
+    result = await gate.check(engine, call, awaiting=request_id)
+    assert result.allowed
+    assert result.request is not None
+    assert result.request.id == request_id
+    assert "tool_approval_resolved" in harness.kinds()
+
+
+async def test_a_resumed_call_with_an_unknown_request_or_another_input_is_denied() -> None:
+    harness = Harness()
+    gate, engine = harness.gate(), ScriptedEngine({"pip install x": ASK})
+    gate.park = True
+    unknown = await gate.check(engine, _call("pip install x"), awaiting="apr_nope")
+    assert not unknown.allowed
+    assert "unknown" in unknown.reason
+    with pytest.raises(ToolParked) as parked:
+        await gate.check(engine, _call("pip install x", digest="d1"))
+    await harness.service.decide(parked.value.request_id, APPROVER, approve=True)
+    # The same request id offered for a call with another input: it is not this call's approval.
+    with pytest.raises(ToolParked):  # so the call asks for itself
+        await gate.check(engine, _call("pip install x", digest="d2"), awaiting=parked.value.request_id)
+    assert len(await harness.service.pending()) == 1
+
+
+async def test_a_resumed_call_the_policy_now_denies_is_denied_despite_its_approval() -> None:
+    harness = Harness()
+    gate = harness.gate()
+    gate.park = True
+    with pytest.raises(ToolParked) as parked:
+        await gate.check(ScriptedEngine({"pip install x": ASK}), _call("pip install x"))
+    await harness.service.decide(parked.value.request_id, APPROVER, approve=True)
+    result = await gate.check(
+        ScriptedEngine({"pip install x": DENY}), _call("pip install x"), awaiting=parked.value.request_id
+    )
+    assert not result.allowed

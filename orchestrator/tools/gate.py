@@ -112,6 +112,7 @@ class PermissionGate:
         """
         if awaiting is not None:
             return await self._resume(engine, call, awaiting)
+        granted = frozenset(self.grants.keys)  # what the verdict below is judged with
         decision = await self._judge(engine, call)
         if decision.resolved == "deny":
             return await self._finish(call, decision, False, decision.reason)
@@ -123,7 +124,7 @@ class PermissionGate:
                 )
         if decision.resolved == "allow":
             return await self._finish(call, decision, True, decision.reason)
-        return await self._ask_once(engine, call, decision)
+        return await self._ask_once(engine, call, decision, granted)
 
     async def _judge(self, engine: Evaluator, call: GateCall) -> Decision:
         """The engine's verdict, judged off the event loop; a failure or a slow verdict denies."""
@@ -140,7 +141,9 @@ class PermissionGate:
             log.exception("permission engine failed")
             return _fail_closed(f"engine error: {exc}")
 
-    async def _ask_once(self, engine: Evaluator, call: GateCall, decision: Decision) -> GateResult:
+    async def _ask_once(
+        self, engine: Evaluator, call: GateCall, decision: Decision, granted: frozenset[str]
+    ) -> GateResult:
         """Ask, unless the same action is already being asked: then wait for that answer and re-check.
 
         N agents wanting the same `pip install` make one Slack message, not N. A "run" approval
@@ -159,6 +162,8 @@ class PermissionGate:
             detail = f"waiting for the same approval ({call.actions[0]})"
             await self._emit(AgentStatus(agent_id=call.agent_id, status="awaiting_approval", detail=detail))
             await asyncio.shield(pending)
+            return await self.check(engine, call)
+        if not self.grants.keys <= granted:  # approved "for this run" since the verdict: judge again
             return await self.check(engine, call)
         done = asyncio.get_running_loop().create_future()
         self._asking[key] = done

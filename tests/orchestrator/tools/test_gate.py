@@ -275,6 +275,34 @@ async def test_identical_concurrent_asks_make_one_request_and_a_run_grant_frees_
     assert sum(1 for e in harness.audit.entries if e.outcome == "ask") == 1
 
 
+async def test_a_run_approval_given_while_a_follower_is_judged_lets_it_through() -> None:
+    """The follower's verdict was computed before the grant: it is judged again, never asked anew."""
+    judging, release = threading.Event(), threading.Event()
+
+    class HeldForBeta(ScriptedEngine):
+        """Holds beta's judgment (in its thread) until the test has approved alpha's ask for the run."""
+
+        def evaluate_many(self, actions, *, grants=frozenset()):  # type: ignore[no-untyped-def]
+            decision = super().evaluate_many(actions, grants=grants)
+            if actions[0].target == "pip install x" and not grants and len(self.seen) == 2:
+                judging.set()
+                assert release.wait(timeout=5)
+            return decision
+
+    harness = Harness()
+    gate, engine = harness.gate(), HeldForBeta({"pip install x": ASK})
+    alpha = asyncio.create_task(gate.check(engine, _call("pip install x", agent="alpha", digest="a")))
+    request = await harness.next_request()
+    beta = asyncio.create_task(gate.check(engine, _call("pip install x", agent="beta", digest="b")))
+    assert await asyncio.to_thread(judging.wait, 5)
+    await harness.service.decide(request.id, APPROVER, approve=True, scope="run")
+    assert (await asyncio.wait_for(alpha, timeout=5)).allowed
+    release.set()  # beta's stale verdict (ask) arrives after the grant
+    assert (await asyncio.wait_for(beta, timeout=5)).allowed
+    assert harness.requested.empty()  # no second approval message for the same action
+    assert sum(1 for e in harness.audit.entries if e.outcome == "ask") == 1
+
+
 async def test_a_once_approval_does_not_propagate_to_waiting_agents() -> None:
     harness = Harness()
     gate, engine = harness.gate(), ScriptedEngine({"pip install x": ASK})

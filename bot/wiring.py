@@ -13,7 +13,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from approvals import ExpiryScheduler
     from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ThreadApprovalPort
+    from bot.engine import Engine
     from bot.home import HomeTab
     from bot.runs import RunHistory, RunUseCases, SharedModels, ToolsBuilder
     from bot.slack import Outbox
@@ -80,9 +81,11 @@ class Services:
     presenter: ApprovalsUI
     scheduler: ExpiryScheduler
     models: SharedModels
+    engine: Engine
     bot_token: str
     signing_secret: str
     identity: dict[str, str] = field(default_factory=dict)
+    left_running: int = 0  # runs left pending in the engine at shutdown (they resume elsewhere or later)
 
     @property
     def store(self) -> BotStore:
@@ -100,14 +103,19 @@ class Services:
         return self.storage.approvals
 
     async def close(self, *, grace: float = 10.0) -> None:
-        """Stop runs, drain tasks, stop timers, deliver queued Slack calls, release the database."""
-        # Runs first: cancelling them cancels their asks, whose messages the presenter still rewrites.
-        await self.runs.supervisor.stop()
-        await self.tasks.drain(grace=grace)
+        """Stop taking runs, let short ones end, drain tasks, stop timers, flush Slack, release the database.
+
+        Runs still going after `grace` stay pending in the engine (their approvals stay open): the
+        next start, or another worker, resumes them.
+        """
+        self.left_running = await self.runs.supervisor.stop(grace=grace)
+        await self.tasks.drain(grace=grace, keep="run:" if self.left_running else None)
         self.presenter.detach()
-        await self.models.aclose()
         await self.scheduler.stop()
+        await self.engine.close()
         await self.outbox.close(drain=True, timeout=grace)
+        if not self.left_running:  # a run left behind may still hold a client: the process ends anyway
+            await self.models.aclose()
         await self.storage.close()
 
 
@@ -140,15 +148,24 @@ def default_tools(workspace_root: Path | None = None) -> ToolsBuilder:
     return build
 
 
-async def recover(history: RunHistory, approvals: ApprovalService, outbox: Outbox) -> int:
-    """Runs a previous process left running cannot resume here: mark them failed, cancel their asks.
+async def recover(
+    history: RunHistory,
+    approvals: ApprovalService,
+    outbox: Outbox,
+    *,
+    alive: Callable[[str], Awaitable[bool]] | None = None,
+) -> int:
+    """Runs left running that no engine workflow will resume: mark them failed, cancel their asks.
 
-    Cancelling rewrites their approval messages (the presenter finds them in the store), so nobody
-    approves an action that no agent is waiting for any more.
+    Runs the engine still holds (`alive`: pending or queued, here or on another worker) are left
+    alone: they resume, and a new instance never fails an old one's live runs. The rest (started
+    before the engine, or whose workflow ended without a terminal event) are orphans. Cancelling
+    rewrites their approval messages (the presenter finds them in the store), so nobody approves
+    an action that no agent is waiting for any more.
     """
     from bot.runs import retire_status
 
-    stale = await history.left_running()
+    stale = [run for run in await history.left_running() if alive is None or not await alive(run.run_id)]
     for run in stale:
         await history.mark_failed(run.run_id, RESTARTED)
         await approvals.cancel_run(run.run_id, RESTARTED)
@@ -247,6 +264,7 @@ async def build_services(
     """Wire every layer for one process. `tools="none"` runs agents with the workflow tools only."""
     from approvals import ExpiryScheduler
     from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ApproverDMs, pending_for
+    from bot.engine import Engine, engine_config
     from bot.home import ChannelAccess, HomeTab
     from bot.runs import RunHistory, RunSupervisor, RunUseCases, SharedModels, TeamCatalog
     from bot.slack import GroupResolver
@@ -254,19 +272,22 @@ async def build_services(
     from orchestrator import sandbox_status, warm_up
 
     teams = TeamCatalog.load(team_file or settings.team_file, settings.teams_dir)
+    config = engine_config(settings)
     # Say before any run whether agents' commands can run confined here, not after an approver said yes.
     if (problem := await sandbox_status(teams.default.team.sandbox)) is not None:
         log.warning("sandbox: %s", problem)
     # Import the model SDKs and stream one canned turn through each, off the event loop: done lazily
     # by the first run, the imports and the SDKs' schema builds would stall acks and transactions.
-    await asyncio.to_thread(warm_up, [a.backend.type for a in teams.default.team.agents])
+    if config.executes:  # a front end never calls a model
+        await asyncio.to_thread(warm_up, [a.backend.type for a in teams.default.team.agents])
     client = client or make_client(settings)
     db = await open_storage(settings)
     box = _make_outbox(client, outbox or OutboxOptions(), db.engine)
     remind = timedelta(seconds=teams.default.team.approvals.remind_before_seconds)
     scheduler = ExpiryScheduler(db.approvals, remind_before=remind)
     models = SharedModels()
-    models.prebuild(teams.default.team.agents)
+    if config.executes:
+        models.prebuild(teams.default.team.agents)
     tasks = TaskSupervisor()
     supervisor = RunSupervisor(
         tasks=tasks,
@@ -281,7 +302,10 @@ async def build_services(
         status_refresh=settings.status_refresh,
         progress_after=settings.progress_after,
         models=models,
+        teams=teams,
     )
+    engine = Engine(config, db.engine)
+    supervisor.engine = engine
     groups = GroupResolver(box.call, ttl=settings.group_cache_ttl)
     dms = ApproverDMs(box, db.store, groups.members, policy=settings.approval_dms)
     spawn_ui = functools.partial(tasks.spawn, name="approvals-ui")
@@ -303,8 +327,10 @@ async def build_services(
     presenter.on_change = home.refresh
     presenter.attach()
     await box.start()
-    await recover(history, db.approvals, box)
-    await scheduler.start()
+    # Launching recovers this executor's pending runs (its step resumes each from the run store).
+    await engine.launch(supervisor if config.executes else None)
+    await recover(history, db.approvals, box, alive=engine.holds)
+    await scheduler.start()  # expiry timers are rebuilt from the pending approvals
     runs = RunUseCases(supervisor=supervisor, teams=teams, history=history, groups_of=groups.groups_of)
     return Services(
         settings=settings,
@@ -318,6 +344,7 @@ async def build_services(
         presenter=presenter,
         scheduler=scheduler,
         models=models,
+        engine=engine,
         bot_token=secret(settings.slack_bot_token),
         signing_secret=secret(settings.slack_signing_secret),
         identity=await identify(client),

@@ -22,6 +22,7 @@ _COMMAND_MODULES = {
     "serve": "bot.cli.serve",
     "socket": "bot.cli.serve",
     "start": "bot.cli.serve",
+    "worker": "bot.cli.serve",
 }
 
 

@@ -1,4 +1,9 @@
-"""`massgen-bot serve` (HTTP), `massgen-bot socket` (Socket Mode) and `massgen-bot start` (`make run`)."""
+"""`massgen-bot serve` (HTTP), `socket` (Socket Mode), `start` (`make run`) and `worker` (runs only).
+
+Each takes `--role all|frontend|worker` (default `$MASSGEN_ROLE`, else `all`: one process does
+everything). A front end takes Slack's requests and enqueues runs; a worker executes them and
+serves only `/healthz` and `/readyz`; `worker` is `start --role=worker`.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,17 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from bot.settings import BotSettings, Mode, missing_settings_help, secret
+from bot.settings import BotSettings, Mode, Role, missing_settings_help, secret
 
 log = logging.getLogger("massgen-bot")
+
+Serving = Mode | Literal["worker"]  # what a process listens to: Slack (HTTP or Socket Mode), or nothing
 
 
 def register(subparsers: Any) -> None:
@@ -34,16 +42,30 @@ def register(subparsers: Any) -> None:
     start.add_argument("--port", type=int, default=None, help="HTTP port when serving over HTTP")
     _common(start)
     start.set_defaults(func=lambda args: _main(args, None))
+    worker = subparsers.add_parser(
+        "worker", help="execute runs only (no Slack ingress; /healthz and /readyz on $PORT)"
+    )
+    worker.add_argument("--port", type=int, default=None, help="health-check port (default $PORT or 3000)")
+    _common(worker, role=False)
+    worker.set_defaults(func=lambda args: _main(args, None, role="worker"))
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _common(parser: argparse.ArgumentParser, *, role: bool = True) -> None:
     parser.add_argument(
         "--team", type=Path, default=None, help="team file (default: $MASSGEN_TEAM or built-in)"
     )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    if role:
+        parser.add_argument(
+            "--role",
+            choices=["all", "frontend", "worker"],
+            default=None,
+            help="all: one process does everything (default $MASSGEN_ROLE or all); frontend: Slack "
+            "ingress, enqueues runs; worker: executes runs",
+        )
 
 
-def _main(args: argparse.Namespace, mode: Mode | None) -> int:
+def _main(args: argparse.Namespace, mode: Mode | None, *, role: Role | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -52,14 +74,26 @@ def _main(args: argparse.Namespace, mode: Mode | None) -> int:
     except ValueError as exc:
         print(f"massgen-bot: invalid settings: {exc}", file=sys.stderr)
         return 1
-    chosen = mode or settings.start_mode()
-    if chosen is None or settings.missing(chosen):
-        print(missing_settings_help(settings), file=sys.stderr)
-        return 1
+    role = role or getattr(args, "role", None)
+    if role is not None:
+        settings = settings.model_copy(update={"role": role})
+    chosen: Serving | None
+    if settings.role == "worker":
+        chosen = "worker"  # no Slack ingress: health checks only
+        if not secret(settings.slack_bot_token):
+            print("massgen-bot worker: SLACK_BOT_TOKEN is needed to post runs' messages", file=sys.stderr)
+            return 1
+    else:
+        chosen = mode or settings.start_mode()
+        if chosen is None or settings.missing(chosen):
+            print(missing_settings_help(settings), file=sys.stderr)
+            return 1
     port = getattr(args, "port", None)
     port = settings.port if port is None else port
     try:
-        return asyncio.run(serve(settings, mode=chosen, team_file=args.team, port=port, freeze_gc=True))
+        return asyncio.run(
+            serve(settings, mode=chosen, team_file=args.team, port=port, freeze_gc=True, hard_exit=True)
+        )
     except KeyboardInterrupt:
         return 0
 
@@ -67,16 +101,21 @@ def _main(args: argparse.Namespace, mode: Mode | None) -> int:
 async def serve(
     settings: BotSettings,
     *,
-    mode: Mode,
+    mode: Serving,
     team_file: Path | None = None,
     port: int | None = None,
     ready: asyncio.Event | None = None,
     stop: asyncio.Event | None = None,
     freeze_gc: bool = False,
+    hard_exit: bool = False,
 ) -> int:
-    """Run until SIGINT/SIGTERM (or `stop`), then drain runs and close everything.
+    """Run until SIGINT/SIGTERM (or `stop`), then stop taking work, drain short runs, close everything.
 
-    `freeze_gc` is for a process that serves for its whole life (the CLI), not for tests.
+    `mode="worker"` serves no Slack ingress, only health checks. `freeze_gc` and `hard_exit` are
+    for a process that serves for its whole life (the CLI), not for tests: with `hard_exit`, runs
+    still going after the grace period are left exactly as they are (the process exits without
+    unwinding them, which would record their end), pending in the engine, to resume elsewhere or
+    at the next start.
     """
     from bot.app import build_app
     from bot.wiring import build_services
@@ -104,6 +143,8 @@ async def serve(
             gc.freeze()
         if mode == "http":
             await _listen_http(stack, app, services, settings.host, settings.port if port is None else port)
+        elif mode == "worker":
+            await _listen_health(stack, services, settings.host, settings.port if port is None else port)
         else:
             await _listen_socket(stack, app, secret(settings.slack_app_token))
             # Health checks (Docker, Kubernetes) need HTTP in Socket Mode too: /healthz and /readyz only.
@@ -111,7 +152,11 @@ async def serve(
         if ready is not None:
             ready.set()
         await stop.wait()
-        log.info("shutting down: draining runs")
+        log.info("shutting down: no new runs; draining short ones")
+    if hard_exit and services.left_running:
+        log.info("%d run(s) left pending in the engine; they resume on restart", services.left_running)
+        logging.shutdown()
+        os._exit(0)
     return 0
 
 

@@ -108,6 +108,7 @@ class Outbox:
         if call_timeout is not None:
             self._client.timeout = call_timeout  # type: ignore[assignment]  # annotated int, used as float
         self._store = store
+        self._resumed: dict[str, MessageRef] = {}  # posts a previous process saved, by id, once resumed
         self._saves: set[asyncio.Task[None]] = set()
         self.on_give_up: list[Callable[[GiveUp], None]] = []
         self._update_states: dict[str, PendingUpdate] = {}
@@ -247,7 +248,7 @@ class Outbox:
         """Queue the posts a previous process saved but did not finish sending."""
         rows = await store.pending()
         self._seq = max(self._seq, await store.last_seq())
-        refs: dict[str, MessageRef] = {}
+        refs = self._resumed
         for row in rows:
             ref = refs[row.id] = MessageRef(row.channel, marker=row.id)
             root = MessageRef.existing(row.channel, row.thread_ts) if row.thread_ts else None
@@ -274,6 +275,20 @@ class Outbox:
             self.update(target, text=state.text, blocks=state.blocks)
             self._slots[slot_key(target)].row_ids.add(state.id)
             self.stats.resumed_updates += 1
+
+    async def run_root(self, run_id: str) -> MessageRef | None:
+        """The status message a previous process posted (or saved, and this one sends) for a run.
+
+        A run resumed after a crash keeps it instead of posting another: Slack has it, or the
+        resumed backlog will post it exactly once.
+        """
+        if self._store is None:
+            return None
+        found = await self._store.first_post(run_id)
+        if found is None:
+            return None
+        post_id, channel, ts = found
+        return MessageRef.existing(channel, ts) if ts else self._resumed.get(post_id)
 
     async def _store_call(self, what: str, *args: Any, **kwargs: Any) -> None:
         """A bookkeeping write; a failing database must not stop delivery."""

@@ -384,6 +384,21 @@ class OutboxStore:
             value = (await conn.execute(query)).scalar_one_or_none()
         return int(value or 0)
 
+    async def first_post(self, run_id: str) -> tuple[str, str, str | None] | None:
+        """The run's first saved post (its status message): (id, channel, ts once Slack gave it)."""
+        table = slack_outbox
+        query = (
+            select(table.c.id, table.c.channel, table.c.ts, table.c.status)
+            .where(table.c.run_id == run_id, table.c.kind == "post")
+            .order_by(table.c.seq)
+            .limit(1)
+        )
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        if row is None or row.status == "failed":
+            return None
+        return row.id, row.channel, row.ts
+
     async def rows(self) -> list[OutboxRow]:
         """Every row, for tests and diagnostics."""
         async with self._engine.connect() as conn:

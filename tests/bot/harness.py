@@ -171,6 +171,7 @@ async def bot_harness(
             DATABASE_URL=database_url or f"sqlite:///{tmp_path / 'bot.db'}",
             MASSGEN_TEAMS_DIR=tmp_path / "teams",
             MASSGEN_STATE_DIR=state_dir,
+            MASSGEN_ENGINE_POLL=0.05,
         )
         services = await build_services(settings, team_file=team, tools=tools, outbox=options)
         app = build_app(services)

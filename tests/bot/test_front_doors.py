@@ -15,6 +15,20 @@ DOORS = {
         "pending_for",
     ],
     "bot.cli": ["build_parser", "main"],
+    "bot.engine": [
+        "PARKED",
+        "RUNS_QUEUE",
+        "WAKE",
+        "Action",
+        "Control",
+        "Engine",
+        "EngineConfig",
+        "Role",
+        "RunExecutor",
+        "engine_config",
+        "package_version",
+        "system_database_url",
+    ],
     "bot.home": ["ChannelAccess", "HomeTab", "RecentRuns"],
     "bot.listeners": ["actions", "commands", "events", "views"],
     "bot.render": [
@@ -82,7 +96,7 @@ def test_the_terminal_runner_and_its_storage_never_load_slack() -> None:
 
     code = (
         "import sys, bot.cli.run, bot.cli.run_view, bot.wiring; "
-        "print([m for m in ('slack_sdk', 'slack_bolt', 'aiohttp') if m in sys.modules])"
+        "print([m for m in ('slack_sdk', 'slack_bolt', 'aiohttp', 'dbos') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

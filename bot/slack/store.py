@@ -221,6 +221,22 @@ class PendingUpdate:
     version: int
 
 
+def _row(r: Any) -> OutboxRow:
+    return OutboxRow(
+        id=r.id,
+        seq=r.seq,
+        channel=r.channel,
+        kwargs=json.loads(r.kwargs),
+        root_id=r.root_id,
+        thread_ts=r.thread_ts,
+        priority=r.priority,
+        run_id=r.run_id,
+        status=r.status,
+        attempts=r.attempts,
+        ts=r.ts,
+    )
+
+
 class OutboxStore:
     """The outbox's table: posts are saved before they are sent and marked once Slack answered."""
 
@@ -384,39 +400,21 @@ class OutboxStore:
             value = (await conn.execute(query)).scalar_one_or_none()
         return int(value or 0)
 
-    async def first_post(self, run_id: str) -> tuple[str, str, str | None] | None:
-        """The run's first saved post (its status message): (id, channel, ts once Slack gave it)."""
-        table = slack_outbox
+    async def first_post(self, run_id: str) -> OutboxRow | None:
+        """The run's first saved post (its status message), unless it was given up."""
         query = (
-            select(table.c.id, table.c.channel, table.c.ts, table.c.status)
-            .where(table.c.run_id == run_id, table.c.kind == "post")
-            .order_by(table.c.seq)
+            select(slack_outbox)
+            .where(slack_outbox.c.run_id == run_id, slack_outbox.c.kind == "post")
+            .order_by(slack_outbox.c.seq)
             .limit(1)
         )
         async with self._engine.connect() as conn:
             row = (await conn.execute(query)).first()
-        if row is None or row.status == "failed":
-            return None
-        return row.id, row.channel, row.ts
+        return None if row is None or row.status == "failed" else _row(row)
 
     async def rows(self) -> list[OutboxRow]:
         """Every row, for tests and diagnostics."""
         async with self._engine.connect() as conn:
             query = select(slack_outbox).where(slack_outbox.c.kind == "post").order_by(slack_outbox.c.seq)
             rows = (await conn.execute(query)).all()
-        return [
-            OutboxRow(
-                id=r.id,
-                seq=r.seq,
-                channel=r.channel,
-                kwargs=json.loads(r.kwargs),
-                root_id=r.root_id,
-                thread_ts=r.thread_ts,
-                priority=r.priority,
-                run_id=r.run_id,
-                status=r.status,
-                attempts=r.attempts,
-                ts=r.ts,
-            )
-            for r in rows
-        ]
+        return [_row(r) for r in rows]

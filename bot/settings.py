@@ -73,6 +73,9 @@ class BotSettings(BaseSettings):
     # A worker whose heartbeat is older than this is dead for good: another worker recovers its runs.
     dead_after: float = Field(default=30.0, gt=0, validation_alias="MASSGEN_DEAD_AFTER")
 
+    # SIGTERM: seconds short runs get to end; longer ones are left pending in the engine (they resume).
+    shutdown_grace: float = Field(default=10.0, ge=0, validation_alias="MASSGEN_SHUTDOWN_GRACE")
+
     @classmethod
     def load(cls, *, env_file: str | None = ".env") -> BotSettings:
         """Read the environment (and `env_file` when it exists)."""

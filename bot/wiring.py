@@ -112,7 +112,7 @@ class Services:
         await self.tasks.drain(grace=grace, keep="run:" if self.left_running else None)
         self.presenter.detach()
         await self.scheduler.stop()
-        await self.engine.close()
+        await self.engine.close(destroy=not self.left_running)
         await self.outbox.close(drain=True, timeout=grace)
         if not self.left_running:  # a run left behind may still hold a client: the process ends anyway
             await self.models.aclose()

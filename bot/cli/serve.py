@@ -134,7 +134,7 @@ async def serve(
                 loop.add_signal_handler(sig, stop.set)
     async with contextlib.AsyncExitStack() as stack:
         # Unwound in reverse: stop taking requests first, then drain runs and close the services.
-        stack.push_async_callback(services.close)
+        stack.push_async_callback(services.close, grace=settings.shutdown_grace)
         app = build_app(services)
         if freeze_gc:
             # Start-up objects (SDK types, schemas, listeners) live as long as the process: move them

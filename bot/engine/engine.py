@@ -143,8 +143,12 @@ class Engine:
         """Take no new runs here: one dequeued from now on stays pending for the next process."""
         drain()
 
-    async def close(self, *, left: bool = True) -> None:
-        """Stop; pending runs stay pending (`left`: tell the janitors this worker is gone for now)."""
+    async def close(self, *, left: bool = True, destroy: bool = True) -> None:
+        """Stop; pending runs stay pending (`left`: tell the janitors this worker is gone for now).
+
+        `destroy=False` when runs were left running and the process is about to end: DBOS's
+        shutdown would wait for their steps (which never return now) for its full timeout.
+        """
         unhost()
         if self._beats is not None:
             self._beats.cancel()
@@ -155,10 +159,12 @@ class Engine:
                 with contextlib.suppress(Exception):
                     cfg = self.config
                     await self.tables.beat(cfg.executor_id, cfg.role, cfg.application_version, at=0.0)
+            self.launched = False
+            if not destroy:
+                return
             await asyncio.to_thread(DBOS.destroy)
             # DBOS made its thread pool the loop's default executor and has just shut it down.
             asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor())
-            self.launched = False
 
 
 __all__ = ["RUNS_QUEUE", "Engine"]

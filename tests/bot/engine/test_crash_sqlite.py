@@ -65,37 +65,50 @@ def _duplicated_posts(slack: SlackEmulator) -> list[str]:
     return [text for (_, text), n in texts.items() if n > 1]
 
 
-async def test_a_run_killed_mid_turns_resumes_after_restart_and_posts_once(tmp_path: Path) -> None:
+async def test_a_run_survives_sigterm_then_kill_9_mid_turns_and_posts_once(tmp_path: Path) -> None:
     async with (
         SlackEmulator(bot_token=TOKEN, allowed_mentions={"U0USER", APPROVER}) as slack,
         ProviderServer(counting := _Counting()) as provider,
     ):
         team = tmp_path / "team.yaml"
         team.write_text(team_yaml(provider, agents=2))
-        env = bot_env(slack.api_url, f"sqlite:///{tmp_path / 'bot.db'}")
+        env = bot_env(slack.api_url, f"sqlite:///{tmp_path / 'bot.db'}", MASSGEN_SHUTDOWN_GRACE="0.5")
         args = ["serve", "--team", str(team)]
+
+        def slow_calls() -> int:
+            return sum(r.model == "claude-test" for r in provider.requests)
+
         first = await BotProcess(args, env, tmp_path).start()
         try:
             assert await first.command("write release notes") == 200
             # a1 has answered (it votes now); a2's first turn is in flight
             await slack.wait_for(lambda: counting.replies[("gpt-test", "new_answer")] == 1, 30)
-            await slack.wait_for(lambda: any(r.model == "claude-test" for r in provider.requests), 30)
+            await slack.wait_for(lambda: slow_calls() >= 1, 30)
         finally:
-            await first.kill()
-        assert not _final_posts(slack), "the run ended before the kill: nothing was tested"
+            # SIGTERM: the run outlives the grace period, so it is left pending, not cancelled.
+            assert await first.stop(within=20) == 0, first.output()
+        assert "left pending in the engine" in first.output()
+        assert not _final_posts(slack), "the run ended before the signal: nothing was tested"
+        calls = slow_calls()
         second = await BotProcess(args, env, tmp_path).start()
+        try:
+            await slack.wait_for(lambda: slow_calls() > calls, 30)  # resumed: a2's turn is redone
+        finally:
+            await second.kill()
+        assert not _final_posts(slack)
+        third = await BotProcess(args, env, tmp_path).start()
         try:
             await slack.wait_for(lambda: bool(_final_posts(slack)), 40)
         finally:
-            code = await second.stop()
-        assert code == 0, second.output()
+            code = await third.stop()
+        assert code == 0, third.output()
         assert len(_final_posts(slack)) == 1
         assert len(_status_posts(slack)) == 1, "the status message was posted again"
         assert _duplicated_posts(slack) == []
-        # Each agent's turn that was in flight at the kill is redone once, nothing more (until turn
-        # checkpoints land, a resumed agent's fresh conversation may answer again: at most once).
-        assert counting.replies[("gpt-test", "new_answer")] <= 2, counting.replies
-        assert counting.replies[("claude-test", "new_answer")] <= 2, counting.replies
+        # Each agent's turn in flight at a stop is redone, nothing more (until turn checkpoints land,
+        # a resumed agent's fresh conversation may answer again: once per stop at most).
+        assert counting.replies[("gpt-test", "new_answer")] <= 3, counting.replies
+        assert counting.replies[("claude-test", "new_answer")] <= 3, counting.replies
         assert slack.violations == []
 
 

@@ -29,7 +29,7 @@ from bot.engine import RUNS_QUEUE, package_version, system_database_url
 from bot.settings import BotSettings
 from tests.bot.engine.procs import BotProcess, bot_env
 from tests.bot.harness import TOKEN, team_yaml
-from tests.fakes.provider_agent import protocol_agent, task_of
+from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
 from tests.fakes.slack_emulator import SlackEmulator
 
@@ -45,17 +45,8 @@ def _fixed_latency(request: ProviderRequest) -> Reply:
     return dataclasses.replace(protocol_agent(request), delay=LATENCY)
 
 
-class _Seen:
-    """The loopback provider's handler, noting which runs' tasks it has been asked about since a mark."""
-
-    def __init__(self) -> None:
-        self.since = float("inf")
-        self.tasks: set[str] = set()
-
-    def __call__(self, request: ProviderRequest) -> Reply:
-        if time.monotonic() >= self.since:
-            self.tasks.add(task_of(request).strip())
-        return dataclasses.replace(protocol_agent(request), delay=LATENCY * 4)
+def _slower(request: ProviderRequest) -> Reply:
+    return dataclasses.replace(protocol_agent(request), delay=LATENCY * 4)
 
 
 def _payload(task: str, channel: str) -> dict[str, Any]:
@@ -135,8 +126,9 @@ async def _throughput(server: str, cwd: Path, workers: int) -> float:
         team = cwd / f"team-{workers}.yaml"
         team.write_text(team_yaml(provider, agents=2))
         env = bot_env(slack.api_url, database)
-        procs = await _workers(workers, env, team, cwd, CONCURRENCY)
+        procs: list[BotProcess] = []
         try:
+            procs = await _workers(workers, env, team, cwd, CONCURRENCY)
             sysdb = system_database_url(BotSettings.with_values(DATABASE_URL=database))
             runs = [
                 (f"run-{secrets.token_hex(6)}", _payload(f"task {i}", f"C{i % 10:04d}"))
@@ -148,38 +140,41 @@ async def _throughput(server: str, cwd: Path, workers: int) -> float:
             return len(runs) / (time.monotonic() - started) * 60
         finally:
             for proc in procs:
-                await proc.stop()
+                if proc.proc is not None and proc.proc.returncode is None:
+                    await proc.stop()
 
 
 async def _recovery(server: str, cwd: Path) -> tuple[float, float, int]:
-    seen = _Seen()
     async with (
         scratch_postgres_database(server) as database,
         SlackEmulator(bot_token=TOKEN) as slack,
-        ProviderServer(seen) as provider,
+        ProviderServer(_slower) as provider,
     ):
         team = cwd / "team-recovery.yaml"
         team.write_text(team_yaml(provider, agents=2))
         env = bot_env(slack.api_url, database)
         [worker] = await _workers(1, env, team, cwd, RECOVERY_RUNS)
-        sysdb = system_database_url(BotSettings.with_values(DATABASE_URL=database))
-        runs = [
-            (f"run-{i:03d}-{secrets.token_hex(3)}", _payload(f"recover {i}", f"C{i % 10:04d}"))
-            for i in range(RECOVERY_RUNS)
-        ]
-        await asyncio.to_thread(_enqueue, sysdb, runs)
-        await slack.wait_for(lambda: len(provider.requests) >= RECOVERY_RUNS * 2, 120)  # all in flight
-        await worker.kill()
-        restarted = time.monotonic()
-        seen.since = restarted
-        await worker.start(within=90)
-        wanted = {p["task"] for _, p in runs}
-        await slack.wait_for(lambda: wanted <= seen.tasks, 120)
-        resumed = time.monotonic() - restarted
-        await _wait_finished(database, [r for r, _ in runs], within=300)
-        finished = time.monotonic() - restarted
-        left = RECOVERY_RUNS - await _finished(database, [r for r, _ in runs])
-        await worker.stop()
+        try:
+            sysdb = system_database_url(BotSettings.with_values(DATABASE_URL=database))
+            runs = [
+                (f"run-{i:03d}-{secrets.token_hex(3)}", _payload(f"recover {i}", f"C{i % 10:04d}"))
+                for i in range(RECOVERY_RUNS)
+            ]
+            ids = [r for r, _ in runs]
+            await asyncio.to_thread(_enqueue, sysdb, runs)
+            # Every run has had its first model calls: all are in flight.
+            await slack.wait_for(lambda: len(provider.requests) >= RECOVERY_RUNS * 2, 120)
+            await worker.kill()
+            restarted = time.monotonic()
+            await worker.start(within=90)
+            # Each run's step logs "run <id> resumed" once it has rebuilt the run from the store.
+            await slack.wait_for(lambda: worker.output(tail=0).count(" resumed") >= RECOVERY_RUNS, 180)
+            resumed = time.monotonic() - restarted
+            await _wait_finished(database, ids, within=300)
+            finished = time.monotonic() - restarted
+            left = RECOVERY_RUNS - await _finished(database, ids)
+        finally:
+            await worker.kill()
         return resumed, finished, left
 
 

@@ -86,11 +86,10 @@ class BotProcess:
                 await asyncio.sleep(0.05)
         raise AssertionError(f"bot never became healthy:\n{self.output()}")
 
-    def output(self) -> str:
-        """What it logged (the tail)."""
-        return (
-            "" if self.log is None or not self.log.exists() else self.log.read_text(errors="replace")[-4000:]
-        )
+    def output(self, *, tail: int = 4000) -> str:
+        """What it logged (the last `tail` characters; 0: all)."""
+        text = "" if self.log is None or not self.log.exists() else self.log.read_text(errors="replace")
+        return text[-tail:] if tail else text
 
     async def command(self, text: str) -> int:
         """A signed `/massgen` slash command."""

@@ -16,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import re
 import secrets
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ RUNS_PER_WORKER = 12
 WORKERS = (1, 2, 4)
 RECOVERY_RUNS = 100
 PG_PORT = "55473"
+_RESTARTED = re.compile(r"run (run-\S+) (?:resumed|started)")
 
 
 def _fixed_latency(request: ProviderRequest) -> Reply:
@@ -144,7 +146,7 @@ async def _throughput(server: str, cwd: Path, workers: int) -> float:
                     await proc.stop()
 
 
-async def _recovery(server: str, cwd: Path) -> tuple[float, float, int]:
+async def _recovery(server: str, cwd: Path) -> tuple[int, float, float, int]:
     async with (
         scratch_postgres_database(server) as database,
         SlackEmulator(bot_token=TOKEN) as slack,
@@ -162,20 +164,31 @@ async def _recovery(server: str, cwd: Path) -> tuple[float, float, int]:
             ]
             ids = [r for r, _ in runs]
             await asyncio.to_thread(_enqueue, sysdb, runs)
-            # Every run has had its first model calls: all are in flight.
-            await slack.wait_for(lambda: len(provider.requests) >= RECOVERY_RUNS * 2, 120)
+            # Every run has sent its first model calls (both agents answer at once): all are in flight.
+            await _until(lambda: len(provider.requests) >= RECOVERY_RUNS * 2, 120)
             await worker.kill()
+            in_flight = RECOVERY_RUNS - await _finished(database, ids)
             restarted = time.monotonic()
             await worker.start(within=90)
-            # Each run's step logs "run <id> resumed" once it has rebuilt the run from the store.
-            await slack.wait_for(lambda: worker.output(tail=0).count(" resumed") >= RECOVERY_RUNS, 180)
+            # Each run's step logs "run <id> resumed" once it has rebuilt the run from the store
+            # ("started": one still queued at the kill).
+            await _until(lambda: len(set(_RESTARTED.findall(worker.output(tail=0)))) >= in_flight, 180)
             resumed = time.monotonic() - restarted
             await _wait_finished(database, ids, within=300)
             finished = time.monotonic() - restarted
             left = RECOVERY_RUNS - await _finished(database, ids)
         finally:
             await worker.kill()
-        return resumed, finished, left
+        return in_flight, resumed, finished, left
+
+
+async def _until(predicate: Callable[[], bool], within: float) -> None:
+    """Poll `predicate` (the provider and the logs have no event to wait on) until true or `within` s."""
+    deadline = time.monotonic() + within
+    while not predicate():  # nothing to wait on: the state lives in other processes
+        if time.monotonic() > deadline:
+            raise TimeoutError("the bench's condition never held")
+        await asyncio.sleep(0.05)
 
 
 def _postgres(action: str, folder: Path) -> str:
@@ -201,9 +214,9 @@ async def _main() -> None:
                     f"per core {per_core:.1f} runs/min"
                 )
             print(f"   ({cores} cores here; model latency {LATENCY} s per reply, 2 agents per run)")
-            resumed, finished, lost = await _recovery(server, cwd)
+            in_flight, resumed, finished, lost = await _recovery(server, cwd)
             print(
-                f"   kill -9 with {RECOVERY_RUNS} runs in flight: all resumed {resumed:.1f} s after the "
+                f"   kill -9 with {in_flight} runs in flight: all resumed {resumed:.1f} s after the "
                 f"restart, all finished after {finished:.1f} s, lost {lost}"
             )
         finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -264,7 +265,7 @@ async def build_services(
     """Wire every layer for one process. `tools="none"` runs agents with the workflow tools only."""
     from approvals import ExpiryScheduler
     from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ApproverDMs, pending_for
-    from bot.engine import Engine, engine_config
+    from bot.engine import engine_config
     from bot.home import ChannelAccess, HomeTab
     from bot.runs import RunHistory, RunSupervisor, RunUseCases, SharedModels, TeamCatalog
     from bot.slack import GroupResolver
@@ -278,6 +279,8 @@ async def build_services(
         log.warning("sandbox: %s", problem)
     # Import the model SDKs and stream one canned turn through each, off the event loop: done lazily
     # by the first run, the imports and the SDKs' schema builds would stall acks and transactions.
+    # DBOS's import (~0.5 s) runs in a thread meanwhile, and so stays off the event loop.
+    engine_module = asyncio.create_task(asyncio.to_thread(importlib.import_module, "bot.engine.engine"))
     if config.executes:  # a front end never calls a model
         await asyncio.to_thread(warm_up, [a.backend.type for a in teams.default.team.agents])
     client = client or make_client(settings)
@@ -304,7 +307,7 @@ async def build_services(
         models=models,
         teams=teams,
     )
-    engine = Engine(config, db.engine)
+    engine: Engine = (await engine_module).Engine(config, db.engine)
     supervisor.engine = engine
     groups = GroupResolver(box.call, ttl=settings.group_cache_ttl)
     dms = ApproverDMs(box, db.store, groups.members, policy=settings.approval_dms)

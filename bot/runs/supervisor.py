@@ -213,25 +213,36 @@ class RunSupervisor:
             return "failed"
         return (await self._drive(active)).kind
 
-    async def _resume(self, run_id: str, request: RunRequest, events: list[RunEvent]) -> ActiveRun | None:
-        """Continue a run a dead process left: its renderer from the stored view and coordinates."""
-        assert self._run_store is not None  # events came from it
+    async def _renderer_for(self, run_id: str, request: RunRequest, view: RunView | None) -> RunRenderer:
+        """The run's renderer: over the status message a previous process posted, else a new one.
+
+        A crash can come at any point of a start: after the run's coordinates were recorded, or
+        its status message saved or posted, but before the ts was written. Each is reused.
+        """
         where = (await self._store.coordinates([run_id])).get(run_id)
-        view = RunView.of(events)
         root = (
             MessageRef.existing(request.channel, where.root_ts)
             if where is not None and where.root_ts
             else await self._outbox.run_root(run_id)  # posted (or saved) before its ts was recorded
         )
         if root is not None:
-            renderer = self._renderer(request, root, view)
-            if where is not None and not where.root_ts:
-                self.spawn(self._remember_root(run_id, renderer), name=f"root-ts:{run_id}")
-        else:  # it died before its status message was saved: post it now
+            initial = view or dataclasses.replace(
+                RunView.initial(task=request.task, requester=request.requester, now=self._clock()),
+                run_id=run_id,
+            )
+            renderer = self._renderer(request, root, initial)
+        else:
             renderer = self._open(run_id, request, view=view)
-            if where is None:
-                await self._store.record_run(run_id, request.channel, thread_ts=request.thread_ts)
+        if where is None:
+            await self._store.record_run(run_id, request.channel, thread_ts=request.thread_ts)
+        if where is None or not where.root_ts:
             self.spawn(self._remember_root(run_id, renderer), name=f"root-ts:{run_id}")
+        return renderer
+
+    async def _resume(self, run_id: str, request: RunRequest, events: list[RunEvent]) -> ActiveRun | None:
+        """Continue a run a dead process left: its renderer from the stored view and coordinates."""
+        assert self._run_store is not None  # events came from it
+        renderer = await self._renderer_for(run_id, request, RunView.of(events))
         renderer.refresh()  # its buttons (ids only) keep working: the run is alive again
         try:
             handle = await resume_run(
@@ -250,9 +261,12 @@ class RunSupervisor:
         return ActiveRun(request=request, handle=handle, renderer=renderer)
 
     async def _run(self, run_id: str, request: RunRequest) -> ActiveRun | None:
-        renderer = self._open(run_id, request)
-        await self._store.record_run(run_id, request.channel, thread_ts=request.thread_ts)
-        self.spawn(self._remember_root(run_id, renderer), name=f"root-ts:{run_id}")
+        if self.engine is None:  # inline: nothing of this run exists yet
+            renderer = self._open(run_id, request)
+            await self._store.record_run(run_id, request.channel, thread_ts=request.thread_ts)
+            self.spawn(self._remember_root(run_id, renderer), name=f"root-ts:{run_id}")
+        else:  # a step re-run after a crash before the run's first event: reuse what was made
+            renderer = await self._renderer_for(run_id, request, None)
         try:
             handle = await start_run(
                 request.choice.team,
@@ -273,6 +287,7 @@ class RunSupervisor:
             log.exception("run %s could not start", run_id)
             renderer.failed_to_start(type(exc).__name__)
             return None
+        log.info("run %s started", run_id)
         return ActiveRun(request=request, handle=handle, renderer=renderer)
 
     def _open(self, run_id: str, request: RunRequest, *, view: RunView | None = None) -> RunRenderer:

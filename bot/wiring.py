@@ -265,7 +265,7 @@ async def build_services(
     """Wire every layer for one process. `tools="none"` runs agents with the workflow tools only."""
     from approvals import ExpiryScheduler
     from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ApproverDMs, pending_for
-    from bot.engine import engine_config
+    from bot.engine import engine_config, wake_on_decisions
     from bot.home import ChannelAccess, HomeTab
     from bot.runs import RunHistory, RunSupervisor, RunUseCases, SharedModels, TeamCatalog
     from bot.slack import GroupResolver
@@ -332,6 +332,7 @@ async def build_services(
     await box.start()
     # Launching recovers this executor's pending runs (its step resumes each from the run store).
     await engine.launch(supervisor if config.executes else None)
+    wake_on_decisions(db.approvals, engine.wake)  # a parked run resumes wherever its decision is made
     await recover(history, db.approvals, box, alive=engine.holds)
     await scheduler.start()  # expiry timers are rebuilt from the pending approvals
     runs = RunUseCases(supervisor=supervisor, teams=teams, history=history, groups_of=groups.groups_of)

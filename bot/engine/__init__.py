@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.engine.config import EngineConfig, Role, engine_config, package_version, system_database_url
 from bot.engine.tables import Action, Control
+from bot.engine.wakes import OutsideWaker, wake_on_decisions
 
 if TYPE_CHECKING:
     from bot.engine.engine import RUNS_QUEUE, Engine
@@ -43,9 +44,11 @@ __all__ = [
     "Control",
     "Engine",
     "EngineConfig",
+    "OutsideWaker",
     "Role",
     "RunExecutor",
     "engine_config",
     "package_version",
     "system_database_url",
+    "wake_on_decisions",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import logging
 import secrets
 import time
@@ -51,6 +52,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SUBMIT_WAIT = 30.0  # seconds a submitting task waits for its run to begin in this process
+RECENT_SUBMITS = 1024  # run ids remembered to recognise a redelivery
+
+
+def run_id_for(delivery: str | None) -> str:
+    """A run's id: derived from Slack's delivery id (the same request delivered twice, to any front
+    end, is one workflow and so one run), else random."""
+    if delivery is None:
+        return f"run-{secrets.token_hex(6)}"
+    return f"run-{hashlib.sha256(delivery.encode()).hexdigest()[:12]}"
+
 
 # (run context, approval port) -> run tools; None runs agents with the workflow tools only.
 ToolsBuilder = Callable[[RunContext, ThreadApprovalPort], Awaitable[RunTools]]
@@ -68,6 +79,7 @@ class RunRequest:
     context: str | None = None  # the previous final answer, for a follow-up
     response_url: str | None = None  # a slash command's webhook: works where the bot cannot post
     parsed: StartRun | None = None  # what was asked for: a worker resolves the team from it again
+    delivery: str | None = None  # Slack's id for the request: the run id derives from it
 
     def payload(self) -> dict[str, Any]:
         """Plain data for the engine (pickled into its database: no secrets, so no team config)."""
@@ -160,6 +172,7 @@ class RunSupervisor:
         self._ticker: asyncio.Task[Any] | None = None
         self._controls: asyncio.Task[Any] | None = None
         self._begun: dict[str, asyncio.Event] = {}  # runs submitted here, until they begin here
+        self._submitted: dict[str, None] = {}  # the latest run ids submitted here, oldest first
         self._no_runs = asyncio.Event()  # wakes the ticker when the last run ends
         self.started = 0
 
@@ -171,7 +184,7 @@ class RunSupervisor:
         """Start a run in the background (through the engine when there is one); returns its id at once."""
         if self._closing:
             raise RuntimeError("the bot is shutting down")
-        run_id = f"run-{secrets.token_hex(6)}"
+        run_id = run_id_for(request.delivery)
         if self.engine is None:
             self.spawn(self._execute(run_id, request), name=f"run:{run_id}")
         else:
@@ -179,6 +192,12 @@ class RunSupervisor:
         return run_id
 
     async def _submit(self, engine: Engine, run_id: str, request: RunRequest) -> None:
+        if run_id in self._submitted:  # delivered twice: the engine dedups it, nothing to wait for
+            await engine.submit(run_id, request.payload())
+            return
+        self._submitted[run_id] = None
+        if len(self._submitted) > RECENT_SUBMITS:
+            self._submitted.pop(next(iter(self._submitted)))
         begun = self._begun[run_id] = asyncio.Event()
         try:
             await engine.submit(run_id, request.payload())

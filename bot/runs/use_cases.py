@@ -35,6 +35,7 @@ class Where:
     channel: str
     thread_ts: str | None = None
     response_url: str | None = None
+    delivery: str | None = None  # Slack's id for this request (trigger or event id): a redelivery dedups
 
 
 class RunUseCases:
@@ -69,6 +70,7 @@ class RunUseCases:
                 context=context,
                 response_url=where.response_url,
                 parsed=parsed,
+                delivery=where.delivery,
             )
         )
         return None
@@ -83,7 +85,7 @@ class RunUseCases:
             if previous is not None:
                 context = previous.final_answer
             else:  # someone else's thread: start a fresh run in the channel
-                where = Where(user=where.user, channel=where.channel)
+                where = Where(user=where.user, channel=where.channel, delivery=where.delivery)
         return self.start(parsed, where, context=context)
 
     async def status(self, run_id: str | None, channel: str, user: str) -> str:

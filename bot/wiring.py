@@ -117,6 +117,7 @@ class Services:
         await self.outbox.close(drain=True, timeout=grace)
         if not self.left_running:  # a run left behind may still hold a client: the process ends anyway
             await self.models.aclose()
+        await self.engine.leave()
         await self.storage.close()
 
 

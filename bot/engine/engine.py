@@ -51,7 +51,9 @@ class Engine:
             RUNS_QUEUE,
             worker_concurrency=self.config.worker_concurrency,
             polling_interval_sec=self.config.poll_interval,
-            on_conflict="always_update",
+            # Workers set the queue's concurrency (a setting of the queue, shared by all); a front
+            # end only makes sure the queue exists.
+            on_conflict="always_update" if self.config.executes else "never_update",
         )
         self.launched = True
         self.launch_seconds = time.perf_counter() - started
@@ -143,8 +145,8 @@ class Engine:
         """Take no new runs here: one dequeued from now on stays pending for the next process."""
         drain()
 
-    async def close(self, *, left: bool = True, destroy: bool = True) -> None:
-        """Stop; pending runs stay pending (`left`: tell the janitors this worker is gone for now).
+    async def close(self, *, destroy: bool = True) -> None:
+        """Stop; pending runs stay pending.
 
         `destroy=False` when runs were left running and the process is about to end: DBOS's
         shutdown would wait for their steps (which never return now) for its full timeout.
@@ -155,16 +157,23 @@ class Engine:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._beats
         if self.launched:
-            if left and self.config.executes and self.config.executor_id != "local":
-                with contextlib.suppress(Exception):
-                    cfg = self.config
-                    await self.tables.beat(cfg.executor_id, cfg.role, cfg.application_version, at=0.0)
             self.launched = False
             if not destroy:
                 return
             await asyncio.to_thread(DBOS.destroy)
             # DBOS made its thread pool the loop's default executor and has just shut it down.
             asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor())
+
+    async def leave(self) -> None:
+        """The very last thing before the process ends: other workers may take this one's runs now.
+
+        Without it they wait `dead_after` s. Not for `local` (the embedded default recovers its
+        own runs when it starts again).
+        """
+        cfg = self.config
+        if cfg.executes and cfg.executor_id != "local":
+            with contextlib.suppress(Exception):
+                await self.tables.beat(cfg.executor_id, cfg.role, cfg.application_version, at=0.0)
 
 
 __all__ = ["RUNS_QUEUE", "Engine"]

@@ -52,7 +52,7 @@ from approvals.models import (
     offered_scopes,
 )
 from approvals.ports import ApprovalStore, Clock, ExpiryTimer, SystemClock
-from approvals.service import ApprovalService
+from approvals.service import ApprovalService, DecisionListener
 
 if TYPE_CHECKING:
     from approvals.scheduler import ExpiryScheduler
@@ -105,6 +105,7 @@ __all__ = [
     "ConversationRef",
     "DecideResult",
     "Decided",
+    "DecisionListener",
     "DecisionRejected",
     "ExpiryScheduler",
     "ExpiryTimer",

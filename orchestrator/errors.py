@@ -74,3 +74,14 @@ class ProviderError(OrchestratorError):
 
 class RunNotResumable(OrchestratorError):
     """`resume_run` was given a run that is unknown, already ended, or started with other agents."""
+
+
+class ToolParked(OrchestratorError):
+    """A tool call waits for a human in park mode: the agent's task ends here (not a failure).
+
+    `request_id` is the approval request the call is parked on; a resume with it decided goes on.
+    """
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(f"parked on approval {request_id}")
+        self.request_id = request_id

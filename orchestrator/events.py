@@ -254,6 +254,93 @@ class RunCancelled(_Event):
     by: str | None = None
 
 
+# ---- checkpoints: what a resumed run needs to go on without repeating work (issue 11) -------------
+
+CheckpointPhase = Literal["coordination", "final"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointCall:
+    """One tool call of a checkpointed model reply, whole (the model's own arguments)."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    raw_arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCallCompleted(_Event):
+    """A model call of a turn completed: its reply (text and tool calls), never to be made again."""
+
+    kind: Literal["model_call"] = "model_call"
+    agent_id: str
+    phase: CheckpointPhase = "coordination"
+    text: str
+    calls: tuple[CheckpointCall, ...] = ()
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnMessage(_Event):
+    """A message the runner added to an agent's conversation: a user message or a tool result.
+
+    `fresh` starts a new conversation (a structured agent's turn, the final phase); a tool result
+    of a call is also the record that the call completed.
+    """
+
+    kind: Literal["turn_message"] = "turn_message"
+    agent_id: str
+    phase: CheckpointPhase = "coordination"
+    role: Literal["user", "tool"]
+    text: str
+    call_id: str = ""
+    name: str = ""
+    is_error: bool = False
+    fresh: bool = False
+    opens_turn: bool = False  # the first message of a coordination turn
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolStarted(_Event):
+    """A tool call is about to execute (persisted first): a restart never runs it again."""
+
+    kind: Literal["tool_started"] = "tool_started"
+    agent_id: str
+    call_id: str
+    tool: str
+    request_id: str | None = None  # the approval it executes under, if one was asked
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolAwaiting(_Event):
+    """A tool call is parked on an approval request: the agent's task ended until it is decided."""
+
+    kind: Literal["tool_awaiting"] = "tool_awaiting"
+    agent_id: str
+    call_id: str
+    request_id: str
+    phase: Literal["coordination", "final", "apply"] = "coordination"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunConcluded(_Event):
+    """The answer stands (before the apply-back step): a resumed run goes straight to applying it."""
+
+    kind: Literal["concluded"] = "concluded"
+    result: RunFinished
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunParked(_Event):
+    """Nothing can progress without a human: every task of the run ended; a decision resumes it."""
+
+    kind: Literal["parked"] = "parked"
+    waiting: tuple[str, ...]  # approval request ids
+    worked_seconds: float = 0.0  # working time of the segment that parked (the timeout counts these)
+
+
 RunEvent = Annotated[
     RunStarted
     | AgentStatus
@@ -272,7 +359,13 @@ RunEvent = Annotated[
     | UsageUpdated
     | RunFinished
     | RunFailed
-    | RunCancelled,
+    | RunCancelled
+    | ModelCallCompleted
+    | TurnMessage
+    | ToolStarted
+    | ToolAwaiting
+    | RunConcluded
+    | RunParked,
     Field(discriminator="kind"),
 ]
 TERMINAL_KINDS = frozenset({"finished", "failed", "cancelled"})

@@ -82,6 +82,14 @@ class RunContext:
     requester: str | None
     emit: Emit
     conversation: ConversationRef | None = None  # where the run lives; every approval ask carries it
+    # Park mode: an ask ends the asking agent's task (`ToolParked`) instead of waiting for a human.
+    park: bool = False
+    resumed: bool = False  # the run is resumed: its workspaces exist already
+    checkpoint: Emit | None = None  # emit and wait until stored (ToolStarted); None: like `emit`
+
+    async def persist(self, event: RunEvent) -> None:
+        """Emit `event` and return once it is stored (what a restart must see before a tool runs)."""
+        await (self.checkpoint or self.emit)(event)
 
 
 class AgentToolbox(Protocol):
@@ -91,10 +99,12 @@ class AgentToolbox(Protocol):
         """The tools offered to the model in this phase."""
         ...
 
-    async def call(self, call: ToolCall, *, phase: ToolPhase) -> ToolOutcome:
+    async def call(self, call: ToolCall, *, phase: ToolPhase, awaiting: str | None = None) -> ToolOutcome:
         """Run one call through the permission gate; may wait for a human while other agents keep working.
 
-        Emits its own ToolCalled/ToolDecided/ToolApproval* events via the context's `emit`.
+        Emits its own ToolCalled/ToolDecided/ToolApproval* events via the context's `emit`. In park
+        mode an ask raises `ToolParked` instead of waiting; the resumed call passes the request id
+        as `awaiting` (nothing is asked again: the decision stored for it is the answer).
         """
         ...
 
@@ -110,12 +120,19 @@ class RunTools(Protocol):
         """Unified diff of the agent's workspace against the source, or None when nothing changed."""
         ...
 
+    async def park(self) -> None:
+        """The run parks: free what this process holds, keep the workspaces and pending approvals."""
+        ...
+
     async def close(self, reason: str) -> None:
         """Cancel the run's pending approvals, saying why (e.g. "the run timed out"); free the workspaces."""
         ...
 
-    async def apply_patch(self, agent_id: str, patch: str) -> ToolOutcome:
-        """Apply `patch` for `agent_id` through the permission gate; all or nothing, never raises."""
+    async def apply_patch(self, agent_id: str, patch: str, *, awaiting: str | None = None) -> ToolOutcome:
+        """Apply `patch` for `agent_id` through the permission gate; all or nothing.
+
+        Never raises, except `ToolParked` in park mode (`awaiting`: the request it was parked on).
+        """
         ...
 
 
@@ -138,6 +155,10 @@ class ApprovalPort(Protocol):
 
     async def wait(self, request_id: str) -> ApprovalRequest:
         """The request once it is terminal (approved, denied, expired or cancelled)."""
+        ...
+
+    async def get(self, request_id: str) -> ApprovalRequest | None:
+        """The request as stored now (pending or decided), or None for an unknown id."""
         ...
 
     async def cancel_run(self, run_id: str, reason: str) -> int:
@@ -209,6 +230,10 @@ class Host(Protocol):
         """Stamp, record and publish one event; returns it stamped."""
         ...
 
+    async def checkpoint(self, event: RunEvent) -> None:
+        """Emit `event` and return once it is stored (what a restart must not repeat or lose)."""
+        ...
+
     def over_budget(self) -> bool:
         """Whether the run's spend cap is reached (no further model call may start)."""
         ...
@@ -233,4 +258,8 @@ class Finisher(Protocol):
 
     def emit(self, event: RunEvent) -> RunEvent:
         """Stamp, record and publish one event; returns it stamped."""
+        ...
+
+    async def checkpoint(self, event: RunEvent) -> None:
+        """Emit `event` and return once it is stored (what a restart must not repeat or lose)."""
         ...

@@ -257,7 +257,7 @@ class FakeToolbox:
             ToolSpec(name="publish", description="Post a message to the team channel.", parameters=msg),
         )
 
-    async def call(self, call: ToolCall, *, phase: ToolPhase) -> ToolOutcome:
+    async def call(self, call: ToolCall, *, phase: ToolPhase, awaiting: str | None = None) -> ToolOutcome:
         tools, config = self._tools, self._tools.config
         emit = tools.ctx.emit
         action = f"tool({call.name})"
@@ -312,6 +312,7 @@ class FakeRunTools:
         self.executions: list[Execution] = []
         self.waiting: set[str] = set()
         self.closed = False
+        self.parked = False
         self.close_reason: str | None = None
 
     def for_agent(self, agent_id: str) -> FakeToolbox:
@@ -320,11 +321,14 @@ class FakeRunTools:
     async def winner_patch(self, agent_id: str) -> str | None:
         return self.config.patch
 
+    async def park(self) -> None:
+        self.parked = True
+
     async def close(self, reason: str) -> None:
         self.closed = True
         self.close_reason = reason
 
-    async def apply_patch(self, agent_id: str, patch: str) -> ToolOutcome:
+    async def apply_patch(self, agent_id: str, patch: str, *, awaiting: str | None = None) -> ToolOutcome:
         """Refused: scenario fakes have no source to write (the real toolbox asks the gate)."""
         return ToolOutcome(content="the run's tools cannot apply a patch", is_error=True)
 

@@ -43,6 +43,10 @@ class ThreadApprovalPort:
         """The request once it is terminal."""
         return await self.service.wait(request_id)
 
+    async def get(self, request_id: str) -> ApprovalRequest | None:
+        """The request as stored now (a resumed run reads its decision here)."""
+        return await self.service.get(request_id)
+
     async def cancel_run(self, run_id: str, reason: str) -> int:
         """Cancel the run's pending requests, saying why; their messages lose their buttons."""
         return await self.service.cancel_run(run_id, reason)

@@ -5,14 +5,19 @@ this room's package data.
 """
 
 from orchestrator.run.coordination import AgentView, Answer, Choice, CoordinationState, Phase, rebuild_state
+from orchestrator.run.driver import RunDriver, drive_run
 from orchestrator.run.emitter import Subscriber
 from orchestrator.run.supervisor import (
     ModelFactory,
+    Parked,
     RunHandle,
+    RunIsParked,
+    RunOutcome,
     Terminal,
     default_models,
     resume_run,
     start_run,
+    stop_parked_run,
 )
 from orchestrator.run.view import AgentCard, PendingApproval, RunView, ViewPhase
 
@@ -23,15 +28,21 @@ __all__ = [
     "Choice",
     "CoordinationState",
     "ModelFactory",
+    "Parked",
     "PendingApproval",
     "Phase",
+    "RunDriver",
     "RunHandle",
+    "RunIsParked",
+    "RunOutcome",
     "RunView",
     "Subscriber",
     "Terminal",
     "ViewPhase",
     "default_models",
+    "drive_run",
     "rebuild_state",
     "resume_run",
     "start_run",
+    "stop_parked_run",
 ]

@@ -21,13 +21,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from orchestrator.config.team import AgentConfig
+from orchestrator.errors import ToolParked
 from orchestrator.events import (
     AgentRestarted,
     AgentStatus,
     AnswerSubmitted,
+    CheckpointPhase,
     FinalDelta,
+    ModelCallCompleted,
     RunEvent,
     TextDelta,
+    ToolAwaiting,
+    TurnMessage,
     VoteCast,
     VoteIgnored,
 )
@@ -42,6 +47,7 @@ from orchestrator.llm.base import (
 )
 from orchestrator.ports import AgentToolbox, Host, ModelClient, ToolOutcome, ToolPhase
 from orchestrator.run import prompts, structured
+from orchestrator.run.checkpoint import INTERRUPTED, Conversation, Restored, checkpoint_call
 from orchestrator.run.coordination import CoordinationState
 
 log = logging.getLogger(__name__)
@@ -58,7 +64,7 @@ class BudgetReached(Exception):
 
 @dataclass(slots=True)
 class _Pending:
-    call: ToolCall
+    call: ToolCall | None
     text: str
 
 
@@ -106,6 +112,54 @@ class AgentSession:
         self._pending: _Pending | None = None
         self._reminders = 0
         self.structured = agent.backend.structured
+        self._resume: Conversation | None = None  # a coordination turn in flight when the run stopped
+        self.final: Conversation | None = None  # the presentation as far as it got
+        self._started: set[str] = set()  # calls that started executing and never completed
+        self._awaiting: dict[str, str] = {}  # call id -> the approval request it is parked on
+
+    def restore(self, restored: Restored) -> None:
+        """Take the conversation back from the run's checkpoints (a resumed run)."""
+        self._started, self._awaiting = restored.started, restored.awaiting
+        self.final = restored.conversation(self.agent_id, "final")
+        conv = restored.conversation(self.agent_id, "coordination")
+        if conv is None:
+            return
+        self.messages = list(conv.messages)
+        if conv.held is not None:
+            self._pending = _Pending(conv.held.call, conv.held.text)
+        self._resume = conv if conv.in_turn else None
+
+    async def record(
+        self,
+        message: Message,
+        phase: CheckpointPhase = "coordination",
+        *,
+        opens: bool = False,
+        fresh: bool = False,
+    ) -> None:
+        """Checkpoint a user message or tool result (stored before the turn goes on)."""
+        if isinstance(message, AssistantMessage):
+            raise TypeError("model replies are checkpointed by call_model")
+        if isinstance(message, ToolResultMessage):
+            event = TurnMessage(
+                agent_id=self.agent_id, phase=phase, role="tool", text=message.content,
+                call_id=message.call_id, name=message.name, is_error=message.is_error,
+                fresh=fresh, opens_turn=opens,
+            )  # fmt: skip
+        else:
+            event = TurnMessage(
+                agent_id=self.agent_id,
+                phase=phase,
+                role="user",
+                text=message.text,
+                fresh=fresh,
+                opens_turn=opens,
+            )
+        await self.host.checkpoint(event)
+
+    async def _add(self, message: Message, *, opens: bool = False, fresh: bool = False) -> None:
+        self.messages.append(message)
+        await self.record(message, opens=opens, fresh=fresh)
 
     @property
     def agent_id(self) -> str:
@@ -113,15 +167,23 @@ class AgentSession:
         return self.agent.id
 
     async def coordination_turn(self) -> None:
-        """Run model calls until the agent makes one valid workflow call."""
-        state = self.host.state
-        self._open_turn(state)
-        self.host.emit(AgentStatus(agent_id=self.agent_id, status="thinking", seen=self._visible(state)))
+        """Run model calls until the agent makes one valid workflow call (or go on with the one in flight)."""
+        resumed, self._resume = self._resume, None
+        steps = 0
+        if resumed is None:
+            state = self.host.state
+            await self._open_turn(state)
+            self.host.emit(AgentStatus(agent_id=self.agent_id, status="thinking", seen=self._visible(state)))
+        else:
+            steps = resumed.steps
+            self.host.emit(AgentStatus(agent_id=self.agent_id, status="thinking"))
         if self.structured:
-            await self._structured_turn()
+            await self._structured_turn(steps, resumed)
+            return
+        if resumed is not None and await self._resume_reply(resumed):
             return
         limits = self.host.team.orchestrator
-        for _ in range(limits.max_steps_per_turn):
+        for _ in range(max(1, limits.max_steps_per_turn - steps)):
             state = self.host.state
             may_answer = state.may_answer(self.agent_id, limits.max_new_answers_per_agent)
             label = state.agents[self.agent_id].label
@@ -134,11 +196,27 @@ class AgentSession:
                 return
         raise AgentDropped(f"no valid workflow call in {limits.max_steps_per_turn} model calls")
 
-    async def _structured_turn(self) -> None:
+    async def _resume_reply(self, resumed: Conversation) -> bool:
+        """Finish the calls of the reply the turn stopped at; True when its workflow call ended the turn."""
+        pending = resumed.unanswered()
+        if not pending and not resumed.replied:
+            return False  # every call has its result: the next model call is due
+        if await self._handle(pending):
+            self._reminders = 0
+            return True
+        return False
+
+    async def _structured_turn(self, steps: int = 0, resumed: Conversation | None = None) -> None:
         """One turn as JSON replies: retried while refused, then salvaged (never a stall)."""
         limits = self.host.team.orchestrator
         error = ""
-        for _ in range(limits.structured_retries + 1):
+        if resumed is not None and resumed.replied:  # the reply was stored, its call not yet applied
+            last = self.messages[-1]
+            assert isinstance(last, AssistantMessage)
+            error = await self._structured_reply(last.text)
+            if not error:
+                return
+        for _ in range(max(1, limits.structured_retries + 1 - steps)):
             state = self.host.state
             may_answer = state.may_answer(self.agent_id, limits.max_new_answers_per_agent)
             label = state.agents[self.agent_id].label
@@ -150,12 +228,18 @@ class AgentSession:
             )
             text, _ = await self.call_model(system, self.messages, [], final=False, output=schema)
             self.messages.append(AssistantMessage(text=text))
-            call = structured.parse_reply(text)
-            error = call if isinstance(call, str) else self._workflow(call) or ""
+            error = await self._structured_reply(text)
             if not error:
                 return
-            self.messages.append(base.UserMessage(text=prompts.render("structured_retry", error=error)))
         self._salvage(f"no valid reply in {limits.structured_retries + 1} tries (last: {error.rstrip('.')})")
+
+    async def _structured_reply(self, text: str) -> str:
+        """Apply one JSON reply; the error it was refused with ("" when accepted)."""
+        call = structured.parse_reply(text)
+        error = call if isinstance(call, str) else self._workflow(call) or ""
+        if error:
+            await self._add(base.UserMessage(text=prompts.render("structured_retry", error=error)))
+        return error
 
     def _salvage(self, why: str) -> None:
         """After the last refused reply: keep the agent's own answer, or leave the run without one."""
@@ -167,26 +251,29 @@ class AgentSession:
         error = self._workflow(structured.keep_own_answer(label, why))
         assert error is None  # a vote for an agent with an answer is always accepted
 
-    def _open_turn(self, state: CoordinationState) -> None:
+    async def _open_turn(self, state: CoordinationState) -> None:
         if self.structured:
             # A fresh conversation each turn (the task, what its last reply did, the current
             # answers, its own last): a small local model's context holds a turn, not a run.
             recorded, self._pending = (self._pending.text if self._pending else None), None
             text = prompts.structured_turn(state, self.agent_id, self._context, recorded)
-            self.messages = [base.UserMessage(text=text)]
+            self.messages = []
+            await self._add(base.UserMessage(text=text), opens=True, fresh=True)
             return
         if not self.messages:
             text = prompts.first_message(state.task, self._context)
             if state.latest:  # started late (e.g. after a crash): show what exists
                 text += "\n" + prompts.update_message(state, self.agent_id)
-            self.messages.append(base.UserMessage(text=text))
+            await self._add(base.UserMessage(text=text), opens=True)
             return
         if self._pending is not None:
             pending, self._pending = self._pending, None
             content = pending.text + "\n\n" + prompts.update_message(state, self.agent_id)
-            self.messages.append(
-                ToolResultMessage(call_id=pending.call.id, name=pending.call.name, content=content)
-            )
+            if pending.call is None:
+                await self._add(base.UserMessage(text=content), opens=True)
+            else:
+                result = ToolResultMessage(call_id=pending.call.id, name=pending.call.name, content=content)
+                await self._add(result, opens=True)
 
     def _visible(self, state: CoordinationState) -> tuple[str, ...]:
         return tuple(answer.label for answer in state.latest.values())
@@ -196,21 +283,21 @@ class AgentSession:
         workflow = [c for c in calls if c.name in prompts.WORKFLOW_TOOLS]
         for call in calls:
             if call.name not in prompts.WORKFLOW_TOOLS:
-                outcome = await self.run_tool(call, "coordination")
-                self.messages.append(self._result(call, self._inject(outcome.content), outcome.is_error))
+                outcome = await self.resume_tool(call, "coordination")
+                await self._add(self._result(call, self._inject(outcome.content), outcome.is_error))
         if len(workflow) == 1:
             error = self._workflow(workflow[0])
             if error is None:
                 return True
-            self.messages.append(self._result(workflow[0], error, True))
+            await self._add(self._result(workflow[0], error, True))
             self._strike(f"invalid {workflow[0].name} call")
         elif workflow:
             for call in workflow:
-                self.messages.append(self._result(call, "Call exactly one workflow tool per turn.", True))
+                await self._add(self._result(call, "Call exactly one workflow tool per turn.", True))
             self._strike("several workflow calls at once")
         elif not calls:  # plain text: the agent forgot to finish its turn
             self._strike("no workflow call")
-            self.messages.append(base.UserMessage(text=prompts.render("reminder")))
+            await self._add(base.UserMessage(text=prompts.render("reminder")))
         return False
 
     def _strike(self, what: str) -> None:
@@ -284,15 +371,33 @@ class AgentSession:
             return []
         return list(self.toolbox.specs(phase))
 
-    async def run_tool(self, call: ToolCall, phase: ToolPhase) -> ToolOutcome:
-        """One non-workflow tool call through the toolbox (which owns permissions and its events)."""
+    async def resume_tool(self, call: ToolCall, phase: ToolPhase) -> ToolOutcome:
+        """A call of a reply: never re-run once started; a parked one goes on from its request."""
+        if call.id in self._started:
+            self._started.discard(call.id)
+            return ToolOutcome(content=INTERRUPTED, is_error=True)
+        return await self.run_tool(call, phase, awaiting=self._awaiting.pop(call.id, None))
+
+    async def run_tool(self, call: ToolCall, phase: ToolPhase, *, awaiting: str | None = None) -> ToolOutcome:
+        """One non-workflow tool call through the toolbox (which owns permissions and its events).
+
+        In park mode an ask is checkpointed (`ToolAwaiting`) and `ToolParked` ends the agent's task.
+        """
         if self.toolbox is None or call.name not in {spec.name for spec in self.toolbox.specs(phase)}:
             return ToolOutcome(content=f"Unknown tool {call.name!r}.", is_error=True)
         self.host.emit(AgentStatus(agent_id=self.agent_id, status="tool", detail=call.name))
         try:
-            return await self.toolbox.call(call, phase=phase)
+            outcome = await self.toolbox.call(call, phase=phase, awaiting=awaiting)
+        except ToolParked as parked:
+            event = ToolAwaiting(
+                agent_id=self.agent_id, call_id=call.id, request_id=parked.request_id, phase=phase
+            )
+            await self.host.checkpoint(event)
+            raise
         finally:
-            self.host.emit(AgentStatus(agent_id=self.agent_id, status="thinking"))
+            if self.host.state.agents[self.agent_id].status != "awaiting_approval":
+                self.host.emit(AgentStatus(agent_id=self.agent_id, status="thinking"))
+        return outcome
 
     async def call_model(
         self,
@@ -315,6 +420,7 @@ class AgentSession:
         parts: list[str] = []
         calls: list[ToolCall] = []
         usage: base.Usage | None = None
+        completed = False
         try:
             stream = self.client.stream_turn(
                 system=system, messages=list(messages), tools=tools, output=output
@@ -327,13 +433,31 @@ class AgentSession:
                     calls.append(item.call)
                 else:
                     usage = item.usage
+            completed = True
         finally:
             coalescer.flush()
+            if completed:  # the checkpoint first: a restart never makes (nor bills) this call again
+                self.host.emit(self._completed("".join(parts), calls, usage, final=final))
             # Recorded once the stream is closed, so that the turn's workflow call (handled without
             # awaiting) lands before the supervisor can react to a spend cap this usage crosses.
             if usage is not None:
                 self.host.record_usage(self.agent_id, usage)
+        # Not awaited here (the workflow call must land before the supervisor sees this spend):
+        # every later step (a tool about to run, the next message) is checkpointed, and the store
+        # keeps seq order, so this reply is stored before anything that follows it happens.
         return "".join(parts), calls
+
+    def _completed(
+        self, text: str, calls: Sequence[ToolCall], usage: base.Usage | None, *, final: bool
+    ) -> ModelCallCompleted:
+        return ModelCallCompleted(
+            agent_id=self.agent_id,
+            phase="final" if final else "coordination",
+            text=text,
+            calls=tuple(checkpoint_call(c) for c in calls),
+            input_tokens=usage.input_tokens if usage is not None else 0,
+            output_tokens=usage.output_tokens if usage is not None else 0,
+        )
 
 
 def _ignore(_: object) -> None:

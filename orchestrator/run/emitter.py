@@ -43,6 +43,8 @@ class Emitter:
         self._changed = asyncio.Event()
         self._delivered_seq = state.last_seq
         self._delivered = asyncio.Event()
+        self._persisted_seq = state.last_seq
+        self._persisted = asyncio.Event()
 
     def start(self) -> None:
         """Start the delivery task (needs a running loop)."""
@@ -69,6 +71,28 @@ class Emitter:
         """`emit` for callers that take an awaitable callback (the toolbox's RunContext.emit)."""
         self.emit(event)
 
+    async def checkpoint(self, event: RunEvent) -> None:
+        """Emit `event` and return once it is in the store (before subscribers see it).
+
+        What a restart must not repeat (a completed model call, a tool about to execute) waits
+        for this; without a store, or once the store failed, it returns at once (nothing resumes).
+        """
+        stamped = self.emit(event)
+        await self._stored(stamped.seq)
+
+    async def stored(self) -> None:
+        """Return once every event emitted so far is in the store (not waiting for subscribers)."""
+        await self._stored(self._seq)
+
+    async def _stored(self, seq: int) -> None:
+        while (
+            self._store is not None
+            and self.store_error is None
+            and self._persisted_seq < seq
+            and not self._drained.is_set()
+        ):
+            await self._persisted.wait()
+
     async def changed(self) -> None:
         """Return after the next emitted event."""
         await self._changed.wait()
@@ -84,7 +108,7 @@ class Emitter:
         return unsubscribe
 
     async def stream(self) -> AsyncIterator[RunEvent]:
-        """Live events from now on, ending with the terminal event."""
+        """Live events from now on, ending with the terminal event (or `RunParked`)."""
         if self.terminal is not None and self._drained.is_set():
             yield self.terminal
             return
@@ -94,7 +118,7 @@ class Emitter:
             while True:
                 event = await queue.get()
                 yield event
-                if event.kind in TERMINAL_KINDS:
+                if event.kind in TERMINAL_KINDS or event.kind == "parked":
                     return
         finally:
             unsubscribe()
@@ -116,6 +140,9 @@ class Emitter:
     async def _drain(self) -> None:
         while (event := await self._queue.get()) is not None:
             await self._persist(event)
+            self._persisted_seq = event.seq
+            self._persisted.set()
+            self._persisted = asyncio.Event()
             for callback in list(self._subscribers):
                 try:
                     result = callback(event)
@@ -127,6 +154,7 @@ class Emitter:
             self._delivered.set()
             self._delivered = asyncio.Event()
         self._drained.set()
+        self._persisted.set()
 
     async def _persist(self, event: RunEvent) -> None:
         if self._store is None or self.store_error is not None:

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from orchestrator.config.team import FinalAnswerStrategy, TeamConfig
-from orchestrator.events import AgentStatus, ConsensusReached, RunFailed, RunFinished
+from orchestrator.errors import ToolParked
+from orchestrator.events import AgentStatus, ConsensusReached, RunFailed, RunFinished, ToolAwaiting
 from orchestrator.llm.base import AssistantMessage, Message, ToolResultMessage, UserMessage
 from orchestrator.ports import Finisher, ToolOutcome
 from orchestrator.run import prompts
@@ -88,17 +89,24 @@ def wants_apply(team: TeamConfig, finished: RunFinished) -> bool:
     )
 
 
-async def apply_back(run: Finisher, finished: RunFinished) -> RunFinished:
+async def apply_back(run: Finisher, finished: RunFinished, awaiting: str | None = None) -> RunFinished:
     """Write the winner's patch to the source through the gate; the result says whether it landed.
 
-    Never raises (cancellation aside): a refusal or a failure is reported, the answer stands.
+    Never raises (cancellation aside, and `ToolParked` in park mode once the ask is checkpointed):
+    a refusal or a failure is reported, the answer stands. `awaiting` resumes a parked ask.
     """
     if finished.winner is None or not finished.patch:  # nothing to apply (see `wants_apply`)
         return finished
     if run.tools is None:  # fail closed: nothing but the run's gate may write the source
         return replace(finished, applied=False, apply_reason="the run's tools cannot apply a patch")
     try:
-        outcome = await run.tools.apply_patch(finished.winner, finished.patch)
+        outcome = await run.tools.apply_patch(finished.winner, finished.patch, awaiting=awaiting)
+    except ToolParked as parked:
+        event = ToolAwaiting(
+            agent_id=finished.winner, call_id="apply", request_id=parked.request_id, phase="apply"
+        )
+        await run.checkpoint(event)
+        raise
     except Exception as exc:
         log.exception("run %s: applying the winner's patch failed", run.run_id)
         outcome = ToolOutcome(content=f"apply failed: {type(exc).__name__}: {exc}", is_error=True)
@@ -113,6 +121,8 @@ async def _final_answer(run: Finisher, choice: Choice) -> tuple[str, str | None]
         return choice.content, None
     try:
         text = await present(session, run.state, choice, strategy)
+    except ToolParked:
+        raise
     except BudgetReached:
         return run.state.final_text or choice.content, "budget:most_voted"
     except Exception as exc:  # the consensus answer still stands; say the presentation failed
@@ -177,23 +187,43 @@ async def present(
     system = prompts.render("present_system", label=label)
     if session.agent.system_message:
         system += "\n\n" + session.agent.system_message.strip()
-    deferred = deferred_calls(session.messages)
-    messages: list[Message] = [UserMessage(text=final_prompt(state, choice, strategy, deferred))]
     specs = session.tool_specs("final")
-    texts: list[str] = []
-    for _ in range(host.team.orchestrator.max_steps_per_turn):
+    resumed = session.final
+    if resumed is not None and resumed.messages:  # a resumed run: the presentation as far as it got
+        messages = list(resumed.messages)
+        steps = resumed.steps
+    else:
+        deferred = deferred_calls(session.messages)
+        messages = [UserMessage(text=final_prompt(state, choice, strategy, deferred))]
+        await session.record(messages[0], "final", fresh=True)
+        steps = 0
+    texts = [m.text for m in messages if isinstance(m, AssistantMessage) and m.text]
+    last = messages[-1]
+    done = isinstance(last, AssistantMessage) and not last.tool_calls
+    if not done:
+        await _final_calls(session, messages)
+    for _ in range(0 if done else max(0, host.team.orchestrator.max_steps_per_turn - steps)):
         text, calls = await session.call_model(system, messages, specs, final=True)
         if text:
             texts.append(text)
         messages.append(AssistantMessage(text=text, tool_calls=tuple(calls)))
         if not calls:
             break
-        for call in calls:
-            outcome = await session.run_tool(call, "final")
-            messages.append(
-                ToolResultMessage(
-                    call_id=call.id, name=call.name, content=outcome.content, is_error=outcome.is_error
-                )
-            )
+        await _final_calls(session, messages)
     host.emit(AgentStatus(agent_id=session.agent_id, status="done"))
     return "\n\n".join(texts).strip()
+
+
+async def _final_calls(session: AgentSession, messages: list[Message]) -> None:
+    """Run the calls of the last reply that have no result yet (each result checkpointed)."""
+    answered = {m.call_id for m in messages if isinstance(m, ToolResultMessage)}
+    last = next((m for m in reversed(messages) if isinstance(m, AssistantMessage)), None)
+    for call in last.tool_calls if last is not None else ():
+        if call.id in answered:
+            continue
+        outcome = await session.resume_tool(call, "final")
+        result = ToolResultMessage(
+            call_id=call.id, name=call.name, content=outcome.content, is_error=outcome.is_error
+        )
+        messages.append(result)
+        await session.record(result, "final")

@@ -17,33 +17,58 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from approvals import ConversationRef
 from orchestrator.config.cost import Price, cost_usd, resolve_price
 from orchestrator.config.presets import PRESETS
 from orchestrator.config.team import AgentConfig, TeamConfig
-from orchestrator.errors import RunNotResumable
+from orchestrator.errors import OrchestratorError, RunNotResumable, ToolParked
 from orchestrator.events import (
     TERMINAL_KINDS,
     AgentFailed,
     AgentInfo,
+    AgentStatus,
     RunCancelled,
+    RunConcluded,
     RunEvent,
     RunFailed,
     RunFinished,
+    RunParked,
     RunStarted,
     UsageUpdated,
 )
 from orchestrator.llm.base import Usage
 from orchestrator.ports import ModelClient, RunContext, RunStore, RunTools, RunToolsFactory
 from orchestrator.run.agent import AgentDropped, AgentSession, BudgetReached
+from orchestrator.run.checkpoint import Restored, restore
 from orchestrator.run.coordination import CoordinationState, rebuild_state
 from orchestrator.run.emitter import Emitter, Subscriber
 from orchestrator.run.final import apply_back, conclude, salvage, wants_apply
 
 Terminal = RunFinished | RunFailed | RunCancelled
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parked:
+    """A run in park mode that cannot progress without a human: every task ended; resume it by id."""
+
+    run_id: str
+    waiting: tuple[str, ...]  # the approval request ids it waits on
+
+
+RunOutcome = Terminal | Parked
+
+
+class RunIsParked(OrchestratorError):
+    """`RunHandle.wait()` on a run that parked (park mode): use `outcome()`, or resume it."""
+
+    def __init__(self, parked: Parked) -> None:
+        super().__init__(f"run {parked.run_id} is parked on {', '.join(parked.waiting)}")
+        self.parked = parked
+
+
 ModelFactory = Callable[[AgentConfig], ModelClient]
 log = logging.getLogger(__name__)
 
@@ -91,13 +116,15 @@ async def start_run(
     subscribers: Sequence[Subscriber] = (),
     team_name: str | None = None,
     conversation: ConversationRef | None = None,
+    park: bool = False,
 ) -> RunHandle:
     """Start a run in the background and return its handle; `subscribers` see every event from the first.
 
     `team_name` and `conversation` (where the run lives, e.g. a Slack thread) are recorded with the
-    run; every approval it asks for carries the conversation.
+    run; every approval it asks for carries the conversation. With `park`, no task waits for a
+    human: see `RunHandle.outcome()` and `resume_run`.
     """
-    run = _Run(team, run_id or f"run-{secrets.token_hex(6)}", clock=clock, store=store)
+    run = _Run(team, run_id or f"run-{secrets.token_hex(6)}", clock=clock, store=store, park=park)
     run.requester = requester
     run.conversation = conversation
     for callback in subscribers:
@@ -137,13 +164,56 @@ async def resume_run(
     tools: RunToolsFactory | None = None,
     clock: Callable[[], float] = time.time,
     subscribers: Sequence[Subscriber] = (),
+    park: bool = False,
 ) -> RunHandle:
-    """Continue a persisted run that never ended (the process died): only in-flight turns are redone.
+    """Continue a persisted run that never ended (the process died, or it parked).
 
-    The coordination state is folded back from the event log; answers, votes, failures and spend
-    carry over and `seq` continues. Agents start fresh conversations that show the current answers
-    (model conversations are not persisted), and the run timeout starts again.
+    The coordination state and every agent's conversation are folded back from the event log
+    (its checkpoints): a completed model call is not made again, a completed tool call not re-run,
+    a call that started and never completed is reported to its agent as interrupted, and a call
+    parked on an approval goes on from the request's stored decision (still pending: the run
+    parks again at once). The run timeout counts the working time of earlier segments that parked.
     """
+    run = await _resumed(run_id, team, store, clock=clock, park=park)
+    for callback in subscribers:
+        run.emitter.subscribe(callback)
+    run.emitter.start()
+    run.owns_clients = models is None
+    context = run.context
+    run.main_task = asyncio.create_task(run.main(models or default_models, tools, context), name=run_id)
+    return RunHandle(run)
+
+
+async def stop_parked_run(
+    run_id: str,
+    team: TeamConfig,
+    store: RunStore,
+    how: Literal["cancel", "finish_now"],
+    *,
+    by: str | None = None,
+    tools: RunToolsFactory | None = None,
+    clock: Callable[[], float] = time.time,
+    subscribers: Sequence[Subscriber] = (),
+) -> Terminal:
+    """End a run that is not running here (parked) without resuming its agents.
+
+    Cancel ends it with `RunCancelled`, finish-now with the best answer so far (salvage); its
+    pending asks are cancelled and its workspaces removed, as for a live run.
+    """
+    run = await _resumed(run_id, team, store, clock=clock, park=True)
+    run.preset_stop = (how, by)
+    for callback in subscribers:
+        run.emitter.subscribe(callback)
+    run.emitter.start()
+    run.main_task = asyncio.create_task(run.main(default_models, tools, run.context), name=run_id)
+    outcome = await asyncio.shield(run.done)
+    assert not isinstance(outcome, Parked)
+    return outcome
+
+
+async def _resumed(
+    run_id: str, team: TeamConfig, store: RunStore, *, clock: Callable[[], float], park: bool
+) -> _Run:
     events = await store.events(run_id)
     if not events or not isinstance(events[0], RunStarted):
         raise RunNotResumable(f"run {run_id!r} is not in the store")
@@ -152,17 +222,13 @@ async def resume_run(
     started = events[0]
     if [a.agent_id for a in started.agents] != [a.id for a in team.agents]:
         raise RunNotResumable(f"run {run_id!r} was started with other agents than this team has")
-    run = _Run(team, run_id, clock=clock, store=store, state=rebuild_state(events))
+    run = _Run(team, run_id, clock=clock, store=store, state=rebuild_state(events), park=park)
     run.requester = started.requester
     run.conversation = started.conversation
-    for callback in subscribers:
-        run.emitter.subscribe(callback)
-    run.emitter.start()
-    run.owns_clients = models is None
-    run.main_task = asyncio.create_task(
-        run.main(models or default_models, tools, started.context), name=run_id
-    )
-    return RunHandle(run)
+    run.context = started.context
+    run.restored = restore(events)
+    run.resumed = True
+    return run
 
 
 class RunHandle:
@@ -193,7 +259,17 @@ class RunHandle:
         await self._run.stop("finish_now", by)
 
     async def wait(self) -> Terminal:
-        """The terminal event, once every task of the run has ended and every event was delivered."""
+        """The terminal event, once every task of the run has ended and every event was delivered.
+
+        Raises `RunIsParked` when the run parked instead (park mode; see `outcome`).
+        """
+        outcome = await self.outcome()
+        if isinstance(outcome, Parked):
+            raise RunIsParked(outcome)
+        return outcome
+
+    async def outcome(self) -> RunOutcome:
+        """The terminal event, or `Parked` when nothing can go on without a human (park mode)."""
         return await asyncio.shield(self._run.done)
 
 
@@ -208,11 +284,19 @@ class _Run:
         clock: Callable[[], float],
         store: RunStore | None,
         state: CoordinationState | None = None,
+        park: bool = False,
     ):
         self.team = team
         self.run_id = run_id
+        self.park = park
         self.emitter = Emitter(run_id, clock=clock, store=store, state=state or CoordinationState())
-        self.done: asyncio.Future[Terminal] = asyncio.get_running_loop().create_future()
+        self.done: asyncio.Future[RunOutcome] = asyncio.get_running_loop().create_future()
+        self.restored = Restored()
+        self.resumed = False
+        self.context: str | None = None
+        self.preset_stop: tuple[Literal["cancel", "finish_now"], str | None] | None = None
+        self._parked: dict[str, str] = {}  # agent id -> the request its call is parked on
+        self._segment_start = time.monotonic()
         self.main_task: asyncio.Task[None] | None = None
         self.tools: RunTools | None = None
         self.sessions: dict[str, AgentSession] = {}
@@ -236,6 +320,9 @@ class _Run:
 
     def emit(self, event: RunEvent) -> RunEvent:
         return self.emitter.emit(event)
+
+    async def checkpoint(self, event: RunEvent) -> None:
+        await self.emitter.checkpoint(event)
 
     def over_budget(self) -> bool:
         budget = self.team.orchestrator.budget_usd
@@ -271,27 +358,57 @@ class _Run:
             await asyncio.shield(self.done)
 
     async def main(self, models: ModelFactory, tools: RunToolsFactory | None, context: str | None) -> None:
-        terminal: Terminal | None = None
+        outcome: RunOutcome | None = None
         interrupted = False
         self._started.set()
         try:
-            terminal, interrupted = await self._outcome(models, tools, context)
-            if isinstance(terminal, RunFinished) and not interrupted:
-                terminal = await self._apply_back(terminal)
+            outcome, interrupted = await self._outcome(models, tools, context)
+            if isinstance(outcome, RunFinished) and not interrupted:
+                outcome = await self._apply_back(outcome)
         finally:
-            await self._finish(terminal or RunFailed(reasons={"run": "ended without a result"}))
+            if isinstance(outcome, Parked):
+                await self._park(outcome)
+            else:
+                await self._finish(outcome or RunFailed(reasons={"run": "ended without a result"}))
         if interrupted:
             raise asyncio.CancelledError
 
+    async def _park(self, parked: Parked) -> None:
+        """Every task ends; the workspaces and the pending asks stay for the resume."""
+        self._finishing = True
+        await self._stop_agents()
+        if self.tools is not None:
+            try:
+                await self.tools.park()
+            except Exception:
+                log.exception("run %s: parking the tools failed", self.run_id)
+        if self.owns_clients:
+            await self._close_clients()
+        self.emit(RunParked(waiting=parked.waiting, worked_seconds=self._worked()))
+        await self.emitter.close()
+        self.done.set_result(parked)
+
+    def _worked(self) -> float:
+        return time.monotonic() - self._segment_start
+
+    def _parked_outcome(self, *extra: str) -> Parked:
+        waiting = tuple(dict.fromkeys([*self._parked.values(), *extra]))
+        return Parked(run_id=self.run_id, waiting=waiting)
+
     async def _outcome(
         self, models: ModelFactory, tools: RunToolsFactory | None, context: str | None
-    ) -> tuple[Terminal, bool]:
-        """How the run ends, and whether it was cancelled by someone else than `stop()`."""
+    ) -> tuple[RunOutcome, bool]:
+        """How the run ends (or parks), and whether it was cancelled by someone else than `stop()`."""
+        # Working time only: parked time is bounded by the approvals' expiry instead.
+        remaining = self.team.orchestrator.timeout_seconds - self.restored.worked_seconds
         try:
-            async with asyncio.timeout(self.team.orchestrator.timeout_seconds):
+            async with asyncio.timeout(max(0.0, remaining)):
                 terminal = await self._run(models, tools, context)
             self._finishing = True  # from here on `stop()` interrupts the apply step, not this task
             return terminal, False
+        except ToolParked as parked:  # the presentation waits for a human
+            self._finishing = True
+            return self._parked_outcome(parked.request_id), False
         except TimeoutError:
             self._finishing = True
             self._timed_out = True
@@ -308,15 +425,22 @@ class _Run:
             log.exception("run %s crashed", self.run_id)
             return RunFailed(reasons={"run": f"internal error: {exc!r}"}), False
 
-    async def _apply_back(self, finished: RunFinished) -> Terminal:
+    async def _apply_back(self, finished: RunFinished) -> RunOutcome:
         """Apply the winner's patch in a task of its own, so `cancel()`/`finish_now()` can stop the wait."""
         if not wants_apply(self.team, finished):
             return finished
         if self._stopping():  # stopped while the answer was written: nobody is asked any more
             return self._stopped_apply(finished)
-        self._applying = asyncio.create_task(apply_back(self, finished), name=f"{self.run_id}/apply")
+        if self.restored.concluded is None:  # a resumed run goes straight back to this step
+            await self.checkpoint(RunConcluded(result=finished))
+        awaiting = self.restored.apply_awaiting
+        self._applying = asyncio.create_task(
+            apply_back(self, finished, awaiting), name=f"{self.run_id}/apply"
+        )
         try:
             return await self._applying
+        except ToolParked as parked:
+            return self._parked_outcome(parked.request_id)
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if not self._stopping() or (current is not None and current.cancelling()):
@@ -327,10 +451,10 @@ class _Run:
 
     def _stopping(self) -> bool:
         """Whether `cancel()`/`finish_now()` was called (a method: it changes across awaits)."""
-        return self._stop is not None
+        return self._stop is not None or self.preset_stop is not None
 
     def _stopped_apply(self, finished: RunFinished) -> Terminal:
-        how, by = self._stop or ("cancel", None)
+        how, by = self._stop or self.preset_stop or ("cancel", None)
         if how == "cancel":
             return RunCancelled(by=by)
         who = f" by {by}" if by else ""
@@ -353,7 +477,7 @@ class _Run:
 
     def _ending(self, terminal: Terminal) -> str:
         """Why the run ended, as its still-pending approvals are told (they are cancelled)."""
-        how, by = self._stop or (None, None)
+        how, by = self._stop or self.preset_stop or (None, None)
         who = f" by {by}" if by else ""
         if how == "cancel" or (how is None and isinstance(terminal, RunCancelled)):
             return f"the run was cancelled{who}"
@@ -370,9 +494,17 @@ class _Run:
             except Exception:
                 log.exception("run %s: closing the model client of %s failed", self.run_id, session.agent_id)
 
+    async def _preset_stop(self, stop: tuple[Literal["cancel", "finish_now"], str | None]) -> Terminal:
+        how, by = stop
+        if how == "cancel":
+            return RunCancelled(by=by)
+        if self.restored.concluded is not None:
+            return self._stopped_apply(self.restored.concluded)
+        return await salvage(self, "finish_now")
+
     async def _run(
         self, models: ModelFactory, tools: RunToolsFactory | None, context: str | None
-    ) -> Terminal:
+    ) -> RunOutcome:
         if tools is not None:
             ctx = RunContext(
                 run_id=self.run_id,
@@ -381,10 +513,19 @@ class _Run:
                 requester=self.requester,
                 emit=self.emitter.emit_async,
                 conversation=self.conversation,
+                park=self.park,
+                resumed=self.resumed,
+                checkpoint=self.emitter.checkpoint,
             )
             self.tools = await tools(ctx)
+        if self.preset_stop is not None:  # ending a parked run: no agent runs again
+            return await self._preset_stop(self.preset_stop)
+        if self.restored.concluded is not None:  # parked in the apply-back step: straight back to it
+            return self.restored.concluded
         self._start_agents(models, context)
         outcome = await self._coordinate()
+        if outcome == "parked":
+            return self._parked_outcome()
         if outcome == "all_failed":
             return RunFailed(reasons={v.agent_id: v.failed or "" for v in self.state.agents.values()})
         if outcome != "converged":
@@ -403,7 +544,9 @@ class _Run:
                 self.emit(AgentFailed(agent_id=agent.id, reason=f"cannot create model client: {exc}"))
                 continue
             toolbox = self.tools.for_agent(agent.id) if self.tools is not None else None
-            self.sessions[agent.id] = AgentSession(self, agent, client, toolbox, context=context)
+            session = AgentSession(self, agent, client, toolbox, context=context)
+            session.restore(self.restored)
+            self.sessions[agent.id] = session
         for agent_id, session in self.sessions.items():
             self._agent_tasks[agent_id] = asyncio.create_task(
                 self._agent_loop(session), name=f"{self.run_id}/{agent_id}"
@@ -419,6 +562,11 @@ class _Run:
             self._in_turn.add(agent_id)
             try:
                 await session.coordination_turn()
+            except ToolParked as parked:  # park mode: this agent's task ends until a decision
+                self._parked[agent_id] = parked.request_id
+                self._in_turn.discard(agent_id)  # before the event that wakes the coordinator
+                self.emitter.emit(AgentStatus(agent_id=agent_id, status="awaiting_approval"))
+                return
             except BudgetReached:
                 return
             except AgentDropped as exc:
@@ -442,10 +590,9 @@ class _Run:
                 return "all_failed"
             if self.over_budget():
                 return "budget"
-            if not self._in_turn and not any(
-                state.may_start_turn(v.agent_id, max_rounds) for v in state.live
-            ):
-                return "max_rounds"
+            movable = [v for v in state.live if v.agent_id not in self._parked]
+            if not self._in_turn and not any(state.may_start_turn(v.agent_id, max_rounds) for v in movable):
+                return "parked" if self._parked else "max_rounds"
             await self.emitter.changed()
 
     async def _stop_agents(self) -> None:

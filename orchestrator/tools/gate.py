@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 from approvals import ApprovalRequest, Approvers, Ask, AuditEntry, ConversationRef, Outcome
 from approvals.permissions import Action, Decision
+from orchestrator.errors import ToolParked
 from orchestrator.events import AgentState, AgentStatus, ToolApprovalRequested, ToolApprovalResolved
 from orchestrator.ports import ApprovalPort, Emit, Evaluator, ToolPhase
 
@@ -87,6 +88,7 @@ class PermissionGate:
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         conversation: ConversationRef | None = None,
         judge_timeout: float = JUDGE_TIMEOUT_S,
+        park: bool = False,
     ) -> None:
         self.run_id = run_id
         self._judge_timeout = judge_timeout
@@ -98,10 +100,18 @@ class PermissionGate:
         self._timeout = timeout
         self._emit = emit
         self._asking: dict[frozenset[str], asyncio.Future[None]] = {}  # asks in flight, by scope keys
+        self._parked: dict[frozenset[str], str] = {}  # park mode: open request ids, by scope keys
         self._now = now
+        self.park = park
 
-    async def check(self, engine: Evaluator, call: GateCall) -> GateResult:
-        """The engine's verdict, resolved through side-effect deferral and, for an ask, a human."""
+    async def check(self, engine: Evaluator, call: GateCall, *, awaiting: str | None = None) -> GateResult:
+        """The engine's verdict, resolved through side-effect deferral and, for an ask, a human.
+
+        In park mode an ask raises `ToolParked` once the request is open. `awaiting` resumes a
+        call parked on that request: its stored decision is the answer (pending: parked again).
+        """
+        if awaiting is not None:
+            return await self._resume(engine, call, awaiting)
         decision = await self._judge(engine, call)
         if decision.resolved == "deny":
             return await self._finish(call, decision, False, decision.reason)
@@ -119,9 +129,10 @@ class PermissionGate:
         """The engine's verdict, judged off the event loop; a failure or a slow verdict denies."""
         grants = frozenset(self.grants.keys)
         try:
-            return await asyncio.wait_for(
-                asyncio.to_thread(_evaluate, engine, call.actions, grants), self._judge_timeout
-            )
+            # `asyncio.timeout`, not `wait_for`: on 3.11 `wait_for` can swallow a cancellation that
+            # arrives as the verdict does, and the cancelled agent would go on working.
+            async with asyncio.timeout(self._judge_timeout):
+                return await asyncio.to_thread(_evaluate, engine, call.actions, grants)
         except TimeoutError:
             log.warning("permission engine gave no verdict within %.1f s", self._judge_timeout)
             return _fail_closed(f"engine error: no verdict within {self._judge_timeout:g} s")
@@ -136,6 +147,11 @@ class PermissionGate:
         then lets the followers through; "once" never propagates (pitfall 19): they ask in turn.
         """
         key = frozenset(engine.scope_key(a) for a in call.actions)
+        parked = self._parked.get(key)
+        if parked is not None:  # park mode: the same action is already asked; wait on that request
+            detail = f"waiting for the same approval ({call.actions[0]})"
+            await self._emit(AgentStatus(agent_id=call.agent_id, status="awaiting_approval", detail=detail))
+            raise ToolParked(parked)
         pending = self._asking.get(key)
         if pending is not None:
             detail = f"waiting for the same approval ({call.actions[0]})"
@@ -146,6 +162,9 @@ class PermissionGate:
         self._asking[key] = done
         try:
             return await self._ask(engine, call, decision)
+        except ToolParked as parked_on:
+            self._parked[key] = parked_on.request_id
+            raise
         finally:
             del self._asking[key]
             done.set_result(None)
@@ -209,13 +228,41 @@ class PermissionGate:
             )
         await self._emit(_requested_event(call.agent_id, request))
         await self._emit(AgentStatus(agent_id=call.agent_id, status="awaiting_approval", detail=str(action)))
+        if self.park:  # no coroutine waits for a human: the caller records the call and ends
+            raise ToolParked(request.id)
         try:
             final = await self.approvals.wait(request.id)
         finally:
-            status: AgentState = "tool" if call.phase == "coordination" else "presenting"
-            await self._emit(AgentStatus(agent_id=call.agent_id, status=status, detail=call.tool))
+            await self._emit(self._working(call))
         await self._emit(_resolved_event(call.agent_id, final))
         return self._after_wait(engine, call, decision, final)
+
+    @staticmethod
+    def _working(call: GateCall) -> AgentStatus:
+        status: AgentState = "tool" if call.phase == "coordination" else "presenting"
+        return AgentStatus(agent_id=call.agent_id, status=status, detail=call.tool)
+
+    async def _resume(self, engine: Evaluator, call: GateCall, request_id: str) -> GateResult:
+        """A parked call after a restart or a decision: the request's stored state is the answer."""
+        request = await self.approvals.get(request_id)
+        if request is None:  # fail closed: nobody can have approved what does not exist
+            decision = _fail_closed("denied: the approval request this call waited for is unknown")
+            return await self._finish(call, decision, False, decision.reason)
+        if request.agent_id != call.agent_id or request.digest != call.digest:
+            # Parked behind another agent's identical ask: a "once" approval is not ours; ask in turn.
+            if request.status == "pending":
+                raise ToolParked(request_id)
+            return await self.check(engine, call)
+        if request.status == "pending":
+            if self._now() < request.expires_at:
+                raise ToolParked(request_id)
+            request = await self.approvals.wait(request_id)  # overdue: expires it now (fail closed)
+        await self._emit(self._working(call))
+        await self._emit(_resolved_event(call.agent_id, request))
+        decision = await self._judge(engine, call)
+        if decision.resolved == "deny":  # the policy now denies it: an old approval does not override
+            return await self._finish(call, decision, False, decision.reason)
+        return self._after_wait(engine, call, decision, request)
 
     def _after_wait(
         self, engine: Evaluator, call: GateCall, decision: Decision, final: ApprovalRequest

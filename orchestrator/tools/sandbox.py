@@ -304,7 +304,10 @@ async def _execute(argv: list[str], *, env: Mapping[str, str], cwd: Path, spec: 
     reader = asyncio.ensure_future(capture.drain(proc.stdout))
     timed_out = False
     try:
-        await asyncio.wait_for(proc.wait(), timeout=spec.timeout_s)
+        # `asyncio.timeout`, not `wait_for`: on 3.11 `wait_for` swallows a cancellation that arrives
+        # as the process exits, and a cancelled run's agent would go on working.
+        async with asyncio.timeout(spec.timeout_s):
+            await proc.wait()
     except TimeoutError:
         timed_out = True
         await _kill_group(proc)
@@ -318,8 +321,11 @@ async def _execute(argv: list[str], *, env: Mapping[str, str], cwd: Path, spec: 
     # Reap background leftovers (`cmd &`) that would otherwise outlive the call.
     _signal_group(proc, signal.SIGKILL)
     # A daemonised grandchild may hold the pipe open: then the model gets what was read so far.
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(reader, timeout=_KILL_GRACE_S * 4)
+    try:
+        async with asyncio.timeout(_KILL_GRACE_S * 4):
+            await asyncio.shield(reader)
+    except TimeoutError:
+        reader.cancel()
     return CommandResult(
         exit_code=None if timed_out else proc.returncode,
         output=bytes(capture.kept),

@@ -22,8 +22,8 @@ from typing import Any
 from approvals import Approvers
 from approvals.permissions import Action, PermissionConfig, PermissionEngine, action_digest, load_rules
 from orchestrator.config.team import ApprovalsConfig
-from orchestrator.errors import OrchestratorError
-from orchestrator.events import AgentState, AgentStatus, ToolCalled, ToolDecided
+from orchestrator.errors import OrchestratorError, ToolParked
+from orchestrator.events import AgentState, AgentStatus, ToolCalled, ToolDecided, ToolStarted
 from orchestrator.llm.base import ToolCall, ToolSpec
 from orchestrator.ports import ApprovalPort, Evaluator, RunContext, ToolOutcome, ToolPhase
 from orchestrator.tools.gate import GateCall, GateResult, PermissionGate, RunGrants
@@ -81,7 +81,7 @@ async def build_run_tools(
     base = Path(tempfile.mkdtemp(prefix="massgen-ws-")) if root is None else root
     try:
         spaces = await asyncio.to_thread(
-            RunWorkspaces.create,
+            RunWorkspaces.reopen if ctx.resumed else RunWorkspaces.create,
             root=base,
             run_id=ctx.run_id,
             agent_ids=ctx.agent_ids,
@@ -99,6 +99,7 @@ async def build_run_tools(
         timeout=timedelta(seconds=team.approvals.timeout_seconds),
         emit=ctx.emit,
         conversation=ctx.conversation,
+        park=ctx.park,
     )
     engines = {
         agent_id: engine_factory(
@@ -192,7 +193,7 @@ class WorkspaceRunTools:
         """Unified diff of the agent's workspace against the source, or None (RunTools.winner_patch)."""
         return await asyncio.to_thread(self.spaces.patch, agent_id)
 
-    async def apply_patch(self, agent_id: str, patch: str) -> ToolOutcome:
+    async def apply_patch(self, agent_id: str, patch: str, *, awaiting: str | None = None) -> ToolOutcome:
         """Write `patch` into the team's source directory, after the engine (and usually a human) agree.
 
         The source is outside every workspace, so each touched file is a `write` the engine judges;
@@ -219,11 +220,19 @@ class WorkspaceRunTools:
         # Reported like a model's tool call, so logs, the terminal and Slack show it the same way.
         call_id = f"apply-{digest[:12]}"
         arguments = {"source": str(source), "files": ", ".join(paths)[:_EVENT_ARG_CHARS]}
-        await self.ctx.emit(
-            ToolCalled(agent_id=agent_id, call_id=call_id, tool="apply_patch", arguments=arguments)
-        )
-        result = await self.gate.check(self._engines[agent_id], call)
-        outcome = await self._apply_allowed(patch, source, len(paths)) if result.allowed else None
+        if awaiting is None:  # a resumed call was reported when it was first made
+            await self.ctx.emit(
+                ToolCalled(agent_id=agent_id, call_id=call_id, tool="apply_patch", arguments=arguments)
+            )
+        result = await self.gate.check(self._engines[agent_id], call, awaiting=awaiting)
+        outcome = None
+        if result.allowed:
+            request_id = result.request.id if result.request is not None else None
+            started = ToolStarted(
+                agent_id=agent_id, call_id=call_id, tool="apply_patch", request_id=request_id
+            )
+            await self.ctx.persist(started)
+            outcome = await self._apply_allowed(patch, source, len(paths))
         decided = ToolDecided(
             agent_id=agent_id,
             call_id=call_id,
@@ -245,6 +254,9 @@ class WorkspaceRunTools:
         except (OSError, OrchestratorError) as exc:
             return ToolOutcome(content=str(exc), is_error=True)
         return ToolOutcome(content=f"applied {files} file(s) to {source}")
+
+    async def park(self) -> None:
+        """The run parks: its workspaces and pending approvals stay for the resume (RunTools.park)."""
 
     async def close(self, reason: str) -> None:
         """Cancel the run's pending approvals (saying `reason`); remove its workspaces (and a temp root)."""
@@ -274,18 +286,26 @@ class AgentTools:
         # Same tools in both phases; the gate decides what may run in which phase.
         return tool_specs()
 
-    async def call(self, call: ToolCall, *, phase: ToolPhase) -> ToolOutcome:
-        """Validate, gate, execute exactly the approved input; never raises for a bad call."""
+    async def call(self, call: ToolCall, *, phase: ToolPhase, awaiting: str | None = None) -> ToolOutcome:
+        """Validate, gate, execute exactly the approved input; never raises for a bad call.
+
+        Raises `ToolParked` in park mode when the call waits for a human (`awaiting` resumes it).
+        """
         try:
-            return await self._call(call, phase)
+            return await self._call(call, phase, awaiting)
+        except ToolParked:
+            raise
         except Exception as exc:  # a bug costs one tool call, not the agent; cancellation propagates
             log.exception("tool %s of agent %s failed", call.name, self.agent_id)
             return ToolOutcome(content=f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
-    async def _call(self, call: ToolCall, phase: ToolPhase) -> ToolOutcome:
+    async def _call(self, call: ToolCall, phase: ToolPhase, awaiting: str | None) -> ToolOutcome:
         emit = self._ctx.emit
         arguments = {k: _clip(v) for k, v in call.arguments.items()}  # events are logged and shown
-        await emit(ToolCalled(agent_id=self.agent_id, call_id=call.id, tool=call.name, arguments=arguments))
+        if awaiting is None:  # a resumed call was reported when it was first made
+            await emit(
+                ToolCalled(agent_id=self.agent_id, call_id=call.id, tool=call.name, arguments=arguments)
+            )
         await emit(AgentStatus(agent_id=self.agent_id, status="tool", detail=call.name))
         try:
             args = parse_args(call.name, call.arguments)
@@ -310,7 +330,7 @@ class AgentTools:
         if refusal is not None:  # refused whatever a human would say: don't ask one
             await self._gate.refuse(question, refusal)
             return await self._refuse(_Report(call, phase, str(actions[0]), "high", "boundary"), refusal)
-        result = await self._gate.check(self._engine, question)
+        result = await self._gate.check(self._engine, question, awaiting=awaiting)
         decision = result.decision
         layer = "policy" if result.deferred else decision.layer
         report = _Report(call, phase, " + ".join(map(str, actions)), decision.risk, layer)
@@ -347,6 +367,12 @@ class AgentTools:
             return await self._refuse(
                 replace(report, layer="policy"), "refused: the input changed after approval"
             )
+        # Stored before it runs: a restart after this point reports "outcome unknown", never re-runs it.
+        request_id = result.request.id if result.request is not None else None
+        started = ToolStarted(
+            agent_id=self.agent_id, call_id=report.call.id, tool=name, request_id=request_id
+        )
+        await self._ctx.persist(started)
         try:
             content = await execute(bound, self.env, network=result.network, real=real)
             is_error = False

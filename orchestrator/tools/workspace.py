@@ -82,6 +82,19 @@ class RunWorkspaces:
             raise WorkspaceError(f"could not create workspaces under {spaces.run_dir}: {exc}") from exc
         return spaces
 
+    @classmethod
+    def reopen(
+        cls, *, root: Path, run_id: str, agent_ids: Sequence[str], source: Path | None
+    ) -> RunWorkspaces:
+        """The workspaces of a resumed run as it left them; created when they are gone (a new root)."""
+        spaces = cls(root=root, run_id=run_id, agent_ids=agent_ids, source=source)
+        if not spaces.run_dir.is_dir() or (source is not None and not spaces.snapshot.is_dir()):
+            shutil.rmtree(spaces.run_dir, ignore_errors=True)
+            return cls.create(root=root, run_id=run_id, agent_ids=agent_ids, source=source)
+        for agent_id in spaces.agent_ids:
+            spaces.path(agent_id).mkdir(exist_ok=True)
+        return spaces
+
     def path(self, agent_id: str) -> Path:
         """The agent's own (writable) workspace."""
         if agent_id not in self.agent_ids:

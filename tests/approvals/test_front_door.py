@@ -37,6 +37,7 @@ DOORS = {
         "ConversationRef",
         "DecideResult",
         "Decided",
+        "DecisionListener",
         "DecisionRejected",
         "ExpiryScheduler",
         "ExpiryTimer",

@@ -244,6 +244,9 @@ async def test_an_approval_for_a_different_digest_is_not_honoured() -> None:
         async def wait(self, request_id: str):  # type: ignore[no-untyped-def]
             return replace(await harness.service.wait(request_id), digest="something-else")
 
+        async def get(self, request_id: str):  # type: ignore[no-untyped-def]
+            return await harness.service.get(request_id)
+
         async def record_decision(self, entry):  # type: ignore[no-untyped-def]
             await harness.service.record_decision(entry)
 

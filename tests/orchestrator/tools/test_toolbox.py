@@ -85,7 +85,7 @@ async def test_happy_path_file_tools_and_events(harness: Harness, source: Path, 
         ("write_file", "allow", True),
         ("read_file", "allow", True),
     ]
-    assert harness.kinds()[:3] == ["tool_call", "agent_status", "tool_decision"]
+    assert harness.kinds()[:4] == ["tool_call", "agent_status", "tool_started", "tool_decision"]
     assert [e.outcome for e in harness.audit.entries] == ["allow", "allow"]
     await tools.close("the run ended")
 

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from approvals import ApprovalService, SqlApprovalStore, SqlAuditLog, create_schema, make_engine
 from bot.settings import BotSettings, secret
@@ -179,6 +179,13 @@ async def recover(
     return len(stale)
 
 
+def _async(call: Callable[[str, Any], None]) -> Callable[[str, Any], Awaitable[None]]:
+    async def send(run_id: str, message: Any) -> None:
+        call(run_id, message)
+
+    return send
+
+
 def _tools(
     choice: ToolsBuilder | Literal["real", "none"], state_dir: Path | None = None
 ) -> ToolsBuilder | None:
@@ -267,6 +274,7 @@ async def build_services(
     from approvals import ExpiryScheduler
     from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ApproverDMs, pending_for
     from bot.engine import engine_config, wake_on_decisions
+    from bot.engine.config import state_folder
     from bot.home import ChannelAccess, HomeTab
     from bot.runs import RunHistory, RunSupervisor, RunUseCases, SharedModels, TeamCatalog
     from bot.slack import GroupResolver
@@ -299,7 +307,8 @@ async def build_services(
         store=db.store,
         approvals=db.approvals,
         run_store=db.run_store,
-        tools=_tools(tools, settings.state_dir),
+        # Workspaces outlive the process (a parked or crashed run resumes in them): under the state folder.
+        tools=_tools(tools, state_folder(settings)),
         clock=clock,
         observe=observe,
         broadcast_final=settings.broadcast_final,
@@ -333,7 +342,7 @@ async def build_services(
     await box.start()
     # Launching recovers this executor's pending runs (its step resumes each from the run store).
     await engine.launch(supervisor if config.executes else None)
-    wake_on_decisions(db.approvals, engine.wake)  # a parked run resumes wherever its decision is made
+    wake_on_decisions(db.approvals, _async(supervisor.wake))  # a parked run resumes wherever it is decided
     await recover(history, db.approvals, box, alive=engine.holds)
     await scheduler.start()  # expiry timers are rebuilt from the pending approvals
     runs = RunUseCases(supervisor=supervisor, teams=teams, history=history, groups_of=groups.groups_of)

@@ -10,17 +10,23 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from bot.engine.config import EngineConfig, Role, engine_config, package_version, system_database_url
+from bot.engine.config import (
+    PARKED,
+    EngineConfig,
+    Role,
+    engine_config,
+    package_version,
+    system_database_url,
+)
 from bot.engine.tables import Action, Control
 from bot.engine.wakes import OutsideWaker, wake_on_decisions
 
 if TYPE_CHECKING:
     from bot.engine.engine import RUNS_QUEUE, Engine
-    from bot.engine.workflow import PARKED, WAKE, RunExecutor
+    from bot.engine.workflow import WAKE, RunExecutor
 
 _LAZY = {
     "Engine": "bot.engine.engine",
-    "PARKED": "bot.engine.workflow",
     "RUNS_QUEUE": "bot.engine.engine",
     "RunExecutor": "bot.engine.workflow",
     "WAKE": "bot.engine.workflow",

@@ -20,6 +20,7 @@ Role = Literal["all", "frontend", "worker"]
 APP_NAME = "massgen"
 PACKAGE = "massgen-chatops"
 SYSTEM_DB_FILE = "dbos.sqlite"
+PARKED = "parked"  # what a run's step returns when the run waits for a human
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,18 +64,23 @@ def package_version() -> str:
         return "0"
 
 
+def state_folder(settings: BotSettings) -> Path:
+    """Where this machine keeps its state: `MASSGEN_STATE_DIR`, else the SQLite file's folder, else here."""
+    if settings.state_dir is not None:
+        return settings.state_dir
+    scheme, _, rest = settings.resolved_database_url().partition("://")
+    path = rest.removeprefix("/")  # sqlite:///x → "x" (relative), sqlite:////x → "/x"
+    if scheme.startswith("postgres") or not path or path == ":memory:":
+        return Path()
+    return Path(path).parent
+
+
 def system_database_url(settings: BotSettings) -> str:
     """The same PostgreSQL as the bot's database; on SQLite, a file of its own beside the bot's."""
-    url = settings.resolved_database_url()
-    scheme, _, rest = url.partition("://")
+    scheme, _, rest = settings.resolved_database_url().partition("://")
     if scheme.startswith("postgres"):
         return f"postgresql://{rest}"  # DBOS brings its own (sync) driver, psycopg
-    if settings.state_dir is not None:
-        folder = settings.state_dir
-    else:
-        path = rest.removeprefix("/")  # sqlite:///x → "x" (relative), sqlite:////x → "/x"
-        folder = Path(path).parent if path and path != ":memory:" else Path()
-    return f"sqlite:///{(folder / SYSTEM_DB_FILE).as_posix()}"
+    return f"sqlite:///{(state_folder(settings) / SYSTEM_DB_FILE).as_posix()}"
 
 
 def engine_config(settings: BotSettings, *, role: Role | None = None) -> EngineConfig:

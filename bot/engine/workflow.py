@@ -20,11 +20,12 @@ from typing import Any, Protocol
 
 from dbos import DBOS
 
+from bot.engine.config import PARKED
+
 log = logging.getLogger(__name__)
 
 WORKFLOW = "massgen.run"
 WAKE = "wake"
-PARKED = "parked"
 NOT_HOSTED = "not_hosted"
 
 

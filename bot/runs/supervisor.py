@@ -24,26 +24,30 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from approvals import ApprovalService, ConversationRef
 from bot.approval_ui.port import ThreadApprovalPort
+from bot.engine.config import PARKED
 from bot.errors import OutboxError
 from bot.runs.blocks import status_blocks
 from bot.runs.presenter import RunRenderer
 from bot.runs.teams import TeamCatalog, TeamChoice
-from bot.slack.outbox import MessageRef, Outbox
+from bot.slack.outbox import PRIORITY_THREAD, MessageRef, Outbox
 from bot.slack.parse import StartRun
 from bot.slack.store import BotStore
 from bot.tasks import TaskSupervisor
 from orchestrator import (
     TERMINAL_KINDS,
     ModelFactory,
+    Parked,
     RunContext,
     RunEvent,
     RunHandle,
+    RunOutcome,
     RunStore,
     RunTools,
     RunView,
     TeamConfig,
     resume_run,
     start_run,
+    stop_parked_run,
 )
 
 if TYPE_CHECKING:
@@ -125,6 +129,7 @@ class ActiveRun:
     handle: RunHandle
     renderer: RunRenderer
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    parked: bool = False  # it ended its segment waiting for a human (its workflow waits for a wake)
 
     @property
     def team(self) -> TeamConfig:
@@ -209,6 +214,32 @@ class RunSupervisor:
         finally:
             self._begun.pop(run_id, None)
 
+    def wake(self, run_id: str, message: Any) -> None:
+        """Wake a parked run through the engine (an approval of it ended, here or anywhere).
+
+        A run parked in this process resumes here: the waking task lasts until it begins (as a
+        submission does), so `wait_idle` covers the hand-over.
+        """
+        if self.engine is not None:
+            self.spawn(self._wake(self.engine, run_id, message), name=f"wake:{run_id}")
+
+    async def _wake(self, engine: Engine, run_id: str, message: Any) -> None:
+        begun = self._begun.setdefault(run_id, asyncio.Event()) if engine.config.executes else None
+        try:
+            await engine.wake(run_id, message)
+            if begun is None:
+                return
+            active = self._active.get(run_id)
+            if active is not None:  # still parking (or live: then the wake is stale, nothing resumes)
+                await active.done.wait()
+                if not active.parked:
+                    return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(begun.wait(), SUBMIT_WAIT)
+        finally:
+            if begun is not None and self._begun.get(run_id) is begun:
+                self._begun.pop(run_id, None)
+
     async def execute(self, run_id: str, payload: dict[str, Any]) -> str:
         """The engine's step: start the run, or resume it after a crash; how it ended.
 
@@ -221,16 +252,42 @@ class RunSupervisor:
         if (begun := self._begun.get(run_id)) is not None:
             begun.set()
         outcome: str = await asyncio.shield(task)
+        if outcome != PARKED and (waiting := self._begun.get(run_id)) is not None:
+            waiting.set()  # it ended: a wake sent meanwhile resumes nothing, stop waiting for it
         return outcome
 
     async def _execute(self, run_id: str, request: RunRequest) -> str:
         events = [] if self._run_store is None else await self._run_store.events(run_id)
         if events and events[-1].kind in TERMINAL_KINDS:
             return events[-1].kind  # it ended, and the process died before the engine heard
+        if events and (stopped := await self._stop_if_asked(run_id, request, events)) is not None:
+            return stopped
         active = await (self._resume(run_id, request, events) if events else self._run(run_id, request))
         if active is None:
             return "failed"
-        return (await self._drive(active)).kind
+        outcome = await self._drive(active)
+        return PARKED if isinstance(outcome, Parked) else outcome.kind
+
+    async def _stop_if_asked(self, run_id: str, request: RunRequest, events: list[RunEvent]) -> str | None:
+        """A parked run woken by a Cancel / Finish now: end it without resuming its agents."""
+        if self.engine is None or self._run_store is None:
+            return None
+        controls = await self.engine.take_controls([run_id])
+        if not controls:
+            return None
+        control = controls[0]
+        renderer = await self._renderer_for(run_id, request, RunView.of(events))
+        terminal = await stop_parked_run(
+            run_id,
+            request.choice.team,
+            self._run_store,
+            "finish_now" if control.action == "finish" else "cancel",
+            by=control.by,
+            tools=self._tools_factory(request.channel, renderer.thread),
+            subscribers=self._subscribers(run_id, renderer),
+        )
+        await renderer.finish()
+        return terminal.kind
 
     async def _renderer_for(self, run_id: str, request: RunRequest, view: RunView | None) -> RunRenderer:
         """The run's renderer: over the status message a previous process posted, else a new one.
@@ -259,9 +316,10 @@ class RunSupervisor:
         return renderer
 
     async def _resume(self, run_id: str, request: RunRequest, events: list[RunEvent]) -> ActiveRun | None:
-        """Continue a run a dead process left: its renderer from the stored view and coordinates."""
+        """Continue a run (parked, or left by a dead process): its renderer from the stored events."""
         assert self._run_store is not None  # events came from it
         renderer = await self._renderer_for(run_id, request, RunView.of(events))
+        await self._restore_progress(run_id, renderer, events)
         renderer.refresh()  # its buttons (ids only) keep working: the run is alive again
         try:
             handle = await resume_run(
@@ -271,6 +329,7 @@ class RunSupervisor:
                 models=self._models,
                 tools=self._tools_factory(request.channel, renderer.thread),
                 subscribers=self._subscribers(run_id, renderer),
+                park=self._parks,
             )
         except Exception as exc:
             log.exception("run %s could not resume", run_id)
@@ -278,6 +337,14 @@ class RunSupervisor:
             return None
         log.info("run %s resumed", run_id)
         return ActiveRun(request=request, handle=handle, renderer=renderer)
+
+    async def _restore_progress(self, run_id: str, renderer: RunRenderer, events: list[RunEvent]) -> None:
+        """The progress message an earlier segment posted is edited on, with what it showed."""
+        view = RunView.initial(task=renderer.view.task, requester=renderer.view.requester)
+        for event in events:
+            view = view.apply(event)
+            renderer.progress.add(event, view)
+        renderer.progress_message = await self._outbox.run_root(run_id, priority=PRIORITY_THREAD)
 
     async def _run(self, run_id: str, request: RunRequest) -> ActiveRun | None:
         if self.engine is None:  # inline: nothing of this run exists yet
@@ -301,6 +368,7 @@ class RunSupervisor:
                 conversation=ConversationRef(
                     surface="slack", channel=request.channel, thread=request.thread_ts
                 ),
+                park=self._parks,
             )
         except Exception as exc:
             log.exception("run %s could not start", run_id)
@@ -334,8 +402,13 @@ class RunSupervisor:
             progress_after=self._progress_after,
         )
 
-    async def _drive(self, active: ActiveRun) -> RunEvent:
-        """Until the run ends: then the last status; its terminal event."""
+    @property
+    def _parks(self) -> bool:
+        """Runs park on approvals (and resume by id) when an engine wakes them; inline they wait."""
+        return self.engine is not None
+
+    async def _drive(self, active: ActiveRun) -> RunOutcome:
+        """Until the run ends (then the last status) or parks; how it stands."""
         run_id = active.handle.run_id
         self._active[run_id] = active
         self._no_runs.clear()
@@ -346,9 +419,14 @@ class RunSupervisor:
         if self.engine is not None and (self._controls is None or self._controls.done()):
             self._controls = self.spawn(self._poll_controls(self.engine), name="run-controls")
         try:
-            terminal = await active.handle.wait()  # the run store records the outcome (one truth)
+            # The run store records the outcome (one truth about a run).
+            outcome = await (active.handle.outcome() if self._parks else active.handle.wait())
+            if isinstance(outcome, Parked):  # its workflow waits for a wake; the status shows who is asked
+                active.parked = True
+                active.renderer.refresh()
+                return outcome
             await active.renderer.finish()
-            return terminal
+            return outcome
         finally:
             self._active.pop(run_id, None)
             if not self._active:

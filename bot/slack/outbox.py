@@ -283,15 +283,16 @@ class Outbox:
         self.stats.resumed_posts += 1
         return ref
 
-    async def run_root(self, run_id: str) -> MessageRef | None:
+    async def run_root(self, run_id: str, *, priority: int | None = None) -> MessageRef | None:
         """The status message a previous process posted (or saved, and this one sends) for a run.
 
-        A run resumed after a crash keeps it instead of posting another: Slack has it, or the
+        With `priority`, the run's first post of that priority (its progress message). A run
+        resumed after a crash or a park keeps it instead of posting another: Slack has it, or the
         resumed backlog will post it exactly once.
         """
         if self._store is None:
             return None
-        row = await self._store.first_post(run_id)
+        row = await self._store.first_post(run_id, priority=priority)
         if row is None:
             return None
         if row.ts:

@@ -400,14 +400,12 @@ class OutboxStore:
             value = (await conn.execute(query)).scalar_one_or_none()
         return int(value or 0)
 
-    async def first_post(self, run_id: str) -> OutboxRow | None:
-        """The run's first saved post (its status message), unless it was given up."""
-        query = (
-            select(slack_outbox)
-            .where(slack_outbox.c.run_id == run_id, slack_outbox.c.kind == "post")
-            .order_by(slack_outbox.c.seq)
-            .limit(1)
-        )
+    async def first_post(self, run_id: str, *, priority: int | None = None) -> OutboxRow | None:
+        """The run's first saved post (its status message; of `priority`: e.g. its progress message)."""
+        query = select(slack_outbox).where(slack_outbox.c.run_id == run_id, slack_outbox.c.kind == "post")
+        if priority is not None:
+            query = query.where(slack_outbox.c.priority == priority)
+        query = query.order_by(slack_outbox.c.seq).limit(1)
         async with self._engine.connect() as conn:
             row = (await conn.execute(query)).first()
         return None if row is None or row.status == "failed" else _row(row)

@@ -105,9 +105,9 @@ async def test_a_run_survives_sigterm_then_kill_9_mid_turns_and_posts_once(tmp_p
         assert len(_final_posts(slack)) == 1
         assert len(_status_posts(slack)) == 1, "the status message was posted again"
         assert _duplicated_posts(slack) == []
-        # Each agent's turn in flight at a stop is redone, nothing more (until turn checkpoints land,
-        # a resumed agent's fresh conversation may answer again: once per stop at most).
-        assert counting.replies[("gpt-test", "new_answer")] <= 3, counting.replies
+        # Completed model calls are checkpointed: a1's answer, given before the first stop, is never
+        # asked for (paid for) again; a2's turn in flight at each stop is redone, nothing more.
+        assert counting.replies[("gpt-test", "new_answer")] == 1, counting.replies
         assert counting.replies[("claude-test", "new_answer")] <= 3, counting.replies
         assert slack.violations == []
 
@@ -144,9 +144,7 @@ async def test_a_run_killed_while_waiting_for_approval_resumes_on_the_click_afte
     ):
         team = tmp_path / "team.yaml"
         extra = "permissions: {policy: human, rules: {ask: ['command(echo *)']}}\n"
-        team.write_text(
-            team_yaml(provider, agents=2, extra=extra).replace("timeout_seconds: 30", "timeout_seconds: 600")
-        )
+        team.write_text(team_yaml(provider, agents=2, extra=extra, approval_timeout=600))
         env = bot_env(slack.api_url, f"sqlite:///{tmp_path / 'bot.db'}")
         args = ["serve", "--team", str(team)]
         first = await BotProcess(args, env, tmp_path).start()

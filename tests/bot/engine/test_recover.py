@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from approvals import ConversationRef
 from bot.wiring import recover
 from orchestrator.events import RunStarted
@@ -34,3 +36,45 @@ async def test_a_new_instance_never_fails_the_runs_an_engine_still_holds(tmp_pat
         assert orphan is not None
         assert (live.state, orphan.state) == ("running", "failed")
         await bot.settle()
+
+
+async def test_a_run_resumed_after_its_park_edits_the_progress_message_it_posted_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bot.render import ids
+    from tests.bot.approval_ui.test_scenarios_run_endings import ASK_RULES
+    from tests.bot.harness import APPROVER
+    from tests.fakes.provider_agent import protocol_agent
+    from tests.fakes.provider_server import ProviderRequest, Reply
+
+    def a1_asks(request: ProviderRequest) -> Reply:  # a2 answers (a progress line) while a1 waits
+        asked = any(m.role == "assistant" and m.tool_calls for m in request.messages)
+        if request.model == "gpt-test" and "run_command" in request.tools and not asked:
+            return Reply(tool_calls=[("run_command", {"command": "echo needs-a-human"})])
+        return protocol_agent(request)
+
+    monkeypatch.setenv("MASSGEN_PROGRESS_AFTER", "0")  # the progress message is posted at once
+    async with bot_harness(tmp_path, handler=a1_asks, agents=2, tools="real", team_extra=ASK_RULES) as bot:
+
+        def progress_posts() -> list[str]:
+            return [
+                str(c.params["text"]) for c in bot.posts() if str(c.params.get("text")).startswith("Progress")
+            ]
+
+        await bot.command("say hello")
+        await bot.wait_for(
+            lambda: any(ids.APPROVE_ONCE in str(c.params.get("blocks")) for c in bot.posts()), 20
+        )
+        await bot.wait_for(lambda: bool(progress_posts()), 20)
+        post = next(c for c in bot.posts() if ids.APPROVE_ONCE in str(c.params.get("blocks")))
+        request_id = next(
+            e["value"]
+            for b in post.params["blocks"]
+            if b["type"] == "actions"
+            for e in b["elements"]
+            if e["action_id"] == ids.APPROVE_ONCE
+        )
+        await bot.click(ids.APPROVE_ONCE, request_id, user=APPROVER)
+        await bot.settle(30)
+        assert (await bot.services.runs.history.recent())[0].state == "finished"
+        assert len(progress_posts()) == 1, progress_posts()

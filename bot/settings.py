@@ -9,6 +9,7 @@ from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 Mode = Literal["socket", "http"]
+Role = Literal["all", "frontend", "worker"]
 
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 
@@ -66,6 +67,25 @@ class BotSettings(BaseSettings):
     retention_days: float = Field(default=30.0, ge=0, validation_alias="MASSGEN_RETENTION_DAYS")
     # Seconds between two retention sweeps.
     retention_interval: float = Field(default=3600.0, gt=0, validation_alias="MASSGEN_RETENTION_INTERVAL")
+
+    # The engine (issue 11): which part of the work this process does (`all`: the embedded default,
+    # one process; `frontend`: Slack ingress only; `worker`: executes runs), and who it is.
+    role: Role = Field(default="all", validation_alias="MASSGEN_ROLE")
+    # Stable per machine (a StatefulSet pod name, a systemd instance): a restarted worker recovers its runs.
+    executor_id: str = Field(
+        default="local", min_length=1, max_length=128, validation_alias="MASSGEN_EXECUTOR_ID"
+    )
+    # Pinned so a deploy never strands runs waiting for a human (empty: the package version).
+    app_version: str = Field(default="", validation_alias="MASSGEN_APP_VERSION")
+    worker_concurrency: int = Field(default=4, ge=1, le=1000, validation_alias="MASSGEN_WORKER_CONCURRENCY")
+    # Seconds between the engine's queue polls (and SQLite wake-up checks); tests shorten it.
+    engine_poll: float = Field(default=1.0, gt=0, le=60, validation_alias="MASSGEN_ENGINE_POLL")
+    heartbeat_interval: float = Field(default=5.0, gt=0, validation_alias="MASSGEN_HEARTBEAT_INTERVAL")
+    # A worker whose heartbeat is older than this is dead for good: another worker recovers its runs.
+    dead_after: float = Field(default=30.0, gt=0, validation_alias="MASSGEN_DEAD_AFTER")
+
+    # SIGTERM: seconds short runs get to end; longer ones are left pending in the engine (they resume).
+    shutdown_grace: float = Field(default=10.0, ge=0, validation_alias="MASSGEN_SHUTDOWN_GRACE")
 
     @classmethod
     def load(cls, *, env_file: str | None = ".env") -> BotSettings:

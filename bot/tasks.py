@@ -34,12 +34,17 @@ class TaskSupervisor:
         if not task.cancelled() and task.exception() is not None:
             log.error("background task %s failed", task.get_name(), exc_info=task.exception())
 
-    async def drain(self, *, grace: float = 10.0) -> None:
-        """Shutdown: await every task for up to `grace` s, then cancel what is left."""
+    async def drain(self, *, grace: float = 10.0, keep: str | None = None) -> None:
+        """Shutdown: await every task for up to `grace` s, then cancel what is left.
+
+        Tasks named with the prefix `keep` are neither awaited nor cancelled (runs the engine
+        leaves pending: cancelling one would record its end).
+        """
         self.closing = True
-        if not self._tasks:
+        tasks = {t for t in self._tasks if keep is None or not t.get_name().startswith(keep)}
+        if not tasks:
             return
-        _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
+        _, pending = await asyncio.wait(tasks, timeout=grace)
         for task in pending:
             task.cancel()
         if pending:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from approvals import ApprovalService, SqlApprovalStore, SqlAuditLog, make_engine
 from bot.migrations import ensure_schema
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
     from approvals import ExpiryScheduler
     from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ThreadApprovalPort
+    from bot.engine import Engine
     from bot.home import HomeTab
     from bot.ops import Metrics
     from bot.runs import RunHistory, RunUseCases, SharedModels, ToolsBuilder
@@ -85,6 +87,7 @@ class Services:
     presenter: ApprovalsUI
     scheduler: ExpiryScheduler
     models: SharedModels
+    engine: Engine
     bot_token: str
     signing_secret: str
     metrics: Metrics
@@ -95,6 +98,7 @@ class Services:
     # The retention sweep lives as long as the process, so it is not one of `tasks` (which tests and
     # the drain wait out); `close()` stops it first.
     retention: asyncio.Task[None] | None = None
+    left_running: int = 0  # runs left pending in the engine at shutdown (they resume elsewhere or later)
 
     @property
     def store(self) -> BotStore:
@@ -112,17 +116,23 @@ class Services:
         return self.storage.approvals
 
     async def close(self, *, grace: float = 10.0) -> None:
-        """Stop runs, drain tasks, stop timers, deliver queued Slack calls, release the database."""
+        """Stop taking runs, let short ones end, drain tasks, stop timers, flush Slack, release the database.
+
+        Runs still going after `grace` stay pending in the engine (their approvals stay open): the
+        next start, or another worker, resumes them.
+        """
         self.stopping.set()
         if self.retention is not None:
             await self.retention
-        # Runs first: cancelling them cancels their asks, whose messages the presenter still rewrites.
-        await self.runs.supervisor.stop()
-        await self.tasks.drain(grace=grace)
+        self.left_running = await self.runs.supervisor.stop(grace=grace)
+        await self.tasks.drain(grace=grace, keep="run:" if self.left_running else None)
         self.presenter.detach()
-        await self.models.aclose()
         await self.scheduler.stop()
+        await self.engine.close(destroy=not self.left_running)
         await self.outbox.close(drain=True, timeout=grace)
+        if not self.left_running:  # a run left behind may still hold a client: the process ends anyway
+            await self.models.aclose()
+        await self.engine.leave()
         await self.storage.close()
 
 
@@ -155,15 +165,24 @@ def default_tools(workspace_root: Path | None = None) -> ToolsBuilder:
     return build
 
 
-async def recover(history: RunHistory, approvals: ApprovalService, outbox: Outbox) -> int:
-    """Runs a previous process left running cannot resume here: mark them failed, cancel their asks.
+async def recover(
+    history: RunHistory,
+    approvals: ApprovalService,
+    outbox: Outbox,
+    *,
+    alive: Callable[[str], Awaitable[bool]] | None = None,
+) -> int:
+    """Runs left running that no engine workflow will resume: mark them failed, cancel their asks.
 
-    Cancelling rewrites their approval messages (the presenter finds them in the store), so nobody
-    approves an action that no agent is waiting for any more.
+    Runs the engine still holds (`alive`: pending or queued, here or on another worker) are left
+    alone: they resume, and a new instance never fails an old one's live runs. The rest (started
+    before the engine, or whose workflow ended without a terminal event) are orphans. Cancelling
+    rewrites their approval messages (the presenter finds them in the store), so nobody approves
+    an action that no agent is waiting for any more.
     """
     from bot.runs import retire_status
 
-    stale = await history.left_running()
+    stale = [run for run in await history.left_running() if alive is None or not await alive(run.run_id)]
     for run in stale:
         await history.mark_failed(run.run_id, RESTARTED)
         await approvals.cancel_run(run.run_id, RESTARTED)
@@ -173,6 +192,13 @@ async def recover(history: RunHistory, approvals: ApprovalService, outbox: Outbo
             text = "⚠️ The bot restarted while this run was working; it was stopped. Start it again to retry."
             outbox.post(run.channel, text=text, thread=run.thread_ts)
     return len(stale)
+
+
+def _async(call: Callable[[str, Any], None]) -> Callable[[str, Any], Awaitable[None]]:
+    async def send(run_id: str, message: Any) -> None:
+        call(run_id, message)
+
+    return send
 
 
 def _tools(
@@ -272,6 +298,8 @@ async def build_services(
     """
     from approvals import ExpiryScheduler
     from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ApproverDMs, pending_for
+    from bot.engine import engine_config, wake_on_decisions
+    from bot.engine.config import state_folder
     from bot.home import ChannelAccess, HomeTab
     from bot.ops import Metrics, observer, subscribe_all
     from bot.runs import RunHistory, RunSupervisor, RunUseCases, SharedModels, TeamCatalog
@@ -283,19 +311,24 @@ async def build_services(
         teams = TeamCatalog(team, teams_dir=settings.teams_dir)
     else:
         teams = TeamCatalog.load(team_file or settings.team_file, settings.teams_dir)
+    config = engine_config(settings)
     # Say before any run whether agents' commands can run confined here, not after an approver said yes.
     if (problem := await sandbox_status(teams.default.team.sandbox)) is not None:
         log.warning("sandbox: %s", problem)
     # Import the model SDKs and stream one canned turn through each, off the event loop: done lazily
     # by the first run, the imports and the SDKs' schema builds would stall acks and transactions.
-    await asyncio.to_thread(warm_up, [a.backend.type for a in teams.default.team.agents])
+    # DBOS's import (~0.5 s) runs in a thread meanwhile, and so stays off the event loop.
+    engine_module = asyncio.create_task(asyncio.to_thread(importlib.import_module, "bot.engine.engine"))
+    if config.executes:  # a front end never calls a model
+        await asyncio.to_thread(warm_up, [a.backend.type for a in teams.default.team.agents])
     client = client or make_client(settings)
     db = await open_storage(settings)
     box = _make_outbox(client, outbox or OutboxOptions(), db.engine)
     remind = timedelta(seconds=teams.default.team.approvals.remind_before_seconds)
     scheduler = ExpiryScheduler(db.approvals, remind_before=remind)
     models = SharedModels()
-    models.prebuild(teams.default.team.agents)
+    if config.executes:
+        models.prebuild(teams.default.team.agents)
     tasks = TaskSupervisor()
     metrics = Metrics(clock)
     supervisor = RunSupervisor(
@@ -304,14 +337,18 @@ async def build_services(
         store=db.store,
         approvals=db.approvals,
         run_store=db.run_store,
-        tools=_tools(tools, settings.state_dir),
+        # Workspaces outlive the process (a parked or crashed run resumes in them): under the state folder.
+        tools=_tools(tools, state_folder(settings)),
         clock=clock,
         observe=observer(metrics, observe),
         broadcast_final=settings.broadcast_final,
         status_refresh=settings.status_refresh,
         progress_after=settings.progress_after,
         models=models,
+        teams=teams,
     )
+    engine: Engine = (await engine_module).Engine(config, db.engine)
+    supervisor.engine = engine
     groups = GroupResolver(box.call, ttl=settings.group_cache_ttl)
     dms = ApproverDMs(box, db.store, groups.members, policy=settings.approval_dms)
     spawn_ui = functools.partial(tasks.spawn, name="approvals-ui")
@@ -334,8 +371,11 @@ async def build_services(
     presenter.attach()
     subscribe_all(metrics, db.approvals, box)
     await box.start()
-    await recover(history, db.approvals, box)
-    await scheduler.start()
+    # Launching recovers this executor's pending runs (its step resumes each from the run store).
+    await engine.launch(supervisor if config.executes else None)
+    wake_on_decisions(db.approvals, _async(supervisor.wake))  # a parked run resumes wherever it is decided
+    await recover(history, db.approvals, box, alive=engine.holds)
+    await scheduler.start()  # expiry timers are rebuilt from the pending approvals
     runs = RunUseCases(supervisor=supervisor, teams=teams, history=history, groups_of=groups.groups_of)
     services = Services(
         settings=settings,
@@ -349,17 +389,20 @@ async def build_services(
         presenter=presenter,
         scheduler=scheduler,
         models=models,
+        engine=engine,
         bot_token=secret(settings.slack_bot_token),
         signing_secret=secret(settings.slack_signing_secret),
         metrics=metrics,
         identity=await identify(client),
     )
+    services.ready_checks["engine"] = engine.ready
     _start_retention(services)
     return services
 
 
 def _start_retention(services: Services) -> None:
     """The scheduled prune of old event logs and workspaces (`MASSGEN_RETENTION_DAYS`, 0: never)."""
+    from bot.engine.config import state_folder
     from bot.ops import retention_loop
 
     settings = services.settings
@@ -368,7 +411,7 @@ def _start_retention(services: Services) -> None:
     sweep = retention_loop(
         services.storage.engine,
         older_than_days=settings.retention_days,
-        workspaces=None if settings.state_dir is None else settings.state_dir / "workspaces",
+        workspaces=state_folder(settings) / "workspaces",  # where runs keep them (bot/engine)
         interval=settings.retention_interval,
         stop=services.stopping,
     )

@@ -25,7 +25,16 @@ class ThreadApprovalPort:
     thread: MessageRef | str
 
     async def request(self, ask: Ask) -> ApprovalRequest:
-        """`ApprovalService.request` with the run's conversation (its thread ts, once Slack gave it)."""
+        """`ApprovalService.request` with the run's conversation (its thread ts, once Slack gave it).
+
+        A run resumed after a crash redoes the turn that was waiting: the same agent asking for the
+        same call (same digest) joins the request still pending from before the crash, so its Slack
+        message (whose buttons carry only its id) is the one a click decides, and nothing is posted
+        twice.
+        """
+        for pending in await self.service.pending(run_id=ask.run_id):
+            if pending.agent_id == ask.agent_id and pending.digest == ask.digest:
+                return pending
         thread_ts = self.thread if isinstance(self.thread, str) else await self.thread.ts()
         where = ConversationRef(surface=SURFACE, channel=self.channel, thread=thread_ts)
         return await self.service.request(replace(ask, conversation=where))

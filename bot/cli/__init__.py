@@ -26,6 +26,7 @@ _COMMAND_MODULES = {
     "socket": "bot.cli.serve",
     "start": "bot.cli.serve",
     "playground": "bot.cli.serve",
+    "worker": "bot.cli.serve",
 }
 
 

@@ -154,10 +154,15 @@ def _missing_sqlite_file(url: str) -> str | None:
 async def _with_service(
     command: Command, settings: BotSettings, args: argparse.Namespace, **kwargs: Any
 ) -> int:
+    from bot.engine import OutsideWaker, wake_on_decisions
+
     storage = await open_storage(settings)  # the bot's own stores, through its composition root
+    waker = OutsideWaker(settings)  # a decision made here wakes the parked run wherever it is
+    wake_on_decisions(storage.approvals, waker.send)
     try:
         return await command(storage.approvals, args, **kwargs)
     finally:
+        await waker.close()
         await storage.close()
 
 

@@ -1,7 +1,10 @@
-"""`massgen-bot serve` (HTTP), `socket` (Socket Mode), `playground` and `start` (`make run`).
+"""`massgen-bot serve` (HTTP), `socket` (Socket Mode), `playground`, `start` (`make run`) and `worker`.
 
 `start` picks the mode: Socket Mode when its tokens are set, else HTTP when its are, else the
-playground (a local workspace in the browser; `bot/playground/`).
+playground (a local workspace in the browser; `bot/playground/`). Each Slack mode takes
+`--role all|frontend|worker` (default `$MASSGEN_ROLE`, else `all`: one process does everything). A
+front end takes Slack's requests and enqueues runs; a worker executes them and serves only
+`/healthz` and `/readyz`; `worker` is `start --role=worker`.
 """
 
 from __future__ import annotations
@@ -11,14 +14,17 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from bot.settings import BotSettings, Mode, missing_settings_help, secret
+from bot.settings import BotSettings, Mode, Role, missing_settings_help, secret
 
 log = logging.getLogger("massgen-bot")
+
+Serving = Mode | Literal["worker"]  # what a process listens to: Slack (HTTP or Socket Mode), or nothing
 
 
 def register(subparsers: Any) -> None:
@@ -46,6 +52,12 @@ def register(subparsers: Any) -> None:
     _playground_port(start)
     _common(start)
     start.set_defaults(func=lambda args: _main(args, None))
+    worker = subparsers.add_parser(
+        "worker", help="execute runs only (no Slack ingress; /healthz and /readyz on $PORT)"
+    )
+    worker.add_argument("--port", type=int, default=None, help="health-check port (default $PORT or 3000)")
+    _common(worker, role=False)
+    worker.set_defaults(func=lambda args: _main(args, None, role="worker"))
 
 
 def _playground_port(parser: argparse.ArgumentParser) -> None:
@@ -57,14 +69,24 @@ def _playground_port(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _common(parser: argparse.ArgumentParser, *, role: bool = True) -> None:
     parser.add_argument(
         "--team", type=Path, default=None, help="team file (default: $MASSGEN_TEAM or built-in)"
     )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    if role:
+        parser.add_argument(
+            "--role",
+            choices=["all", "frontend", "worker"],
+            default=None,
+            help="all: one process does everything (default $MASSGEN_ROLE or all); frontend: Slack "
+            "ingress, enqueues runs; worker: executes runs",
+        )
 
 
-def _main(args: argparse.Namespace, mode: Mode | Literal["playground"] | None) -> int:
+def _main(
+    args: argparse.Namespace, mode: Mode | Literal["playground"] | None, *, role: Role | None = None
+) -> int:
     try:
         settings = BotSettings.load()
     except ValueError as exc:
@@ -74,17 +96,31 @@ def _main(args: argparse.Namespace, mode: Mode | Literal["playground"] | None) -
 
     tokens = (settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret)
     configure_logging(args.log_level, fmt=settings.log_format, secrets=[secret(t) for t in tokens])
-    chosen = mode or settings.start_mode() or "playground"
-    if chosen == "playground":
-        return _playground(args, settings)
-    if settings.missing(chosen):
-        print(missing_settings_help(settings), file=sys.stderr)
-        return 1
-    log.info("mode: Slack over %s", "Socket Mode" if chosen == "socket" else "HTTP")
+    role = role or getattr(args, "role", None)
+    if role is not None:
+        settings = settings.model_copy(update={"role": role})
+    chosen: Serving
+    if settings.role == "worker":
+        chosen = "worker"  # no Slack ingress: health checks only
+        if not secret(settings.slack_bot_token):
+            print("massgen-bot worker: SLACK_BOT_TOKEN is needed to post runs' messages", file=sys.stderr)
+            return 1
+    else:
+        # No Slack settings: the playground, unless this process was asked to be a front end.
+        picked = mode or settings.start_mode() or ("playground" if settings.role == "all" else None)
+        if picked == "playground":
+            return _playground(args, settings.model_copy(update={"role": "all"}))
+        if picked is None or settings.missing(picked):
+            print(missing_settings_help(settings), file=sys.stderr)
+            return 1
+        chosen = picked
+        log.info("mode: Slack over %s", "Socket Mode" if picked == "socket" else "HTTP")
     port = getattr(args, "port", None)
     port = settings.port if port is None else port
     try:
-        return asyncio.run(serve(settings, mode=chosen, team_file=args.team, port=port, freeze_gc=True))
+        return asyncio.run(
+            serve(settings, mode=chosen, team_file=args.team, port=port, freeze_gc=True, hard_exit=True)
+        )
     except KeyboardInterrupt:
         return 0
 
@@ -119,16 +155,21 @@ def _stop_on_signals() -> asyncio.Event:
 async def serve(
     settings: BotSettings,
     *,
-    mode: Mode,
+    mode: Serving,
     team_file: Path | None = None,
     port: int | None = None,
     ready: asyncio.Event | None = None,
     stop: asyncio.Event | None = None,
     freeze_gc: bool = False,
+    hard_exit: bool = False,
 ) -> int:
-    """Run until SIGINT/SIGTERM (or `stop`), then drain runs and close everything.
+    """Run until SIGINT/SIGTERM (or `stop`), then stop taking work, drain short runs, close everything.
 
-    `freeze_gc` is for a process that serves for its whole life (the CLI), not for tests.
+    `mode="worker"` serves no Slack ingress, only health checks. `freeze_gc` and `hard_exit` are
+    for a process that serves for its whole life (the CLI), not for tests: with `hard_exit`, runs
+    still going after the grace period are left exactly as they are (the process exits without
+    unwinding them, which would record their end), pending in the engine, to resume elsewhere or
+    at the next start.
     """
     from bot.app import build_app
     from bot.wiring import build_services
@@ -143,7 +184,7 @@ async def serve(
         stop = _stop_on_signals()
     async with contextlib.AsyncExitStack() as stack:
         # Unwound in reverse: stop taking requests first, then drain runs and close the services.
-        stack.push_async_callback(services.close)
+        stack.push_async_callback(services.close, grace=settings.shutdown_grace)
         app = build_app(services)
         if freeze_gc:
             # Start-up objects (SDK types, schemas, listeners) live as long as the process: move them
@@ -152,6 +193,8 @@ async def serve(
             gc.freeze()
         if mode == "http":
             await _listen_http(stack, app, services, settings.host, settings.port if port is None else port)
+        elif mode == "worker":
+            await _listen_health(stack, services, settings.host, settings.port if port is None else port)
         else:
             await _listen_socket(stack, app, secret(settings.slack_app_token))
             # Health checks (Docker, Kubernetes) need HTTP in Socket Mode too: /healthz and /readyz only.
@@ -159,7 +202,11 @@ async def serve(
         if ready is not None:
             ready.set()
         await stop.wait()
-        log.info("shutting down: draining runs")
+        log.info("shutting down: no new runs; draining short ones")
+    if hard_exit and services.left_running:
+        log.info("%d run(s) left pending in the engine; they resume on restart", services.left_running)
+        logging.shutdown()
+        os._exit(0)
     return 0
 
 

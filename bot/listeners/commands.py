@@ -38,7 +38,13 @@ def register(app: AsyncApp, services: Services) -> None:
         await ack()
         # From the signed payload, like everything else here; replies go through it (works in DMs,
         # private channels and channels the bot is not in, where chat.postEphemeral fails).
-        where = Where(user=user, channel=channel, response_url=response_url(command))
+        trigger = command.get("trigger_id")
+        where = Where(
+            user=user,
+            channel=channel,
+            response_url=response_url(command),
+            delivery=f"command:{trigger}" if isinstance(trigger, str) and trigger else None,
+        )
         services.tasks.spawn(_answer(services, parsed, where), name=f"command:{type(parsed).__name__}")
 
 

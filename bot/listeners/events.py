@@ -47,7 +47,9 @@ def register(app: AsyncApp, services: Services) -> None:
         if not workspaces.admits(body):
             services.tasks.spawn(_refuse(services, event), name="event:refuse")
             return
-        services.tasks.spawn(_mention(services, event), name="event:mention")
+        event_id = body.get("event_id")
+        delivery = f"event:{event_id}" if isinstance(event_id, str) and event_id else None
+        services.tasks.spawn(_mention(services, event, delivery), name="event:mention")
 
     @app.event("app_home_opened")
     async def home(body: dict[str, Any], event: dict[str, Any]) -> None:
@@ -60,7 +62,7 @@ def register(app: AsyncApp, services: Services) -> None:
         services.tasks.spawn(services.home.opened(user), name="event:home")
 
 
-async def _mention(services: Services, event: dict[str, Any]) -> None:
+async def _mention(services: Services, event: dict[str, Any], delivery: str | None = None) -> None:
     user, channel = event.get("user"), event.get("channel")
     if not isinstance(user, str) or not isinstance(channel, str):
         return
@@ -74,7 +76,7 @@ async def _mention(services: Services, event: dict[str, Any]) -> None:
     elif isinstance(parsed, Help):
         reply = help_text()
     else:
-        where = Where(user=user, channel=channel, thread_ts=thread_ts)
+        where = Where(user=user, channel=channel, thread_ts=thread_ts, delivery=delivery)
         reply = await services.runs.mention(parsed, where)
     if reply:
         await tell(services, user=user, channel=channel, text=reply, thread_ts=thread_ts)

@@ -1,6 +1,10 @@
 """The run supervisor: starts runs for Slack, renders their events through the outbox, stops them on shutdown.
 
-Its tasks (each run, its status ticker, its watchers) belong to the bot's one `TaskSupervisor`.
+With an engine (the bot's default), `start` only submits the run: the engine runs it as a durable
+workflow whose step calls `execute` here, in whichever worker dequeues it; after a crash the step
+runs again and `execute` resumes the run from the run store, rebuilding its renderer from the
+stored view and the Slack coordinates. Its tasks (its status ticker, its watchers) belong to the
+bot's one `TaskSupervisor`.
 """
 
 from __future__ import annotations
@@ -8,38 +12,61 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from approvals import ApprovalService, ConversationRef
 from bot.approval_ui.port import ThreadApprovalPort
+from bot.engine.config import PARKED
 from bot.errors import OutboxError
 from bot.ops import bind_run
 from bot.runs.blocks import status_blocks
 from bot.runs.presenter import RunRenderer
-from bot.runs.teams import TeamChoice
-from bot.slack.outbox import MessageRef, Outbox
+from bot.runs.teams import TeamCatalog, TeamChoice
+from bot.slack.outbox import PRIORITY_THREAD, MessageRef, Outbox
+from bot.slack.parse import StartRun
 from bot.slack.store import BotStore
 from bot.tasks import TaskSupervisor
 from orchestrator import (
+    TERMINAL_KINDS,
     ModelFactory,
+    Parked,
     RunContext,
     RunEvent,
     RunHandle,
+    RunOutcome,
     RunStore,
     RunTools,
     RunView,
     TeamConfig,
+    resume_run,
     start_run,
+    stop_parked_run,
 )
 
+if TYPE_CHECKING:
+    from bot.engine import Control, Engine
+
 log = logging.getLogger(__name__)
+
+SUBMIT_WAIT = 30.0  # seconds a submitting task waits for its run to begin in this process
+RECENT_SUBMITS = 1024  # run ids remembered to recognise a redelivery
+
+
+def run_id_for(delivery: str | None) -> str:
+    """A run's id: derived from Slack's delivery id (the same request delivered twice, to any front
+    end, is one workflow and so one run), else random."""
+    if delivery is None:
+        return f"run-{secrets.token_hex(6)}"
+    return f"run-{hashlib.sha256(delivery.encode()).hexdigest()[:12]}"
+
 
 # (run context, approval port) -> run tools; None runs agents with the workflow tools only.
 ToolsBuilder = Callable[[RunContext, ThreadApprovalPort], Awaitable[RunTools]]
@@ -56,6 +83,43 @@ class RunRequest:
     thread_ts: str | None = None  # a follow-up posts into its parent's thread
     context: str | None = None  # the previous final answer, for a follow-up
     response_url: str | None = None  # a slash command's webhook: works where the bot cannot post
+    parsed: StartRun | None = None  # what was asked for: a worker resolves the team from it again
+    delivery: str | None = None  # Slack's id for the request: the run id derives from it
+
+    def payload(self) -> dict[str, Any]:
+        """Plain data for the engine (pickled into its database: no secrets, so no team config)."""
+        parsed = self.parsed
+        return {
+            "team": None if parsed is None else parsed.team,
+            "agents": [] if parsed is None else list(parsed.agents),
+            "policy": None if parsed is None else parsed.policy,
+            "task": self.task,
+            "requester": self.requester,
+            "channel": self.channel,
+            "thread_ts": self.thread_ts,
+            "context": self.context,
+            "response_url": self.response_url,
+        }
+
+    @classmethod
+    def of(cls, payload: dict[str, Any], teams: TeamCatalog) -> RunRequest:
+        """The request back from its payload, its team resolved from this process's catalog."""
+        parsed = StartRun(
+            task=str(payload["task"]),
+            team=payload.get("team"),
+            agents=tuple(payload.get("agents") or ()),
+            policy=payload.get("policy"),
+        )
+        return cls(
+            choice=teams.choose(parsed),
+            task=parsed.task,
+            requester=str(payload["requester"]),
+            channel=str(payload["channel"]),
+            thread_ts=payload.get("thread_ts"),
+            context=payload.get("context"),
+            response_url=payload.get("response_url"),
+            parsed=parsed,
+        )
 
 
 @dataclass(slots=True, kw_only=True)
@@ -66,6 +130,7 @@ class ActiveRun:
     handle: RunHandle
     renderer: RunRenderer
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    parked: bool = False  # it ended its segment waiting for a human (its workflow waits for a wake)
 
     @property
     def team(self) -> TeamConfig:
@@ -90,8 +155,11 @@ class RunSupervisor:
         status_refresh: float = 30.0,
         progress_after: float = 20.0,
         models: ModelFactory | None = None,
+        teams: TeamCatalog | None = None,
     ) -> None:
         self._outbox = outbox
+        self._teams = teams
+        self.engine: Engine | None = None  # set by the composition root; None runs runs inline
         self._store = store
         self._approvals = approvals
         self._run_store = run_store
@@ -108,6 +176,9 @@ class RunSupervisor:
         self._status_refresh = status_refresh
         self._progress_after = progress_after
         self._ticker: asyncio.Task[Any] | None = None
+        self._controls: asyncio.Task[Any] | None = None
+        self._begun: dict[str, asyncio.Event] = {}  # runs submitted here, until they begin here
+        self._submitted: dict[str, None] = {}  # the latest run ids submitted here, oldest first
         self._no_runs = asyncio.Event()  # wakes the ticker when the last run ends
         self.started = 0
 
@@ -115,19 +186,176 @@ class RunSupervisor:
         """A task owned by the bot's task supervisor."""
         return self._tasks.spawn(coro, name=name)
 
-    def start(self, request: RunRequest) -> None:
-        """Start a run in the background; returns at once (listeners have already acked)."""
+    def start(self, request: RunRequest) -> str:
+        """Start a run in the background (through the engine when there is one); returns its id at once."""
         if self._closing:
             raise RuntimeError("the bot is shutting down")
-        self.spawn(self._run(request), name=f"run:{request.channel}")
+        run_id = run_id_for(request.delivery)
+        if self.engine is None:
+            self.spawn(self._execute(run_id, request), name=f"run:{run_id}")
+        else:
+            self.spawn(self._submit(self.engine, run_id, request), name=f"submit:{run_id}")
+        return run_id
 
-    async def _run(self, request: RunRequest) -> None:
-        run_id = f"run-{secrets.token_hex(6)}"
+    async def _submit(self, engine: Engine, run_id: str, request: RunRequest) -> None:
+        if run_id in self._submitted:  # delivered twice: the engine dedups it, nothing to wait for
+            await engine.submit(run_id, request.payload())
+            return
+        self._submitted[run_id] = None
+        if len(self._submitted) > RECENT_SUBMITS:
+            self._submitted.pop(next(iter(self._submitted)))
+        begun = self._begun[run_id] = asyncio.Event()
+        try:
+            await engine.submit(run_id, request.payload())
+            if engine.config.executes:
+                # Until a worker here picks it up (another process may): `wait_idle` then covers
+                # the time a run spends queued, and tests and benches can settle.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(begun.wait(), SUBMIT_WAIT)
+        finally:
+            self._begun.pop(run_id, None)
+
+    def wake(self, run_id: str, message: Any) -> None:
+        """Wake a parked run through the engine (an approval of it ended, here or anywhere).
+
+        A run parked in this process resumes here: the waking task lasts until it begins (as a
+        submission does), so `wait_idle` covers the hand-over.
+        """
+        if self.engine is not None:
+            self.spawn(self._wake(self.engine, run_id, message), name=f"wake:{run_id}")
+
+    async def _wake(self, engine: Engine, run_id: str, message: Any) -> None:
+        begun = self._begun.setdefault(run_id, asyncio.Event()) if engine.config.executes else None
+        try:
+            await engine.wake(run_id, message)
+            if begun is None:
+                return
+            active = self._active.get(run_id)
+            if active is not None:  # still parking (or live: then the wake is stale, nothing resumes)
+                await active.done.wait()
+                if not active.parked:
+                    return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(begun.wait(), SUBMIT_WAIT)
+        finally:
+            if begun is not None and self._begun.get(run_id) is begun:
+                self._begun.pop(run_id, None)
+
+    async def execute(self, run_id: str, payload: dict[str, Any]) -> str:
+        """The engine's step: start the run, or resume it after a crash; how it ended.
+
+        The run is a task of the bot's task supervisor (so shutdown and `wait_idle` see it).
+        """
+        if self._teams is None:
+            raise RuntimeError("a supervisor that executes engine runs needs the team catalog")
+        request = RunRequest.of(payload, self._teams)
+        task = self.spawn(self._execute(run_id, request), name=f"run:{run_id}")
+        if (begun := self._begun.get(run_id)) is not None:
+            begun.set()
+        outcome: str = await asyncio.shield(task)
+        if outcome != PARKED and (waiting := self._begun.get(run_id)) is not None:
+            waiting.set()  # it ended: a wake sent meanwhile resumes nothing, stop waiting for it
+        return outcome
+
+    async def _execute(self, run_id: str, request: RunRequest) -> str:
         bind_run(run_id)  # this task and the run's tasks log with its id
+        events = [] if self._run_store is None else await self._run_store.events(run_id)
+        if events and events[-1].kind in TERMINAL_KINDS:
+            return events[-1].kind  # it ended, and the process died before the engine heard
+        if events and (stopped := await self._stop_if_asked(run_id, request, events)) is not None:
+            return stopped
+        active = await (self._resume(run_id, request, events) if events else self._run(run_id, request))
+        if active is None:
+            return "failed"
+        outcome = await self._drive(active)
+        return PARKED if isinstance(outcome, Parked) else outcome.kind
+
+    async def _stop_if_asked(self, run_id: str, request: RunRequest, events: list[RunEvent]) -> str | None:
+        """A parked run woken by a Cancel / Finish now: end it without resuming its agents."""
+        if self.engine is None or self._run_store is None:
+            return None
+        controls = await self.engine.take_controls([run_id])
+        if not controls:
+            return None
+        control = controls[0]
+        renderer = await self._renderer_for(run_id, request, RunView.of(events))
+        terminal = await stop_parked_run(
+            run_id,
+            request.choice.team,
+            self._run_store,
+            "finish_now" if control.action == "finish" else "cancel",
+            by=control.by,
+            tools=self._tools_factory(request.channel, renderer.thread),
+            subscribers=self._subscribers(run_id, renderer),
+        )
+        await renderer.finish()
+        return terminal.kind
+
+    async def _renderer_for(self, run_id: str, request: RunRequest, view: RunView | None) -> RunRenderer:
+        """The run's renderer: over the status message a previous process posted, else a new one.
+
+        A crash can come at any point of a start: after the run's coordinates were recorded, or
+        its status message saved or posted, but before the ts was written. Each is reused.
+        """
+        where = (await self._store.coordinates([run_id])).get(run_id)
+        root = (
+            MessageRef.existing(request.channel, where.root_ts)
+            if where is not None and where.root_ts
+            else await self._outbox.run_root(run_id)  # posted (or saved) before its ts was recorded
+        )
+        if root is not None:
+            initial = view or dataclasses.replace(
+                RunView.initial(task=request.task, requester=request.requester, now=self._clock()),
+                run_id=run_id,
+            )
+            renderer = self._renderer(request, root, initial)
+        else:
+            renderer = self._open(run_id, request, view=view)
+        if where is None:
+            await self._store.record_run(run_id, request.channel, thread_ts=request.thread_ts)
+        if where is None or not where.root_ts:
+            self.spawn(self._remember_root(run_id, renderer), name=f"root-ts:{run_id}")
+        return renderer
+
+    async def _resume(self, run_id: str, request: RunRequest, events: list[RunEvent]) -> ActiveRun | None:
+        """Continue a run (parked, or left by a dead process): its renderer from the stored events."""
+        assert self._run_store is not None  # events came from it
+        renderer = await self._renderer_for(run_id, request, RunView.of(events))
+        await self._restore_progress(run_id, renderer, events)
+        renderer.refresh()  # its buttons (ids only) keep working: the run is alive again
+        try:
+            handle = await resume_run(
+                run_id,
+                request.choice.team,
+                self._run_store,
+                models=self._models,
+                tools=self._tools_factory(request.channel, renderer.thread),
+                subscribers=self._subscribers(run_id, renderer),
+                park=self._parks,
+            )
+        except Exception as exc:
+            log.exception("run %s could not resume", run_id)
+            renderer.failed_to_start(type(exc).__name__)
+            return None
+        log.info("run %s resumed", run_id)
+        return ActiveRun(request=request, handle=handle, renderer=renderer)
+
+    async def _restore_progress(self, run_id: str, renderer: RunRenderer, events: list[RunEvent]) -> None:
+        """The progress message an earlier segment posted is edited on, with what it showed."""
+        view = RunView.initial(task=renderer.view.task, requester=renderer.view.requester)
+        for event in events:
+            view = view.apply(event)
+            renderer.progress.add(event, view)
+        renderer.progress_message = await self._outbox.run_root(run_id, priority=PRIORITY_THREAD)
+
+    async def _run(self, run_id: str, request: RunRequest) -> ActiveRun | None:
+        if self.engine is None:  # inline: nothing of this run exists yet
+            renderer = self._open(run_id, request)
+            await self._store.record_run(run_id, request.channel, thread_ts=request.thread_ts)
+            self.spawn(self._remember_root(run_id, renderer), name=f"root-ts:{run_id}")
+        else:  # a step re-run after a crash before the run's first event: reuse what was made
+            renderer = await self._renderer_for(run_id, request, None)
         log.info("run started in %s for %s", request.channel, request.requester)
-        renderer = self._open(run_id, request)
-        await self._store.record_run(run_id, request.channel, thread_ts=request.thread_ts)
-        self.spawn(self._remember_root(run_id, renderer), name=f"root-ts:{run_id}")
         try:
             handle = await start_run(
                 request.choice.team,
@@ -143,21 +371,27 @@ class RunSupervisor:
                 conversation=ConversationRef(
                     surface="slack", channel=request.channel, thread=request.thread_ts
                 ),
+                park=self._parks,
             )
         except Exception as exc:
             log.exception("run %s could not start", run_id)
             renderer.failed_to_start(type(exc).__name__)
-            return
-        await self._drive(ActiveRun(request=request, handle=handle, renderer=renderer))
+            return None
+        log.info("run %s started", run_id)
+        return ActiveRun(request=request, handle=handle, renderer=renderer)
 
-    def _open(self, run_id: str, request: RunRequest) -> RunRenderer:
+    def _open(self, run_id: str, request: RunRequest, *, view: RunView | None = None) -> RunRenderer:
         """Post the status message at once (the ts arrives later) and build the run's renderer."""
-        initial = RunView.initial(task=request.task, requester=request.requester, now=self._clock())
-        view = dataclasses.replace(initial, run_id=run_id)
+        if view is None:
+            initial = RunView.initial(task=request.task, requester=request.requester, now=self._clock())
+            view = dataclasses.replace(initial, run_id=run_id)
         text, blocks = status_blocks(view, now=self._clock())
         root = self._outbox.post(
             request.channel, text=text, blocks=blocks, thread=request.thread_ts, run_id=run_id
         )
+        return self._renderer(request, root, view)
+
+    def _renderer(self, request: RunRequest, root: MessageRef, view: RunView) -> RunRenderer:
         # A follow-up's status message sits in its parent's thread, so its posts go there too.
         thread: MessageRef | str = request.thread_ts or root
         return RunRenderer(
@@ -171,8 +405,13 @@ class RunSupervisor:
             progress_after=self._progress_after,
         )
 
-    async def _drive(self, active: ActiveRun) -> None:
-        """Until the run ends: then the last status."""
+    @property
+    def _parks(self) -> bool:
+        """Runs park on approvals (and resume by id) when an engine wakes them; inline they wait."""
+        return self.engine is not None
+
+    async def _drive(self, active: ActiveRun) -> RunOutcome:
+        """Until the run ends (then the last status) or parks; how it stands."""
         run_id = active.handle.run_id
         self._active[run_id] = active
         self._no_runs.clear()
@@ -180,10 +419,19 @@ class RunSupervisor:
         self.spawn(self._watch_root(run_id, active.renderer.root, active.request), name=f"root:{run_id}")
         if self._ticker is None or self._ticker.done():
             self._ticker = self.spawn(self._tick(), name="status-ticker")
+        if self.engine is not None and (self._controls is None or self._controls.done()):
+            self._controls = self.spawn(self._poll_controls(self.engine), name="run-controls")
         try:
-            outcome = await active.handle.wait()  # the run store records the outcome (one truth about a run)
+            # The run store records the outcome (one truth about a run).
+            outcome = await (active.handle.outcome() if self._parks else active.handle.wait())
+            if isinstance(outcome, Parked):  # its workflow waits for a wake; the status shows who is asked
+                active.parked = True
+                active.renderer.refresh()
+                log.info("run parked, waiting for %s", ", ".join(outcome.waiting))
+                return outcome
             log.info("run ended: %s", outcome.kind)
             await active.renderer.finish()
+            return outcome
         finally:
             self._active.pop(run_id, None)
             if not self._active:
@@ -200,6 +448,26 @@ class RunSupervisor:
                 active.renderer.show_progress()  # a long run's progress message is due even when quiet
                 if active.renderer.last_refresh < quiet_since:
                     active.renderer.refresh()
+
+    async def _poll_controls(self, engine: Engine) -> None:
+        """Apply Cancel / Finish now asked on other processes to the runs held here."""
+        while self._active and not self._closing:
+            try:
+                for control in await engine.take_controls(list(self._active)):
+                    await self._apply(control)
+            except Exception:  # a database hiccup: try again at the next poll
+                log.exception("reading run controls failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._no_runs.wait(), engine.config.poll_interval)
+
+    async def _apply(self, control: Control) -> None:
+        active = self._active.get(control.run_id)
+        if active is None:
+            return
+        if control.action == "finish":
+            await active.handle.finish_now(by=control.by)
+        else:
+            await active.handle.cancel(by=control.by)
 
     async def _watch_root(self, run_id: str, root: MessageRef, request: RunRequest) -> None:
         """If the status message cannot be posted (bot not in the channel), stop the run and say why."""
@@ -263,15 +531,28 @@ class RunSupervisor:
     def active_runs(self, channel: str | None = None) -> list[ActiveRun]:
         return [r for r in self._active.values() if channel is None or r.request.channel == channel]
 
-    async def stop(self) -> None:
-        """Shutdown: accept no more runs, cancel the running ones and their approvals."""
+    async def stop(self, *, grace: float = 10.0) -> int:
+        """Shutdown: accept no more runs; with an engine, let runs end within `grace` s and leave the rest.
+
+        A run left behind stays pending in the engine and resumes on the next start (or on another
+        worker); its approvals stay open. Without an engine, runs and their approvals are cancelled.
+        Returns how many runs were left running.
+        """
         self._closing = True
+        if self.engine is not None:
+            self.engine.drain()
+            pending = [a.done.wait() for a in self._active.values()]
+            if pending:
+                await asyncio.wait([asyncio.ensure_future(p) for p in pending], timeout=grace)
+            self._no_runs.set()
+            return len(self._active)
         self._no_runs.set()
         for active in list(self._active.values()):
             # The run's own close cancels its asks ("the run was cancelled by shutdown"); this catches
             # any its close could not reach before the process goes.
             await active.handle.cancel(by="shutdown")
             await self._approvals.cancel_run(active.handle.run_id, "the bot shut down")
+        return 0
 
 
 __all__ = ["ActiveRun", "RunRequest", "RunSupervisor", "ToolsBuilder"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bot.render.escape import code, safe
 from bot.render.kit import Block
@@ -14,7 +15,11 @@ from bot.runs.teams import TeamCatalog, TeamNotFound
 from bot.slack.parse import StartRun
 from orchestrator import AnswerSubmitted
 
+if TYPE_CHECKING:
+    from bot.engine import Action
+
 STILL_RUNNING = "A run is still working in this thread; wait for its answer or cancel it first."
+NOT_ALLOWED = "Only the requester or an approver can stop this run."
 
 
 def run_line(run_id: str, task: str, state: str) -> str:
@@ -30,6 +35,7 @@ class Where:
     channel: str
     thread_ts: str | None = None
     response_url: str | None = None
+    delivery: str | None = None  # Slack's id for this request (trigger or event id): a redelivery dedups
 
 
 class RunUseCases:
@@ -63,6 +69,8 @@ class RunUseCases:
                 thread_ts=where.thread_ts,
                 context=context,
                 response_url=where.response_url,
+                parsed=parsed,
+                delivery=where.delivery,
             )
         )
         return None
@@ -77,7 +85,7 @@ class RunUseCases:
             if previous is not None:
                 context = previous.final_answer
             else:  # someone else's thread: start a fresh run in the channel
-                where = Where(user=where.user, channel=where.channel)
+                where = Where(user=where.user, channel=where.channel, delivery=where.delivery)
         return self.start(parsed, where, context=context)
 
     async def status(self, run_id: str | None, channel: str, user: str) -> str:
@@ -114,9 +122,35 @@ class RunUseCases:
         )
         return active if allowed else None
 
+    async def _elsewhere(self, run_id: str, user: str, action: Action) -> str | None:
+        """A run held by another process (a worker, or parked): ask the engine to stop it there.
+
+        "asked", NOT_ALLOWED, or None when no engine holds a running run by that id. Who may stop
+        it is judged with the run's team as this process's catalog has it.
+        """
+        engine = self.supervisor.engine
+        stored = await self.history.get(run_id)
+        if engine is None or stored is None or stored.state != "running" or not await engine.holds(run_id):
+            return None
+        named = None if stored.team in (None, self.teams.default.name) else stored.team
+        try:
+            team = self.teams.choose(StartRun(task="", team=named)).team
+        except TeamNotFound:  # the team file is gone here: only the requester and default approvers
+            team = self.teams.default.team
+        requester = stored.requester or ""
+        if not await may_control(user, requester=requester, team=team, groups_of=self._groups_of):
+            return NOT_ALLOWED
+        await engine.control(run_id, action, user)
+        return "asked"
+
     async def cancel(self, run_id: str, user: str) -> str:
         """`/massgen cancel <id>`: cancel an active run if `user` may (requester or approver)."""
         if self.supervisor.active(run_id) is None:
+            asked = await self._elsewhere(run_id, user, "cancel")
+            if asked == "asked":
+                return f"Cancelling run {code(run_id, 64)}."
+            if asked is not None:
+                return asked
             stored = await self.history.get(run_id)
             state = "does not exist" if stored is None else f"is not running ({safe(stored.state)})"
             return f"Run {code(run_id, 64)} {state}."
@@ -129,10 +163,13 @@ class RunUseCases:
     async def stop(self, run_id: str, user: str, *, finish: bool) -> str | None:
         """The status message's Cancel / Finish now buttons."""
         if self.supervisor.active(run_id) is None:
-            return "This run is not running any more."
+            asked = await self._elsewhere(run_id, user, "finish" if finish else "cancel")
+            if asked is None:
+                return "This run is not running any more."
+            return None if asked == "asked" else asked
         active = await self._controllable(run_id, user)
         if active is None:
-            return "Only the requester or an approver can stop this run."
+            return NOT_ALLOWED
         if finish:
             await active.handle.finish_now(by=user)
         else:

@@ -56,7 +56,7 @@ from bot.slack.outbox_state import (
 )
 
 if TYPE_CHECKING:
-    from bot.slack.store import OutboxStore, PendingUpdate
+    from bot.slack.store import OutboxRow, OutboxStore, PendingUpdate
 
 __all__ = [
     "PRIORITY_APPROVAL",
@@ -108,6 +108,7 @@ class Outbox:
         if call_timeout is not None:
             self._client.timeout = call_timeout  # type: ignore[assignment]  # annotated int, used as float
         self._store = store
+        self._resumed: dict[str, MessageRef] = {}  # posts a previous process saved, by id, once resumed
         self._saves: set[asyncio.Task[None]] = set()
         self.on_give_up: list[Callable[[GiveUp], None]] = []
         self._update_states: dict[str, PendingUpdate] = {}
@@ -247,26 +248,17 @@ class Outbox:
         """Queue the posts a previous process saved but did not finish sending."""
         rows = await store.pending()
         self._seq = max(self._seq, await store.last_seq())
-        refs: dict[str, MessageRef] = {}
         for row in rows:
-            ref = refs[row.id] = MessageRef(row.channel, marker=row.id)
-            root = MessageRef.existing(row.channel, row.thread_ts) if row.thread_ts else None
-            if row.root_id is not None:
-                root = refs.get(row.root_id)
-            if row.status == "failed" or (row.root_id is not None and root is None):
-                self._give_up(row.id, row.channel, row.run_id, "its thread root was never posted", None)
-                continue
-            post = Post(ref, row.kwargs, root, row.priority, row.seq, row.id, run_id=row.run_id)
-            post.maybe_sent = row.attempts > 0
-            self._posts.setdefault(row.channel, []).append(post)
-            self.stats.resumed_posts += 1
+            self._adopt(row)
         if rows:
             log.info("outbox resumed %d unsent posts", self.stats.resumed_posts)
         states = await store.pending_updates()
         self._version = max([self._version, *(state.version for state in states)])
         for state in states:
             target = (
-                MessageRef.existing(state.channel, state.ts) if state.ts else refs.get(state.marker or "")
+                MessageRef.existing(state.channel, state.ts)
+                if state.ts
+                else self._resumed.get(state.marker or "")
             )
             if target is None:  # its post was given up: nothing to update
                 await store.update_sent([state.id], state.version)
@@ -274,6 +266,44 @@ class Outbox:
             self.update(target, text=state.text, blocks=state.blocks)
             self._slots[slot_key(target)].row_ids.add(state.id)
             self.stats.resumed_updates += 1
+
+    def _adopt(self, row: OutboxRow) -> MessageRef | None:
+        """Queue a post a previous (or dead) process saved; one it may have sent is looked up first."""
+        refs = self._resumed
+        ref = refs[row.id] = MessageRef(row.channel, marker=row.id)
+        root = MessageRef.existing(row.channel, row.thread_ts) if row.thread_ts else None
+        if row.root_id is not None:
+            root = refs.get(row.root_id)
+        if row.status == "failed" or (row.root_id is not None and root is None):
+            self._give_up(row.id, row.channel, row.run_id, "its thread root was never posted", None)
+            return None
+        post = Post(ref, row.kwargs, root, row.priority, row.seq, row.id, run_id=row.run_id)
+        post.maybe_sent = row.attempts > 0
+        self._posts.setdefault(row.channel, []).append(post)
+        self.stats.resumed_posts += 1
+        return ref
+
+    async def run_root(self, run_id: str, *, priority: int | None = None) -> MessageRef | None:
+        """The status message a previous process posted (or saved, and this one sends) for a run.
+
+        With `priority`, the run's first post of that priority (its progress message). A run
+        resumed after a crash or a park keeps it instead of posting another: Slack has it, or the
+        resumed backlog will post it exactly once.
+        """
+        if self._store is None:
+            return None
+        row = await self._store.first_post(run_id, priority=priority)
+        if row is None:
+            return None
+        if row.ts:
+            return MessageRef.existing(row.channel, row.ts)
+        if row.id in self._resumed:
+            return self._resumed[row.id]
+        # Saved by a worker that died before Slack answered (its runs were taken over): send it
+        # from here, looked up by its marker first if that worker may have sent it.
+        ref = self._adopt(row)
+        self._wake.set()
+        return ref
 
     async def _store_call(self, what: str, *args: Any, **kwargs: Any) -> None:
         """A bookkeeping write; a failing database must not stop delivery."""

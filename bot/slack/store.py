@@ -224,6 +224,22 @@ class PendingUpdate:
     version: int
 
 
+def _row(r: Any) -> OutboxRow:
+    return OutboxRow(
+        id=r.id,
+        seq=r.seq,
+        channel=r.channel,
+        kwargs=json.loads(r.kwargs),
+        root_id=r.root_id,
+        thread_ts=r.thread_ts,
+        priority=r.priority,
+        run_id=r.run_id,
+        status=r.status,
+        attempts=r.attempts,
+        ts=r.ts,
+    )
+
+
 class OutboxStore:
     """The outbox's table: posts are saved before they are sent and marked once Slack answered."""
 
@@ -387,24 +403,19 @@ class OutboxStore:
             value = (await conn.execute(query)).scalar_one_or_none()
         return int(value or 0)
 
+    async def first_post(self, run_id: str, *, priority: int | None = None) -> OutboxRow | None:
+        """The run's first saved post (its status message; of `priority`: e.g. its progress message)."""
+        query = select(slack_outbox).where(slack_outbox.c.run_id == run_id, slack_outbox.c.kind == "post")
+        if priority is not None:
+            query = query.where(slack_outbox.c.priority == priority)
+        query = query.order_by(slack_outbox.c.seq).limit(1)
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return None if row is None or row.status == "failed" else _row(row)
+
     async def rows(self) -> list[OutboxRow]:
         """Every row, for tests and diagnostics."""
         async with self._engine.connect() as conn:
             query = select(slack_outbox).where(slack_outbox.c.kind == "post").order_by(slack_outbox.c.seq)
             rows = (await conn.execute(query)).all()
-        return [
-            OutboxRow(
-                id=r.id,
-                seq=r.seq,
-                channel=r.channel,
-                kwargs=json.loads(r.kwargs),
-                root_id=r.root_id,
-                thread_ts=r.thread_ts,
-                priority=r.priority,
-                run_id=r.run_id,
-                status=r.status,
-                attempts=r.attempts,
-                ts=r.ts,
-            )
-            for r in rows
-        ]
+        return [_row(r) for r in rows]

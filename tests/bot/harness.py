@@ -57,6 +57,7 @@ def team_yaml(
     extra: str = "",
     remind_before: float = 120,
     run_timeout: float = 60,
+    approval_timeout: float = 30,
 ) -> str:
     """A team file whose agents talk to the loopback provider server through each real SDK."""
     backends = [
@@ -71,7 +72,8 @@ def team_yaml(
     lines += [
         f"orchestrator: {{timeout_seconds: {run_timeout}, budget_usd: 5.0, "
         "final_answer_strategy: winner_reuse}",
-        f"approvals: {{approvers: [{APPROVER}], timeout_seconds: 30, remind_before_seconds: {remind}}}",
+        f"approvals: {{approvers: [{APPROVER}], timeout_seconds: {approval_timeout}, "
+        f"remind_before_seconds: {remind}}}",
         "sandbox: none",
     ]
     return "\n".join(lines) + "\n" + extra
@@ -141,6 +143,7 @@ async def bot_harness(
     options: OutboxOptions = FAST,
     remind_before: float = 120,
     run_timeout: float = 60,
+    approval_timeout: float = 30,
     database_url: str | None = None,
     state_dir: Path | None = None,
     slack: SlackEmulator | None = None,
@@ -162,6 +165,7 @@ async def bot_harness(
             extra=team_extra,
             remind_before=remind_before,
             run_timeout=run_timeout,
+            approval_timeout=approval_timeout,
         )
         team.write_text(text)
         settings = BotSettings.with_values(
@@ -172,6 +176,7 @@ async def bot_harness(
             MASSGEN_TEAMS_DIR=tmp_path / "teams",
             MASSGEN_STATE_DIR=state_dir,
             MASSGEN_DB_UPGRADE="auto",  # PostgreSQL too: each test's database is new
+            MASSGEN_ENGINE_POLL=0.05,
         )
         services = await build_services(settings, team_file=team, tools=tools, outbox=options)
         app = build_app(services)

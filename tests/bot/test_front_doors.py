@@ -15,6 +15,22 @@ DOORS = {
         "pending_for",
     ],
     "bot.cli": ["build_parser", "main"],
+    "bot.engine": [
+        "PARKED",
+        "RUNS_QUEUE",
+        "WAKE",
+        "Action",
+        "Control",
+        "Engine",
+        "EngineConfig",
+        "OutsideWaker",
+        "Role",
+        "RunExecutor",
+        "engine_config",
+        "package_version",
+        "system_database_url",
+        "wake_on_decisions",
+    ],
     "bot.home": ["ChannelAccess", "HomeTab", "RecentRuns"],
     "bot.listeners": ["actions", "commands", "events", "views"],
     "bot.render": [
@@ -109,7 +125,7 @@ def test_the_terminal_runner_and_its_storage_never_load_slack() -> None:
 
     code = (
         "import sys, bot.cli.run, bot.cli.run_view, bot.wiring; "
-        "print([m for m in ('slack_sdk', 'slack_bolt', 'aiohttp') if m in sys.modules])"
+        "print([m for m in ('slack_sdk', 'slack_bolt', 'aiohttp', 'dbos') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

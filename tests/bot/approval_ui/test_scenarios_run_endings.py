@@ -41,7 +41,7 @@ async def _pending_ask(bot: BotHarness) -> tuple[str, str, str]:
     await bot.wait_for(lambda: any(ids.APPROVE_ONCE in str(c.params.get("blocks")) for c in bot.posts()), 20)
     post = next(c for c in bot.posts() if ids.APPROVE_ONCE in str(c.params.get("blocks")))
     request_id = str(_buttons(post.params["blocks"])[ids.APPROVE_ONCE]["value"])
-    run_id = bot.services.runs.supervisor.active_runs()[0].handle.run_id
+    run_id = (await bot.services.runs.history.recent())[0].run_id  # live, or parked on the ask
     where = None
     for _ in range(100):
         where = await bot.services.store.approval_message(request_id)
@@ -108,10 +108,27 @@ async def test_a_run_stopped_from_slack_cancels_its_pending_approval(
         await bot.settle(30)
 
 
-async def test_a_run_that_times_out_cancels_its_pending_approval(tmp_path: Path) -> None:
+async def test_a_parked_run_outlives_its_run_timeout_and_its_expired_ask_ends_the_wait(
+    tmp_path: Path,
+) -> None:
+    # A run waiting for a human is parked: the wait is not working time, so the 3 s run timeout
+    # does not end it; the approval's own expiry (a denial) does, and the run goes on to its end.
     async with bot_harness(
-        tmp_path, handler=_asks_and_waits, agents=1, tools="real", team_extra=ASK_RULES, run_timeout=3
+        tmp_path,
+        handler=_asks_and_waits,
+        agents=1,
+        tools="real",
+        team_extra=ASK_RULES,
+        run_timeout=3,
+        approval_timeout=5,
     ) as bot:
-        _, request_id, ts = await _pending_ask(bot)
-        await _assert_cancelled_in_slack(bot, request_id, ts, "the run timed out", within=3 + WITHIN)
+        run_id, request_id, _ = await _pending_ask(bot)
+        expired = await asyncio.wait_for(bot.services.approvals.wait(request_id), 15)
+        assert expired.status == "expired"  # not "cancelled": the run timeout never fired
+        await bot.wait_for(
+            lambda: any("final answer" in str(c.params.get("text")).lower() for c in bot.posts()), 20
+        )
         await bot.settle(30)
+        run = await bot.services.runs.history.get(run_id)
+        assert run is not None
+        assert run.state == "finished"

@@ -1,0 +1,228 @@
+"""Scale-out on DBOS: runs per minute with 1, 2 and 4 worker processes, and recovery after `kill -9`.
+
+A throwaway PostgreSQL on loopback (`.ci/postgres.sh`, its own directory and port) holds the bot's
+tables and DBOS's. Workers are real `massgen-bot worker` processes against the Slack emulator and
+the loopback provider, whose scripted agents answer after a fixed latency. Runs are enqueued the
+way a front end does (DBOS's client on the `runs` queue, workflow id = run id); a run counts when
+the run store says it finished.
+
+Recovery: one worker holding RECOVERY_RUNS runs in flight is killed with SIGKILL and started
+again under the same executor id; the figures are the time until every run was resumed (its
+agents called the provider again) and until every run finished, and how many were lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import re
+import secrets
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from approvals.testing import scratch_postgres_database
+from bot.engine import RUNS_QUEUE, package_version, system_database_url
+from bot.settings import BotSettings
+from tests.bot.engine.procs import BotProcess, bot_env
+from tests.bot.harness import TOKEN, team_yaml
+from tests.fakes.provider_agent import protocol_agent
+from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
+from tests.fakes.slack_emulator import SlackEmulator
+
+LATENCY = 0.25  # seconds per model reply
+CONCURRENCY = 4  # runs per worker at a time
+RUNS_PER_WORKER = 12
+WORKERS = (1, 2, 4)
+RECOVERY_RUNS = 100
+PG_PORT = "55473"
+_RESTARTED = re.compile(r"run (run-\S+) (?:resumed|started)")
+
+
+def _fixed_latency(request: ProviderRequest) -> Reply:
+    return dataclasses.replace(protocol_agent(request), delay=LATENCY)
+
+
+def _slower(request: ProviderRequest) -> Reply:
+    return dataclasses.replace(protocol_agent(request), delay=LATENCY * 4)
+
+
+def _payload(task: str, channel: str) -> dict[str, Any]:
+    return {
+        "team": None,
+        "agents": [],
+        "policy": None,
+        "task": task,
+        "requester": "U0USER",
+        "channel": channel,
+        "thread_ts": None,
+        "context": None,
+        "response_url": None,
+    }
+
+
+def _enqueue(sysdb: str, runs: Iterable[tuple[str, dict[str, Any]]]) -> None:
+    from dbos import DBOSClient, EnqueueOptions
+
+    client = DBOSClient(system_database_url=sysdb, application_name="massgen")
+    try:
+        for run_id, payload in runs:
+            options: EnqueueOptions = {
+                "workflow_name": "massgen.run",
+                "queue_name": RUNS_QUEUE,
+                "workflow_id": run_id,
+                "app_version": package_version(),
+            }
+            client.enqueue(options, run_id, payload)
+    finally:
+        client.destroy()
+
+
+async def _finished(database: str, run_ids: list[str]) -> int:
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(database)
+    try:
+        async with engine.connect() as conn:
+            rows = await conn.execute(text("SELECT run_id, status FROM runs"))
+            done = {r.run_id for r in rows if r.status in {"finished", "failed", "cancelled"}}
+    finally:
+        await engine.dispose()
+    return len(done & set(run_ids))
+
+
+async def _wait_finished(database: str, run_ids: list[str], within: float) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < within:
+        if await _finished(database, run_ids) == len(run_ids):
+            return time.monotonic() - started
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"{await _finished(database, run_ids)}/{len(run_ids)} runs finished in {within} s")
+
+
+async def _workers(n: int, env: dict[str, str], team: Path, cwd: Path, concurrency: int) -> list[BotProcess]:
+    procs = [
+        BotProcess(
+            ["worker", "--team", str(team)],
+            {**env, "MASSGEN_EXECUTOR_ID": f"w{i}", "MASSGEN_WORKER_CONCURRENCY": str(concurrency)},
+            cwd,
+        )
+        for i in range(n)
+    ]
+    for proc in procs:
+        await proc.start(within=90)
+    return procs
+
+
+async def _throughput(server: str, cwd: Path, workers: int) -> float:
+    async with (
+        scratch_postgres_database(server) as database,
+        SlackEmulator(bot_token=TOKEN) as slack,
+        ProviderServer(_fixed_latency) as provider,
+    ):
+        team = cwd / f"team-{workers}.yaml"
+        team.write_text(team_yaml(provider, agents=2))
+        env = bot_env(slack.api_url, database)
+        procs: list[BotProcess] = []
+        try:
+            procs = await _workers(workers, env, team, cwd, CONCURRENCY)
+            sysdb = system_database_url(BotSettings.with_values(DATABASE_URL=database))
+            runs = [
+                (f"run-{secrets.token_hex(6)}", _payload(f"task {i}", f"C{i % 10:04d}"))
+                for i in range(RUNS_PER_WORKER * workers)
+            ]
+            started = time.monotonic()
+            await asyncio.to_thread(_enqueue, sysdb, runs)
+            await _wait_finished(database, [r for r, _ in runs], within=300)
+            return len(runs) / (time.monotonic() - started) * 60
+        finally:
+            for proc in procs:
+                if proc.proc is not None and proc.proc.returncode is None:
+                    await proc.stop()
+
+
+async def _recovery(server: str, cwd: Path) -> tuple[int, float, float, int]:
+    async with (
+        scratch_postgres_database(server) as database,
+        SlackEmulator(bot_token=TOKEN) as slack,
+        ProviderServer(_slower) as provider,
+    ):
+        team = cwd / "team-recovery.yaml"
+        team.write_text(team_yaml(provider, agents=2))
+        env = bot_env(slack.api_url, database)
+        [worker] = await _workers(1, env, team, cwd, RECOVERY_RUNS)
+        try:
+            sysdb = system_database_url(BotSettings.with_values(DATABASE_URL=database))
+            runs = [
+                (f"run-{i:03d}-{secrets.token_hex(3)}", _payload(f"recover {i}", f"C{i % 10:04d}"))
+                for i in range(RECOVERY_RUNS)
+            ]
+            ids = [r for r, _ in runs]
+            await asyncio.to_thread(_enqueue, sysdb, runs)
+            # Every run has sent its first model calls (both agents answer at once): all are in flight.
+            await _until(lambda: len(provider.requests) >= RECOVERY_RUNS * 2, 120)
+            await worker.kill()
+            in_flight = RECOVERY_RUNS - await _finished(database, ids)
+            restarted = time.monotonic()
+            await worker.start(within=90)
+            # Each run's step logs "run <id> resumed" once it has rebuilt the run from the store
+            # ("started": one still queued at the kill).
+            await _until(lambda: len(set(_RESTARTED.findall(worker.output(tail=0)))) >= in_flight, 180)
+            resumed = time.monotonic() - restarted
+            await _wait_finished(database, ids, within=300)
+            finished = time.monotonic() - restarted
+            left = RECOVERY_RUNS - await _finished(database, ids)
+        finally:
+            await worker.kill()
+        return in_flight, resumed, finished, left
+
+
+async def _until(predicate: Callable[[], bool], within: float) -> None:
+    """Poll `predicate` (the provider and the logs have no event to wait on) until true or `within` s."""
+    deadline = time.monotonic() + within
+    while not predicate():  # nothing to wait on: the state lives in other processes
+        if time.monotonic() > deadline:
+            raise TimeoutError("the bench's condition never held")
+        await asyncio.sleep(0.05)
+
+
+def _postgres(action: str, folder: Path) -> str:
+    script = Path(__file__).resolve().parents[1] / ".ci" / "postgres.sh"
+    env = {**os.environ, "PG_DIR": str(folder), "PG_PORT": PG_PORT}
+    command = ["bash", str(script), action]
+    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+async def _main() -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as scratch:
+        cwd = Path(scratch)
+        pg = Path(tempfile.mkdtemp(prefix="bench-scale-pg-"))
+        server = _postgres("start", pg)
+        try:
+            rates = {n: await _throughput(server, cwd, n) for n in WORKERS}
+            cores = os.cpu_count() or 1
+            for n, rate in rates.items():
+                speedup, per_core = rate / rates[1], rate / min(n, cores)
+                print(
+                    f"   {n} worker(s) x {CONCURRENCY}: {rate:7.1f} runs/min  speed-up {speedup:.2f}x  "
+                    f"per core {per_core:.1f} runs/min"
+                )
+            print(f"   ({cores} cores here; model latency {LATENCY} s per reply, 2 agents per run)")
+            in_flight, resumed, finished, lost = await _recovery(server, cwd)
+            print(
+                f"   kill -9 with {in_flight} runs in flight: all resumed {resumed:.1f} s after the "
+                f"restart, all finished after {finished:.1f} s, lost {lost}"
+            )
+        finally:
+            _postgres("stop", pg)
+
+
+def main() -> None:
+    """Print the figures."""
+    asyncio.run(_main())

@@ -1,0 +1,60 @@
+"""Runs on DBOS: one durable workflow per run, queues for workers, recovery, wake-ups, roles.
+
+This room is the only place that imports DBOS. Importing it costs ~0.5 s, so the names that need
+it load on first use (PEP 562): the composition root imports them in a thread while the model
+SDKs warm up, and `massgen-bot run` never pays for it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from bot.engine.config import (
+    PARKED,
+    EngineConfig,
+    Role,
+    engine_config,
+    package_version,
+    system_database_url,
+)
+from bot.engine.tables import Action, Control
+from bot.engine.wakes import OutsideWaker, wake_on_decisions
+
+if TYPE_CHECKING:
+    from bot.engine.engine import RUNS_QUEUE, Engine
+    from bot.engine.workflow import WAKE, RunExecutor
+
+_LAZY = {
+    "Engine": "bot.engine.engine",
+    "RUNS_QUEUE": "bot.engine.engine",
+    "RunExecutor": "bot.engine.workflow",
+    "WAKE": "bot.engine.workflow",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bot.engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "PARKED",
+    "RUNS_QUEUE",
+    "WAKE",
+    "Action",
+    "Control",
+    "Engine",
+    "EngineConfig",
+    "OutsideWaker",
+    "Role",
+    "RunExecutor",
+    "engine_config",
+    "package_version",
+    "system_database_url",
+    "wake_on_decisions",
+]

@@ -1,0 +1,75 @@
+"""Wake a run when one of its approvals is decided, expires or is cancelled, from whichever process.
+
+A parked run's workflow waits in `recv` for a wake and then checks again; a wake sent to a run
+that is not parked is harmless (the next check finds nothing new). The bot's processes send it
+through their launched engine; the CLI (`massgen-bot approvals approve|deny|files`), which does
+not launch one, through DBOS's client on the same system database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from approvals import (
+    ApprovalCancelled,
+    ApprovalDecided,
+    ApprovalEvent,
+    ApprovalExpired,
+    ApprovalService,
+)
+from bot.engine.config import system_database_url
+from bot.settings import BotSettings
+
+if TYPE_CHECKING:
+    from dbos import DBOSClient
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[str, Any], Awaitable[None]]
+
+
+def wake_on_decisions(service: ApprovalService, send: Send) -> Callable[[], None]:
+    """Send a wake to the run of every approval that reaches its end; returns the unsubscribe."""
+
+    async def on_event(event: ApprovalEvent) -> None:
+        match event:
+            case ApprovalDecided(final=True) | ApprovalExpired() | ApprovalCancelled():
+                request = event.request
+            case _:
+                return
+        try:
+            await send(request.run_id, {"approval": request.id})
+        except Exception as exc:  # the decision is stored; a parked run re-checks at its timeout anyway
+            log.warning("could not wake run %s for %s: %s", request.run_id, request.id, exc)
+
+    return service.subscribe(on_event)
+
+
+class OutsideWaker:
+    """Wakes runs from a process that runs no engine, through DBOS's client (connected on first use)."""
+
+    def __init__(self, settings: BotSettings) -> None:
+        self._url = system_database_url(settings)
+        self._client: DBOSClient | None = None
+
+    async def send(self, run_id: str, message: Any) -> None:
+        """Send the wake (raises when the system database cannot be reached)."""
+        from bot.engine.workflow import WAKE
+
+        if self._client is None:
+            from dbos import DBOSClient
+
+            self._client = await asyncio.to_thread(DBOSClient, system_database_url=self._url)
+        await self._client.send_async(run_id, message, WAKE)
+
+    async def close(self) -> None:
+        """Release the client's connections."""
+        if self._client is not None:
+            await asyncio.to_thread(self._client.destroy)
+            self._client = None
+
+
+__all__ = ["OutsideWaker", "wake_on_decisions"]

@@ -1,0 +1,116 @@
+"""The run workflow: one DBOS workflow per run, its id the run id (a duplicate delivery dedups).
+
+Its one kind of step asks this process's run executor to start or resume the run and returns how
+the run stands: a terminal event's kind, or `PARKED` when nothing can move without a human. A
+parked workflow `recv`s a wake (a decision, a control, expiry) with an explicit timeout and checks
+again. The step is not retried by DBOS: a crash re-runs it on recovery, and the executor resumes
+from the run store, redoing at most the turns that were in flight.
+
+DBOS runs queued workflows on its own event loop thread; the executor lives on the bot's loop
+(its outbox, database engine and tasks belong there), so the step hands the call over to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from dbos import DBOS
+
+from bot.engine.config import PARKED
+
+log = logging.getLogger(__name__)
+
+WORKFLOW = "massgen.run"
+WAKE = "wake"
+NOT_HOSTED = "not_hosted"
+
+
+class RunExecutor(Protocol):
+    """What a worker process runs a run with (the bot's run supervisor)."""
+
+    async def execute(self, run_id: str, payload: dict[str, Any]) -> str:
+        """Start or resume the run; its terminal kind, or `PARKED`."""
+        ...
+
+
+@dataclass(slots=True)
+class _Host:
+    executor: RunExecutor
+    loop: asyncio.AbstractEventLoop
+    park_timeout: float
+    # Set from the bot's loop, read on DBOS's: an Event, not a bool.
+    closing: threading.Event = field(default_factory=threading.Event)
+
+
+_host: _Host | None = None
+
+
+def host(executor: RunExecutor, loop: asyncio.AbstractEventLoop, *, park_timeout: float) -> None:
+    """Make `executor` (on `loop`) the one this process's workflow steps call."""
+    global _host  # DBOS workflows are module-level functions: one host per process
+    _host = _Host(executor, loop, park_timeout)
+
+
+def drain() -> None:
+    """Shutdown begins: steps that start from now on, or are cut short, leave their runs pending."""
+    if _host is not None:
+        _host.closing.set()
+
+
+def unhost() -> None:
+    """Shutdown: steps cut short from now on leave their runs pending for recovery."""
+    global _host
+    if _host is not None:
+        _host.closing.set()
+    _host = None
+
+
+async def _abandon() -> str:
+    """A step whose process is shutting down never returns: its workflow stays pending, and is recovered."""
+    await asyncio.Event().wait()
+    return PARKED  # unreachable
+
+
+@DBOS.step(name=f"{WORKFLOW}.execute")
+async def execute_step(run_id: str, payload: dict[str, Any]) -> str:
+    """Start or resume the run on this process's executor."""
+    current = _host
+    if current is None or current.closing.is_set():
+        return await _abandon()
+    coro = current.executor.execute(run_id, payload)
+    try:
+        if asyncio.get_running_loop() is current.loop:
+            return await coro
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, current.loop))
+    except asyncio.CancelledError:
+        if current.closing.is_set():
+            return await _abandon()
+        raise
+
+
+@DBOS.workflow(name=WORKFLOW)
+async def run_workflow(run_id: str, payload: dict[str, Any]) -> str:
+    """Execute the run; while it is parked, wait for a wake and look again."""
+    while True:
+        outcome = await execute_step(run_id, payload)
+        if outcome != PARKED:
+            return outcome
+        timeout = _host.park_timeout if _host is not None else 3600.0
+        await DBOS.recv_async(WAKE, timeout_seconds=timeout)  # None on timeout: check again anyway
+
+
+__all__ = [
+    "PARKED",
+    "WAKE",
+    "WORKFLOW",
+    "RunExecutor",
+    "drain",
+    "execute_step",
+    "host",
+    "run_workflow",
+    "unhost",
+]

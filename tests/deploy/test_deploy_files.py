@@ -28,11 +28,10 @@ DEPLOY = ROOT / "deploy"
 PROVIDER_KEYS = {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"} | {
     key for _, key in PRESETS.values() if key
 }
+
+
 # The worker roles' settings, agreed with the engine branch (session notes, 13:27): they become
 # BotSettings fields when it merges; `test_pending_engine_keys_are_dropped_once_they_exist` then says so.
-PENDING_ENGINE_KEYS = {"MASSGEN_ROLE", "MASSGEN_EXECUTOR_ID", "MASSGEN_WORKER_CONCURRENCY"}
-
-
 def setting_names() -> set[str]:
     names: set[str] = set()
     for field in BotSettings.model_fields.values():
@@ -45,7 +44,7 @@ def setting_names() -> set[str]:
 
 
 def known_keys() -> set[str]:
-    return setting_names() | PROVIDER_KEYS | PENDING_ENGINE_KEYS
+    return setting_names() | PROVIDER_KEYS
 
 
 def assert_real_command(argv: list[str]) -> None:
@@ -305,8 +304,3 @@ def test_the_worker_template_gets_a_stable_id_and_its_own_port() -> None:
     assert env["MASSGEN_EXECUTOR_ID"] == "worker-%i"
     assert env["PORT"] == "310%i"
     assert env["MASSGEN_ROLE"] == "worker"
-
-
-def test_pending_engine_keys_are_dropped_once_they_exist() -> None:
-    """When the engine branch merges, its settings are real: this set must then shrink to nothing."""
-    assert not PENDING_ENGINE_KEYS & setting_names(), "drop these from PENDING_ENGINE_KEYS"

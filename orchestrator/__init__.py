@@ -96,6 +96,7 @@ from orchestrator.run import (
 from orchestrator.store import InMemoryRunStore, RunQuery, RunStatus, RunSummary
 
 if TYPE_CHECKING:
+    from orchestrator.llm.factory import preload_sdks
     from orchestrator.llm.stats import ProviderStats, provider_stats
     from orchestrator.llm.warmup import warm_up
     from orchestrator.sql import SqlRunStore, create_run_schema, run_metadata
@@ -108,6 +109,7 @@ _LAZY = {
     "SqlRunStore": "orchestrator.sql",
     "build_run_tools": "orchestrator.tools",
     "create_run_schema": "orchestrator.sql",
+    "preload_sdks": "orchestrator.llm.factory",
     "provider_stats": "orchestrator.llm.stats",
     "run_metadata": "orchestrator.sql",
     "sandbox_status": "orchestrator.tools",
@@ -201,6 +203,7 @@ __all__ = [
     "local_team",
     "missing_keys",
     "parse_team",
+    "preload_sdks",
     "provider_stats",
     "rebuild_state",
     "resume_run",

@@ -60,6 +60,10 @@ def run_command(args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"massgen-bot run: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    # The SDK imports (the longest part of a start-up) start now, and overlap with everything below.
+    from orchestrator import preload_sdks
+
+    preload_sdks(agent.backend.type for agent in team.agents)
     for warning in team.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return asyncio.run(_main(args, settings, team, task, team_name))

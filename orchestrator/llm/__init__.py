@@ -27,12 +27,13 @@ from orchestrator.llm.base import (
 from orchestrator.llm.retry import RetryPolicy
 
 if TYPE_CHECKING:
-    from orchestrator.llm.factory import BACKEND_TYPES, make_model_client, resolve_api_key
+    from orchestrator.llm.factory import BACKEND_TYPES, make_model_client, preload_sdks, resolve_api_key
     from orchestrator.llm.warmup import warm_up
 
 _LAZY = {
     "BACKEND_TYPES": "orchestrator.llm.factory",
     "make_model_client": "orchestrator.llm.factory",
+    "preload_sdks": "orchestrator.llm.factory",
     "resolve_api_key": "orchestrator.llm.factory",
     "warm_up": "orchestrator.llm.warmup",
 }
@@ -64,6 +65,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "make_model_client",
+    "preload_sdks",
     "resolve_api_key",
     "warm_up",
 ]

@@ -26,7 +26,7 @@ _SDKS: dict[str, Future[object]] = {}  # provider -> its SDK's import (process-w
 _SDKS_LOCK = threading.Lock()
 
 
-def _sdk(provider: str, load: Callable[[], object]) -> Future[object]:
+def start_loading(provider: str, load: Callable[[], object]) -> Future[object]:
     """The import of `provider`'s SDK: started once, started again only if it failed."""
     with _SDKS_LOCK:
         future = _SDKS.get(provider)
@@ -64,7 +64,7 @@ class DeferredClient:
             raise ProviderError(self._provider, self._model, None, False, message) from exc
 
     async def _make(self) -> ModelClient:
-        await asyncio.wrap_future(_sdk(self._provider, self._load))
+        await asyncio.wrap_future(start_loading(self._provider, self._load))
         return self._build()  # the SDK is loaded: building a client is cheap
 
     async def stream_turn(

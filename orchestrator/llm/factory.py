@@ -45,8 +45,17 @@ def _provider(type: str) -> str | None:
     return None
 
 
+def _import_adapter(module: str) -> object:
+    """In the loader thread: the adapter (and its SDK), then the shared TLS context its client uses."""
+    from orchestrator.llm.tls import tls_context
+
+    loaded = importlib.import_module(module)
+    tls_context()
+    return loaded
+
+
 def _load(provider: str) -> Any:
-    return functools.partial(importlib.import_module, _ADAPTERS[provider])
+    return functools.partial(_import_adapter, _ADAPTERS[provider])
 
 
 def preload_sdks(types: Iterable[str]) -> list[str]:

@@ -231,3 +231,21 @@ def test_preload_of_a_team_without_openai_leaves_it_unloaded() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "True False\n"
+
+
+async def test_every_sdk_client_shares_one_tls_context_and_keeps_the_timeout() -> None:
+    """The CA bundle is parsed once per process, not once per client (0.1 s of CPU each)."""
+    from orchestrator.llm.tls import tls_context
+
+    env = {"OPENAI_API_KEY": "o", "ANTHROPIC_API_KEY": "a"}
+    contexts = []
+    for kind in ("openai", "chatcompletion", "claude"):
+        client = make_model_client(type=kind, model="m", env=env, call_timeout_s=7.0)
+        sdk = sdk_of(await built(client))
+        contexts.append(sdk._client._transport._pool._ssl_context)
+        assert sdk.timeout == 7.0
+        assert sdk._client.follow_redirects  # the SDK's default HTTP client, only the context shared
+        await client.close()
+    assert all(context is tls_context() for context in contexts)
+    assert tls_context().verify_mode.name == "CERT_REQUIRED"
+    assert tls_context().check_hostname

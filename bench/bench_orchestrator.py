@@ -1,4 +1,4 @@
-"""Orchestrator figures: overhead, concurrency, calls and prompt tokens per run, CLI start-up.
+"""Orchestrator figures: overhead, concurrency, calls and prompt tokens per run, CLI and bot start-up.
 
 Printed, not asserted (the tests assert behaviour). MassGen reference for the same protocol on the
 same scripted server: 27.9k prompt tokens for 3 agents, 43.5k for 5 (target: at most a third).
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import os
 import resource
 import statistics
@@ -222,6 +223,50 @@ async def _cli_run(server_type: Any, folder: str, base: dict[str, str], name: st
         return firsts
 
 
+async def bot_startup(samples: int = 10) -> None:
+    """The running bot: a signed `/massgen` POST to each agent's first request at the provider.
+
+    The real Bolt app and services (`tests/bot/harness.py`: `build_services`, so the boot warm-up of
+    the SDKs and the prebuilt clients included) against the Slack emulator and the loopback
+    provider, with the harness's three-backend team (openai + claude + chatcompletion, the README
+    team's SDK paths) and the real tools. One run at a time; each ends before the next command.
+    """
+    sys.path.insert(0, str(ROOT))
+    from tests.bot.harness import bot_harness
+
+    firsts: dict[str, list[float]] = {}
+    logging.disable(logging.WARNING)  # the harness team's `sandbox: none` warns once per run
+    with tempfile.TemporaryDirectory() as folder:
+        async with bot_harness(Path(folder), tools="real") as bot:
+            for sample in range(samples + 1):  # run 0 is a warm-up of its own (not counted)
+                seen = len(bot.provider.requests)
+                started = time.monotonic()
+                status, _body = await bot.command("fix the flaky test in billing")
+                assert status == 200, status
+                await bot.provider.wait_for(requests=seen + 3, timeout=60)  # one per agent
+                run: dict[str, float] = {}
+                for request in bot.provider.requests[seen:]:
+                    run.setdefault(request.api, request.received_at - started)
+                await bot.settle(timeout=60)
+                if sample:
+                    for api, seconds in run.items():
+                        firsts.setdefault(api, []).append(seconds)
+    logging.disable(logging.NOTSET)
+    first = [min(values) for values in zip(*firsts.values(), strict=True)]
+    last = [max(values) for values in zip(*firsts.values(), strict=True)]
+    print(
+        f"bot: a signed `/massgen` POST to the run's first model request, {samples} runs, "
+        "three-backend team (openai + claude + chatcompletion): "
+        f"median {statistics.median(first):.3f} s, p99 {pct(first, 0.99):.3f} s"
+    )
+    print(
+        "  to the last agent's first request: "
+        f"median {statistics.median(last):.3f} s, p99 {pct(last, 0.99):.3f} s"
+    )
+    each = ", ".join(f"{api} {statistics.median(v):.3f} s" for api, v in sorted(firsts.items()))
+    print(f"  each agent's first request (median): {each}; load average {os.getloadavg()[0]:.1f}")
+
+
 def main() -> None:
     asyncio.run(overhead())
     asyncio.run(concurrent())
@@ -229,6 +274,7 @@ def main() -> None:
     asyncio.run(growth())
     asyncio.run(loopback_tokens())
     asyncio.run(cli_startup())
+    asyncio.run(bot_startup())
 
 
 if __name__ == "__main__":

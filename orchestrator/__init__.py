@@ -96,6 +96,7 @@ from orchestrator.run import (
 from orchestrator.store import InMemoryRunStore, RunQuery, RunStatus, RunSummary
 
 if TYPE_CHECKING:
+    from orchestrator.llm.deferred import after_sdk_loads
     from orchestrator.llm.factory import preload_sdks
     from orchestrator.llm.stats import ProviderStats, provider_stats
     from orchestrator.llm.warmup import warm_up
@@ -107,6 +108,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "ProviderStats": "orchestrator.llm.stats",
     "SqlRunStore": "orchestrator.sql",
+    "after_sdk_loads": "orchestrator.llm.deferred",
     "build_run_tools": "orchestrator.tools",
     "create_run_schema": "orchestrator.sql",
     "preload_sdks": "orchestrator.llm.factory",
@@ -194,6 +196,7 @@ __all__ = [
     "VoteCast",
     "VoteIgnored",
     "WorkspaceError",
+    "after_sdk_loads",
     "build_run_tools",
     "create_run_schema",
     "default_models",

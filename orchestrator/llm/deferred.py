@@ -35,6 +35,15 @@ def start_loading(provider: str, load: Callable[[], object]) -> Future[object]:
         return future
 
 
+def after_sdk_loads(callback: Callable[[], object]) -> Future[object]:
+    """Run `callback` in the loader thread once every SDK import started so far has finished.
+
+    The loader is one thread taking its work in order, so this is simply the next item. The CLI
+    turns the garbage collector back on this way once its start-up imports are done.
+    """
+    return _LOADER.submit(callback)
+
+
 class DeferredClient:
     """A `ModelClient` whose SDK (`load`) is imported in the loader thread before `build` runs."""
 

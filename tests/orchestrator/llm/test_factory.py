@@ -249,3 +249,17 @@ async def test_every_sdk_client_shares_one_tls_context_and_keeps_the_timeout() -
     assert all(context is tls_context() for context in contexts)
     assert tls_context().verify_mode.name == "CERT_REQUIRED"
     assert tls_context().check_hostname
+
+
+def test_after_sdk_loads_runs_once_the_imports_started_before_it_are_done() -> None:
+    code = (
+        "import sys\n"
+        "from orchestrator.llm import after_sdk_loads, preload_sdks\n"
+        "preload_sdks(['claude'])\n"
+        "print(after_sdk_loads(lambda: 'anthropic' in sys.modules).result(timeout=60))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "True\n"

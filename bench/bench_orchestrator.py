@@ -194,15 +194,34 @@ async def cli_startup(samples: int = 3) -> None:
             print(
                 f"  (samples {', '.join(f'{t:.2f}' for t in first)}; load average {os.getloadavg()[0]:.1f})"
             )
+        claude = []  # a team of `claude` agents only: `import anthropic` alone is the floor
+        for i in range(samples):
+            run = await _cli_run(ProviderServer, folder, cached, f"claude-{i}", team=claude_team)
+            claude.append(run["messages"])
+        print(
+            "`massgen-bot run --json` start-up to the first model request, bytecode cached, a team of "
+            f"two `claude` agents: median {statistics.median(claude):.2f} s "
+            f"(samples {', '.join(f'{t:.2f}' for t in claude)}; load average {os.getloadavg()[0]:.1f})"
+        )
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"  peak RSS of the CLI run: {peak_mib:.0f} MiB")
 
 
-async def _cli_run(server_type: Any, folder: str, base: dict[str, str], name: str) -> dict[str, float]:
+def claude_team(openai_url: str, anthropic_url: str) -> str:
+    """Two agents on the Messages API only (one SDK to import)."""
+    backend = f"{{type: claude, model: claude-sonnet-4-5, base_url: '{anthropic_url}'}}"
+    agents = "".join(f"  - {{id: {name}, backend: {backend}}}\n" for name in ("alpha", "beta"))
+    return f"agents:\n{agents}sandbox: bwrap\n"
+
+
+async def _cli_run(
+    server_type: Any, folder: str, base: dict[str, str], name: str, *, team: Any = readme_team
+) -> dict[str, float]:
     """One `massgen-bot run --json`: seconds from spawn to each API's first request."""
     async with server_type() as server:
-        team = Path(folder) / "team.yaml"
-        team.write_text(readme_team(server.openai_base_url, server.anthropic_base_url))
+        path = Path(folder) / "team.yaml"
+        path.write_text(team(server.openai_base_url, server.anthropic_base_url))
+        agents = path.read_text().count("id: ")
         env = {k: v for k, v in base.items() if k not in {"MASSGEN_TEAM", "DATABASE_URL"}}
         env |= {
             "OPENAI_API_KEY": "k",
@@ -211,11 +230,11 @@ async def _cli_run(server_type: Any, folder: str, base: dict[str, str], name: st
         }
         started = time.monotonic()
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", "run", "--json", "--team", str(team), "task",
+            sys.executable, "-m", "bot", "run", "--json", "--team", str(path), "task",
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL, cwd=folder, env=env,
         )  # fmt: skip
-        await server.wait_for(requests=3, timeout=60)  # one per agent
+        await server.wait_for(requests=agents, timeout=60)  # one per agent
         await process.wait()
         firsts: dict[str, float] = {}
         for request in server.requests:

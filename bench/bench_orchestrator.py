@@ -1,4 +1,4 @@
-"""Orchestrator figures: overhead, concurrency, calls and prompt tokens per run, CLI start-up.
+"""Orchestrator figures: overhead, concurrency, calls and prompt tokens per run, CLI and bot start-up.
 
 Printed, not asserted (the tests assert behaviour). MassGen reference for the same protocol on the
 same scripted server: 27.9k prompt tokens for 3 agents, 43.5k for 5 (target: at most a third).
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import os
 import resource
 import statistics
@@ -193,15 +194,34 @@ async def cli_startup(samples: int = 3) -> None:
             print(
                 f"  (samples {', '.join(f'{t:.2f}' for t in first)}; load average {os.getloadavg()[0]:.1f})"
             )
+        claude = []  # a team of `claude` agents only: `import anthropic` alone is the floor
+        for i in range(samples):
+            run = await _cli_run(ProviderServer, folder, cached, f"claude-{i}", team=claude_team)
+            claude.append(run["messages"])
+        print(
+            "`massgen-bot run --json` start-up to the first model request, bytecode cached, a team of "
+            f"two `claude` agents: median {statistics.median(claude):.2f} s "
+            f"(samples {', '.join(f'{t:.2f}' for t in claude)}; load average {os.getloadavg()[0]:.1f})"
+        )
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"  peak RSS of the CLI run: {peak_mib:.0f} MiB")
 
 
-async def _cli_run(server_type: Any, folder: str, base: dict[str, str], name: str) -> dict[str, float]:
+def claude_team(openai_url: str, anthropic_url: str) -> str:
+    """Two agents on the Messages API only (one SDK to import)."""
+    backend = f"{{type: claude, model: claude-sonnet-4-5, base_url: '{anthropic_url}'}}"
+    agents = "".join(f"  - {{id: {name}, backend: {backend}}}\n" for name in ("alpha", "beta"))
+    return f"agents:\n{agents}sandbox: bwrap\n"
+
+
+async def _cli_run(
+    server_type: Any, folder: str, base: dict[str, str], name: str, *, team: Any = readme_team
+) -> dict[str, float]:
     """One `massgen-bot run --json`: seconds from spawn to each API's first request."""
     async with server_type() as server:
-        team = Path(folder) / "team.yaml"
-        team.write_text(readme_team(server.openai_base_url, server.anthropic_base_url))
+        path = Path(folder) / "team.yaml"
+        path.write_text(team(server.openai_base_url, server.anthropic_base_url))
+        agents = path.read_text().count("id: ")
         env = {k: v for k, v in base.items() if k not in {"MASSGEN_TEAM", "DATABASE_URL"}}
         env |= {
             "OPENAI_API_KEY": "k",
@@ -210,16 +230,60 @@ async def _cli_run(server_type: Any, folder: str, base: dict[str, str], name: st
         }
         started = time.monotonic()
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", "run", "--json", "--team", str(team), "task",
+            sys.executable, "-m", "bot", "run", "--json", "--team", str(path), "task",
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL, cwd=folder, env=env,
         )  # fmt: skip
-        await server.wait_for(requests=3, timeout=60)  # one per agent
+        await server.wait_for(requests=agents, timeout=60)  # one per agent
         await process.wait()
         firsts: dict[str, float] = {}
         for request in server.requests:
             firsts.setdefault(request.api, request.received_at - started)
         return firsts
+
+
+async def bot_startup(samples: int = 10) -> None:
+    """The running bot: a signed `/massgen` POST to each agent's first request at the provider.
+
+    The real Bolt app and services (`tests/bot/harness.py`: `build_services`, so the boot warm-up of
+    the SDKs and the prebuilt clients included) against the Slack emulator and the loopback
+    provider, with the harness's three-backend team (openai + claude + chatcompletion, the README
+    team's SDK paths) and the real tools. One run at a time; each ends before the next command.
+    """
+    sys.path.insert(0, str(ROOT))
+    from tests.bot.harness import bot_harness
+
+    firsts: dict[str, list[float]] = {}
+    logging.disable(logging.WARNING)  # the harness team's `sandbox: none` warns once per run
+    with tempfile.TemporaryDirectory() as folder:
+        async with bot_harness(Path(folder), tools="real") as bot:
+            for sample in range(samples + 1):  # run 0 is a warm-up of its own (not counted)
+                seen = len(bot.provider.requests)
+                started = time.monotonic()
+                status, _body = await bot.command("fix the flaky test in billing")
+                assert status == 200, status
+                await bot.provider.wait_for(requests=seen + 3, timeout=60)  # one per agent
+                run: dict[str, float] = {}
+                for request in bot.provider.requests[seen:]:
+                    run.setdefault(request.api, request.received_at - started)
+                await bot.settle(timeout=60)
+                if sample:
+                    for api, seconds in run.items():
+                        firsts.setdefault(api, []).append(seconds)
+    logging.disable(logging.NOTSET)
+    first = [min(values) for values in zip(*firsts.values(), strict=True)]
+    last = [max(values) for values in zip(*firsts.values(), strict=True)]
+    print(
+        f"bot: a signed `/massgen` POST to the run's first model request, {samples} runs, "
+        "three-backend team (openai + claude + chatcompletion): "
+        f"median {statistics.median(first):.3f} s, p99 {pct(first, 0.99):.3f} s"
+    )
+    print(
+        "  to the last agent's first request: "
+        f"median {statistics.median(last):.3f} s, p99 {pct(last, 0.99):.3f} s"
+    )
+    each = ", ".join(f"{api} {statistics.median(v):.3f} s" for api, v in sorted(firsts.items()))
+    print(f"  each agent's first request (median): {each}; load average {os.getloadavg()[0]:.1f}")
 
 
 def main() -> None:
@@ -229,6 +293,7 @@ def main() -> None:
     asyncio.run(growth())
     asyncio.run(loopback_tokens())
     asyncio.run(cli_startup())
+    asyncio.run(bot_startup())
 
 
 if __name__ == "__main__":

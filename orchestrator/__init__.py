@@ -96,6 +96,8 @@ from orchestrator.run import (
 from orchestrator.store import InMemoryRunStore, RunQuery, RunStatus, RunSummary
 
 if TYPE_CHECKING:
+    from orchestrator.llm.deferred import after_sdk_loads
+    from orchestrator.llm.factory import preload_sdks
     from orchestrator.llm.stats import ProviderStats, provider_stats
     from orchestrator.llm.warmup import warm_up
     from orchestrator.sql import SqlRunStore, create_run_schema, run_metadata
@@ -106,8 +108,10 @@ if TYPE_CHECKING:
 _LAZY = {
     "ProviderStats": "orchestrator.llm.stats",
     "SqlRunStore": "orchestrator.sql",
+    "after_sdk_loads": "orchestrator.llm.deferred",
     "build_run_tools": "orchestrator.tools",
     "create_run_schema": "orchestrator.sql",
+    "preload_sdks": "orchestrator.llm.factory",
     "provider_stats": "orchestrator.llm.stats",
     "run_metadata": "orchestrator.sql",
     "sandbox_status": "orchestrator.tools",
@@ -192,6 +196,7 @@ __all__ = [
     "VoteCast",
     "VoteIgnored",
     "WorkspaceError",
+    "after_sdk_loads",
     "build_run_tools",
     "create_run_schema",
     "default_models",
@@ -201,6 +206,7 @@ __all__ = [
     "local_team",
     "missing_keys",
     "parse_team",
+    "preload_sdks",
     "provider_stats",
     "rebuild_state",
     "resume_run",

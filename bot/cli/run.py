@@ -51,7 +51,11 @@ def register(subparsers: Any) -> None:
 def run_command(args: argparse.Namespace) -> int:
     """Load the settings, the team and the task; check the keys; run; return the exit code."""
     import asyncio
+    import gc
 
+    # Start-up is imports (ours, SQLAlchemy, the SDKs': thousands of classes) that make little
+    # garbage but trigger many collections; the collector is back once the SDKs have loaded.
+    gc.disable()
     try:
         load_env_file(ENV_FILE)
         task = read_task(args.task, args.task_file)
@@ -59,7 +63,13 @@ def run_command(args: argparse.Namespace) -> int:
         team, team_name = _team(args.team or settings.team_file)
     except UsageError as exc:
         print(f"massgen-bot run: {exc}", file=sys.stderr)
+        gc.enable()
         return EXIT_CONFIG
+    # The SDK imports (the longest part of a start-up) start now, and overlap with everything below.
+    from orchestrator import after_sdk_loads, preload_sdks
+
+    preload_sdks(agent.backend.type for agent in team.agents)
+    after_sdk_loads(gc.enable)
     for warning in team.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return asyncio.run(_main(args, settings, team, task, team_name))

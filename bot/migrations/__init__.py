@@ -1,7 +1,10 @@
 """Schema migrations (Alembic): `massgen-bot db upgrade`; SQLite upgrades itself at start-up.
 
 The migration scripts live in this package (`versions/`), so an installed wheel can upgrade its
-database. A database made before migrations existed (by `create_schema`) is detected by its tables,
+database. A new (empty) database skips them: its tables are created from the stores' metadata and
+stamped with the head revision in one transaction, as Alembic documents for building a database from
+scratch, and without importing Alembic (start-up time counts; a test pins that both give one schema).
+A database made before migrations existed (by `create_schema`) is detected by its tables,
 brought to the baseline by those same idempotent functions and stamped, then upgraded like any other.
 Concurrent upgrades are serialised: an advisory lock on PostgreSQL, a file lock on SQLite.
 """
@@ -11,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from sqlalchemy import inspect, text
+from sqlalchemy import Column, MetaData, PrimaryKeyConstraint, String, Table, inspect, text
 from sqlalchemy.engine import Connection
 
 if TYPE_CHECKING:
@@ -34,6 +38,14 @@ _LEGACY_TABLES = ("approval_requests", "approval_audit", "runs", "run_events", "
 _LOCK_KEY = 0x6D617373_67656F  # arbitrary, fixed; not the schema lock of approvals.sql
 
 UpgradePolicy = Literal["auto", "check"]
+
+# Alembic's own version table, as `alembic stamp` creates it (a test compares the two).
+_VERSION_TABLE = Table(
+    "alembic_version",
+    MetaData(),
+    Column("version_num", String(32), nullable=False),
+    PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
+)
 
 
 class SchemaBehindError(RuntimeError):
@@ -98,7 +110,29 @@ def _config(conn: Connection) -> Config:
     return config
 
 
-def _upgrade(conn: Connection, revision: str) -> None:
+def _is_empty(conn: Connection) -> bool:
+    """No table of ours and no version table: a new database."""
+    from bot.migrations.schema import target_metadata
+
+    ours = {name for metadata in target_metadata() for name in metadata.tables} | {"alembic_version"}
+    return not ours & set(inspect(conn).get_table_names())
+
+
+def _create_at_head(conn: Connection) -> None:
+    """Every table from the stores' metadata (with the audit triggers), stamped with HEAD."""
+    from bot.migrations.schema import target_metadata
+
+    for metadata in target_metadata():
+        metadata.create_all(conn)
+    _VERSION_TABLE.create(conn)
+    conn.execute(_VERSION_TABLE.insert().values(version_num=HEAD))
+
+
+def _upgrade(conn: Connection, revision: str, *, scripts: bool = False) -> None:
+    # Checked under the migration lock: a concurrent start-up may have created it meanwhile.
+    if not scripts and revision in ("head", HEAD) and _is_empty(conn):
+        _create_at_head(conn)
+        return
     from alembic import command
 
     # Another process may have stamped it since we looked: stamp only what is still unversioned.
@@ -121,15 +155,19 @@ async def _run(engine: AsyncEngine, step: Callable[[Connection, str], None], rev
         await conn.run_sync(step, revision)
 
 
-async def upgrade(engine: AsyncEngine, revision: str = "head") -> str | None:
-    """Bring the database to `revision` (default: head); returns the revision it is at afterwards."""
+async def upgrade(engine: AsyncEngine, revision: str = "head", *, scripts: bool = False) -> str | None:
+    """Bring the database to `revision` (default: head); returns the revision it is at afterwards.
+
+    A new database is created at head from the metadata unless `scripts` asks for every migration
+    script to run (what the tests compare that shortcut with).
+    """
     async with engine.connect() as conn:
         current = await conn.run_sync(_read_revision)
         legacy = current is None and await conn.run_sync(_has_legacy_tables)
     if legacy:
         await _bring_legacy_to_baseline(engine)
         log.info("database made before migrations: brought to %s and stamped", BASELINE)
-    await _run(engine, _upgrade, revision)
+    await _run(engine, functools.partial(_upgrade, scripts=scripts), revision)
     return await schema_revision(engine)
 
 

@@ -27,12 +27,15 @@ from orchestrator.llm.base import (
 from orchestrator.llm.retry import RetryPolicy
 
 if TYPE_CHECKING:
-    from orchestrator.llm.factory import BACKEND_TYPES, make_model_client, resolve_api_key
+    from orchestrator.llm.deferred import after_sdk_loads
+    from orchestrator.llm.factory import BACKEND_TYPES, make_model_client, preload_sdks, resolve_api_key
     from orchestrator.llm.warmup import warm_up
 
 _LAZY = {
+    "after_sdk_loads": "orchestrator.llm.deferred",
     "BACKEND_TYPES": "orchestrator.llm.factory",
     "make_model_client": "orchestrator.llm.factory",
+    "preload_sdks": "orchestrator.llm.factory",
     "resolve_api_key": "orchestrator.llm.factory",
     "warm_up": "orchestrator.llm.warmup",
 }
@@ -63,7 +66,9 @@ __all__ = [
     "TurnEnd",
     "Usage",
     "UserMessage",
+    "after_sdk_loads",
     "make_model_client",
+    "preload_sdks",
     "resolve_api_key",
     "warm_up",
 ]

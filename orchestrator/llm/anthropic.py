@@ -26,6 +26,7 @@ from orchestrator.llm.base import (
     Usage,
 )
 from orchestrator.llm.retry import SdkErrors
+from orchestrator.llm.tls import tls_context
 
 DEFAULT_MAX_TOKENS = 4096
 # Anthropic's `overloaded_error` arrives as HTTP 529, already covered by "5xx is retryable".
@@ -35,8 +36,12 @@ def build_sdk_client(base_url: str | None, api_key: str, timeout_s: float) -> an
     """The SDK client with its own retries off: `retry.py` owns retries, so none are doubled.
 
     `timeout_s` is the SDK's HTTP-level timeout, a backstop: the adapter's `Deadline` cuts first.
+    The HTTP client is the SDK's default one, on the process's shared TLS context (`tls.py`).
     """
-    return anthropic.AsyncAnthropic(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s)
+    http = anthropic.DefaultAsyncHttpxClient(timeout=timeout_s, verify=tls_context())  # the SDK's defaults
+    return anthropic.AsyncAnthropic(
+        base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s, http_client=http
+    )
 
 
 class _Usage:

@@ -26,13 +26,22 @@ _SDKS: dict[str, Future[object]] = {}  # provider -> its SDK's import (process-w
 _SDKS_LOCK = threading.Lock()
 
 
-def _sdk(provider: str, load: Callable[[], object]) -> Future[object]:
+def start_loading(provider: str, load: Callable[[], object]) -> Future[object]:
     """The import of `provider`'s SDK: started once, started again only if it failed."""
     with _SDKS_LOCK:
         future = _SDKS.get(provider)
         if future is None or (future.done() and future.exception() is not None):
             future = _SDKS[provider] = _LOADER.submit(load)
         return future
+
+
+def after_sdk_loads(callback: Callable[[], object]) -> Future[object]:
+    """Run `callback` in the loader thread once every SDK import started so far has finished.
+
+    The loader is one thread taking its work in order, so this is simply the next item. The CLI
+    turns the garbage collector back on this way once its start-up imports are done.
+    """
+    return _LOADER.submit(callback)
 
 
 class DeferredClient:
@@ -64,7 +73,7 @@ class DeferredClient:
             raise ProviderError(self._provider, self._model, None, False, message) from exc
 
     async def _make(self) -> ModelClient:
-        await asyncio.wrap_future(_sdk(self._provider, self._load))
+        await asyncio.wrap_future(start_loading(self._provider, self._load))
         return self._build()  # the SDK is loaded: building a client is cheap
 
     async def stream_turn(

@@ -11,7 +11,7 @@ import functools
 import importlib
 import importlib.util
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +19,7 @@ from orchestrator.config.keys import endpoint
 from orchestrator.config.presets import PRESETS
 from orchestrator.errors import ProviderConfigError
 from orchestrator.llm.adapter import DEFAULT_CALL_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S
-from orchestrator.llm.deferred import DeferredClient
+from orchestrator.llm.deferred import DeferredClient, start_loading
 from orchestrator.llm.retry import RetryPolicy
 from orchestrator.ports import ModelClient
 
@@ -30,6 +30,49 @@ BACKEND_TYPES = ("openai", "claude", "anthropic", "chatcompletion", "local", *PR
 # Local servers ignore the key, but the SDKs refuse to build a client without one.
 PLACEHOLDER_API_KEY = "not-needed"
 _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+
+
+# The adapter module (which imports the SDK) of each deferred provider.
+_ADAPTERS = {"anthropic": "orchestrator.llm.anthropic", "openai": "orchestrator.llm.openai"}
+
+
+def _provider(type: str) -> str | None:
+    """The SDK a backend type's client is built on (None: `local`, whose server loads otherwise)."""
+    if type in ("claude", "anthropic"):
+        return "anthropic"
+    if type in ("openai", "chatcompletion") or type in PRESETS:
+        return "openai"
+    return None
+
+
+def _import_adapter(module: str) -> object:
+    """In the loader thread: the adapter (and its SDK), then the shared TLS context its client uses."""
+    from orchestrator.llm.tls import tls_context
+
+    loaded = importlib.import_module(module)
+    tls_context()
+    return loaded
+
+
+def _load(provider: str) -> Any:
+    return functools.partial(_import_adapter, _ADAPTERS[provider])
+
+
+def preload_sdks(types: Iterable[str]) -> list[str]:
+    """Start importing the SDKs these backend types use, in the loader thread, in this order; now.
+
+    A caller that knows its team before it has a run (the CLI, once the team file is read) calls it
+    first thing: the imports (the longest part of a start-up) then overlap with opening the stores
+    and the tools, and the clients made later wait only for what is left. Returns the providers
+    started (each once per process; an unknown type is skipped: building its client says why).
+    """
+    started: list[str] = []
+    for type in types:
+        provider = _provider(type)
+        if provider is not None and provider not in started:
+            start_loading(provider, _load(provider))
+            started.append(provider)
+    return started
 
 
 def resolve_api_key(
@@ -104,8 +147,7 @@ def make_model_client(
 
             return AnthropicClient(build_anthropic(url, key, call_timeout_s), model, **settings)
 
-        load = functools.partial(importlib.import_module, "orchestrator.llm.anthropic")
-        return DeferredClient(anthropic_client, provider="anthropic", model=model, load=load)
+        return DeferredClient(anthropic_client, provider="anthropic", model=model, load=_load("anthropic"))
     if type in ("openai", "chatcompletion") or type in PRESETS:
         found = endpoint(type, base_url, api_key_env, environ)
         url, key = found.url, resolve_api_key(api_key, found.key_env, found.keyless_ok, environ)
@@ -118,8 +160,7 @@ def make_model_client(
             cls = OpenAIResponsesClient if responses else ChatCompletionsClient
             return cls(build_openai(url, key, call_timeout_s), model, **settings)
 
-        load = functools.partial(importlib.import_module, "orchestrator.llm.openai")
-        return DeferredClient(openai_client, provider="openai", model=model, load=load)
+        return DeferredClient(openai_client, provider="openai", model=model, load=_load("openai"))
     raise ProviderConfigError(f"unknown backend type {type!r}; expected one of {', '.join(BACKEND_TYPES)}")
 
 

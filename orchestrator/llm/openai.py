@@ -27,14 +27,19 @@ from orchestrator.llm.base import (
     Usage,
 )
 from orchestrator.llm.retry import SdkErrors, malformed_response
+from orchestrator.llm.tls import tls_context
 
 
 def build_sdk_client(base_url: str | None, api_key: str, timeout_s: float) -> openai.AsyncOpenAI:
     """The SDK client with its own retries off: `retry.py` owns retries, so none are doubled.
 
     `timeout_s` is the SDK's HTTP-level timeout, a backstop: the adapter's `Deadline` cuts first.
+    The HTTP client is the SDK's default one, on the process's shared TLS context (`tls.py`).
     """
-    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s)
+    http = openai.DefaultAsyncHttpxClient(timeout=timeout_s, verify=tls_context())  # the SDK's defaults
+    return openai.AsyncOpenAI(
+        base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s, http_client=http
+    )
 
 
 class _OpenAIClient(SdkAdapter[openai.AsyncOpenAI]):

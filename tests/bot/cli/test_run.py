@@ -291,3 +291,15 @@ async def test_live_view_renders_cards_and_final_panels() -> None:
     for needle in ("agent1 (a0)", "some streamed", "Final answer: the task is done.", "NO CONSENSUS",
                    "timeout:latest_answer", "quota exceeded", "Cancelled by cli:me"):  # fmt: skip
         assert needle in text
+
+
+def test_start_up_turns_the_collector_back_on_after_a_config_error(tmp_path: Path) -> None:
+    import gc
+
+    from bot.cli import main
+
+    bad = tmp_path / "team.yaml"
+    bad.write_text("agents:\n  - id: a\n    backend: {type: foo, model: m}\n")
+    assert gc.isenabled()
+    assert main(["run", "--team", str(bad), "task"]) == 1
+    assert gc.isenabled()

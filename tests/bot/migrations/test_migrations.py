@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -81,6 +83,81 @@ async def test_upgrade_of_an_empty_database_yields_exactly_the_models(engine: As
     assert await upgrade(engine) == HEAD
     assert await schema_diff(engine) == []
     assert await schema_revision(engine) == HEAD
+
+
+async def test_the_scripts_on_an_empty_database_yield_exactly_the_models(engine: AsyncEngine) -> None:
+    assert await upgrade(engine, scripts=True) == HEAD
+    assert await schema_diff(engine) == []
+
+
+def _describe(conn: Connection) -> dict[str, Any]:
+    """Everything a schema is made of, as the database reports it (the DDL itself on SQLite)."""
+    inspector = inspect(conn)
+    tables: dict[str, Any] = {}
+    for name in sorted(inspector.get_table_names()):
+        tables[name] = {
+            "columns": [
+                (c["name"], str(c["type"]), c["nullable"], c.get("default"))
+                for c in inspector.get_columns(name)
+            ],
+            "pk": inspector.get_pk_constraint(name),
+            "fks": inspector.get_foreign_keys(name),
+            "indexes": sorted(inspector.get_indexes(name), key=lambda i: str(i["name"])),
+            "unique": sorted(inspector.get_unique_constraints(name), key=lambda u: str(u["name"])),
+        }
+    if conn.dialect.name == "sqlite":
+        query = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
+    else:
+        query = (
+            "SELECT trigger_name, event_manipulation, action_statement FROM information_schema.triggers "
+            "WHERE trigger_schema = current_schema() ORDER BY 1, 2"
+        )
+    rows = [tuple(row) for row in conn.execute(text(query))]
+    versions = [tuple(row) for row in conn.execute(text("SELECT version_num FROM alembic_version"))]
+    return {"tables": tables, "ddl": rows, "versions": versions}
+
+
+async def describe(engine: AsyncEngine) -> dict[str, Any]:
+    async with engine.connect() as conn:
+        return await conn.run_sync(_describe)
+
+
+async def test_a_new_database_made_from_the_models_is_what_the_scripts_make(
+    engine: AsyncEngine, tmp_path: Path
+) -> None:
+    """The fast path (create from the metadata, stamp head) against every script run in turn."""
+    assert await upgrade(engine) == HEAD
+    fresh = await describe(engine)
+    await downgrade(engine, "base")  # keeps the (empty) version table: the scripts run this time
+    async with engine.begin() as conn:
+        await conn.execute(text("DROP TABLE alembic_version"))
+    assert await tables(engine) == set()
+    assert await upgrade(engine, scripts=True) == HEAD
+    scripted = await describe(engine)
+    assert set(fresh["tables"]) >= {"alembic_version", "approval_audit", "runs", "slack_outbox"}
+    assert fresh["ddl"], "the triggers (PostgreSQL) or the DDL (SQLite) are compared"
+    assert fresh == scripted
+
+
+def test_start_up_on_a_new_database_and_at_head_imports_no_alembic(tmp_path: Path) -> None:
+    """Creating a new database and checking one at head stay off Alembic (its import is ~0.2 s)."""
+    code = (
+        "import asyncio, sys\n"
+        "from approvals import make_engine\n"
+        "from bot.migrations import HEAD, ensure_schema, schema_revision\n"
+        "async def main():\n"
+        f"    engine = make_engine('sqlite:///{tmp_path / 'n.db'}')\n"
+        "    await ensure_schema(engine, 'auto')\n"
+        "    await ensure_schema(engine, 'check')\n"
+        "    assert await schema_revision(engine) == HEAD\n"
+        "    await engine.dispose()\n"
+        "asyncio.run(main())\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))\n"
+    )
+    command = [sys.executable, "-c", code]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "[]\n"
 
 
 async def test_the_audit_trail_is_append_only_after_upgrade(engine: AsyncEngine) -> None:

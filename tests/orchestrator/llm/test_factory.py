@@ -186,3 +186,80 @@ async def test_a_connection_error_names_the_url_tried(kind: str, prefix: str, pa
         await client.close()
     assert caught.value.retryable
     assert f"connection failed to {base}{path}" in str(caught.value)
+
+
+def test_preload_starts_each_sdk_once_in_the_teams_order_and_only_those_used() -> None:
+    """A fresh interpreter: the SDKs load in the loader thread at once, in the agents' order."""
+    code = (
+        "import sys\n"
+        "from orchestrator.llm import deferred, preload_sdks\n"
+        "order = []\n"
+        "original = deferred.start_loading\n"
+        "def spy(provider, load):\n"
+        "    order.append(provider)\n"
+        "    return original(provider, load)\n"
+        "deferred.start_loading = spy\n"
+        "import orchestrator.llm.factory as factory\n"
+        "factory.start_loading = spy\n"
+        "print(preload_sdks(['chatcompletion', 'local', 'openai', 'claude', 'anthropic']))\n"
+        "print(preload_sdks(['groq', 'nonsense']))\n"
+        "deferred.start_loading('openai', lambda: None).result(timeout=60)\n"
+        "deferred.start_loading('anthropic', lambda: None).result(timeout=60)\n"
+        "print(order[:2], 'openai' in sys.modules, 'anthropic' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "['openai', 'anthropic']",
+        "['openai']",  # started again by name; the loader imports it once (the same future)
+        "['openai', 'anthropic'] True True",
+    ]
+
+
+def test_preload_of_a_team_without_openai_leaves_it_unloaded() -> None:
+    code = (
+        "import sys\n"
+        "from orchestrator.llm import deferred, preload_sdks\n"
+        "assert preload_sdks(['claude']) == ['anthropic']\n"
+        "deferred.start_loading('anthropic', lambda: None).result(timeout=60)\n"
+        "print('anthropic' in sys.modules, 'openai' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "True False\n"
+
+
+async def test_every_sdk_client_shares_one_tls_context_and_keeps_the_timeout() -> None:
+    """The CA bundle is parsed once per process, not once per client (0.1 s of CPU each)."""
+    from orchestrator.llm.tls import tls_context
+
+    env = {"OPENAI_API_KEY": "o", "ANTHROPIC_API_KEY": "a"}
+    contexts = []
+    for kind in ("openai", "chatcompletion", "claude"):
+        client = make_model_client(type=kind, model="m", env=env, call_timeout_s=7.0)
+        sdk = sdk_of(await built(client))
+        contexts.append(sdk._client._transport._pool._ssl_context)
+        assert sdk.timeout == 7.0
+        assert sdk._client.follow_redirects  # the SDK's default HTTP client, only the context shared
+        await client.close()
+    assert all(context is tls_context() for context in contexts)
+    assert tls_context().verify_mode.name == "CERT_REQUIRED"
+    assert tls_context().check_hostname
+
+
+def test_after_sdk_loads_runs_once_the_imports_started_before_it_are_done() -> None:
+    code = (
+        "import sys\n"
+        "from orchestrator.llm import after_sdk_loads, preload_sdks\n"
+        "preload_sdks(['claude'])\n"
+        "print(after_sdk_loads(lambda: 'anthropic' in sys.modules).result(timeout=60))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "True\n"

@@ -19,6 +19,7 @@ from bot.engine.config import (
     system_database_url,
 )
 from bot.engine.tables import Action, Control
+from bot.engine.tables import metadata as engine_metadata
 from bot.engine.wakes import OutsideWaker, wake_on_decisions
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ __all__ = [
     "Role",
     "RunExecutor",
     "engine_config",
+    "engine_metadata",
     "package_version",
     "system_database_url",
     "wake_on_decisions",

@@ -1,14 +1,15 @@
-"""The tables the migrations keep: approval store, run store, the bot's Slack coordinates and outbox."""
+"""The tables the migrations keep: approval store, run store, Slack coordinates and outbox, engine."""
 
 from __future__ import annotations
 
 from sqlalchemy import MetaData
 
 from approvals import approval_metadata
+from bot.engine import engine_metadata
 from bot.slack import bot_metadata
 from orchestrator import run_metadata
 
 
 def target_metadata() -> list[MetaData]:
     """Every table of every store: what `db upgrade` to head must create, exactly."""
-    return [approval_metadata, run_metadata, bot_metadata]
+    return [approval_metadata, run_metadata, bot_metadata, engine_metadata]

@@ -27,6 +27,7 @@ DOORS = {
         "Role",
         "RunExecutor",
         "engine_config",
+        "engine_metadata",
         "package_version",
         "system_database_url",
         "wake_on_decisions",

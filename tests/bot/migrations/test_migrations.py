@@ -263,7 +263,10 @@ def test_cli_prints_the_postgresql_ddl_for_dbas(capsys: pytest.CaptureFixture[st
     for table in ("approval_requests", "approval_audit", "runs", "run_events", "slack_outbox", "slack_runs"):
         assert f"CREATE TABLE {table} " in sql
     assert "EXECUTE FUNCTION approval_audit_append_only()" in sql
-    assert f"INSERT INTO alembic_version (version_num) VALUES ('{HEAD}')" in sql
+    assert "CREATE TABLE engine_controls " in sql
+    assert "CREATE TABLE engine_heartbeats " in sql
+    assert sql.rstrip().endswith("COMMIT;")
+    assert f"version_num='{HEAD}'" in sql or f"VALUES ('{HEAD}')" in sql  # the last revision stamps HEAD
 
 
 def test_cli_reports_an_unreachable_database_in_one_line(

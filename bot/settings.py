@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -89,7 +90,9 @@ class BotSettings(BaseSettings):
 
     @classmethod
     def load(cls, *, env_file: str | None = ".env") -> BotSettings:
-        """Read the environment (and `env_file` when it exists)."""
+        """Read the environment (and `env_file` when it exists, which also feeds the SDKs' keys)."""
+        if env_file is not None:
+            load_env_file(env_file)
         return cls(_env_file=env_file)  # type: ignore[call-arg]
 
     @classmethod
@@ -176,3 +179,16 @@ def missing_settings_help(settings: BotSettings) -> str:
         "(set OPENAI_API_KEY / ANTHROPIC_API_KEY, or pass --team FILE).",
     ]
     return "\n".join(lines)
+
+
+def load_env_file(path: str) -> None:
+    """Put `path`'s variables (provider keys such as `OPENAI_API_KEY`, `DATABASE_URL`, ...) into the
+    environment, where the model SDKs read them too; a variable already set wins, and a missing file
+    is fine."""
+    from dotenv import dotenv_values
+
+    if not Path(path).is_file():
+        return
+    for name, value in dotenv_values(path).items():
+        if value is not None:
+            os.environ.setdefault(name, value)

@@ -57,6 +57,8 @@ def run_command(args: argparse.Namespace) -> int:
     # garbage but trigger many collections; the collector is back once the SDKs have loaded.
     gc.disable()
     try:
+        from bot.settings import load_env_file
+
         load_env_file(ENV_FILE)
         task = read_task(args.task, args.task_file)
         settings = _settings(args.database_url)
@@ -73,18 +75,6 @@ def run_command(args: argparse.Namespace) -> int:
     for warning in team.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return asyncio.run(_main(args, settings, team, task, team_name))
-
-
-def load_env_file(path: str) -> None:
-    """Put `path`'s variables (provider keys, `DATABASE_URL`, ...) into the environment, as the bot reads
-    them; a variable already set wins, and a missing file is fine."""
-    from dotenv import dotenv_values
-
-    if not Path(path).is_file():
-        return
-    for name, value in dotenv_values(path).items():
-        if value is not None:
-            os.environ.setdefault(name, value)
 
 
 def read_task(words: list[str], task_file: Path | None) -> str:

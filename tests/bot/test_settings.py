@@ -72,3 +72,18 @@ def test_env_file_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     env.write_text("SLACK_BOT_TOKEN=xoxb-file\nSLACK_SIGNING_SECRET=from-file\n")
     s = BotSettings.load(env_file=str(env))
     assert s.start_mode() == "http"
+
+
+def test_env_file_gives_the_sdks_their_keys_and_the_environment_wins(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The bot's agents read provider keys from the environment: `.env` puts them there."""
+    import os
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # restored (removed) after the test
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "from-the-environment")
+    env = tmp_path / ".env"
+    env.write_text("OPENAI_API_KEY=sk-from-file\nANTHROPIC_API_KEY=from-file\n")
+    BotSettings.load(env_file=str(env))
+    assert os.environ["OPENAI_API_KEY"] == "sk-from-file"
+    assert os.environ["ANTHROPIC_API_KEY"] == "from-the-environment"

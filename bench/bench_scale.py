@@ -28,7 +28,7 @@ from typing import Any
 from approvals.testing import scratch_postgres_database
 from bot.engine import RUNS_QUEUE, package_version, system_database_url
 from bot.settings import BotSettings
-from tests.bot.engine.procs import BotProcess, bot_env
+from tests.bot.engine.procs import BotProcess, bot_env, upgrade_schema
 from tests.bot.harness import TOKEN, team_yaml
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
@@ -128,6 +128,7 @@ async def _throughput(server: str, cwd: Path, workers: int) -> float:
         team = cwd / f"team-{workers}.yaml"
         team.write_text(team_yaml(provider, agents=2))
         env = bot_env(slack.api_url, database)
+        await upgrade_schema(env, cwd)
         procs: list[BotProcess] = []
         try:
             procs = await _workers(workers, env, team, cwd, CONCURRENCY)
@@ -155,6 +156,7 @@ async def _recovery(server: str, cwd: Path) -> tuple[int, float, float, int]:
         team = cwd / "team-recovery.yaml"
         team.write_text(team_yaml(provider, agents=2))
         env = bot_env(slack.api_url, database)
+        await upgrade_schema(env, cwd)
         [worker] = await _workers(1, env, team, cwd, RECOVERY_RUNS)
         try:
             sysdb = system_database_url(BotSettings.with_values(DATABASE_URL=database))

@@ -45,6 +45,16 @@ def bot_env(slack_url: str, database_url: str, **extra: str) -> dict[str, str]:
     }
 
 
+async def upgrade_schema(env: dict[str, str], cwd: Path) -> None:
+    """`massgen-bot db upgrade`, as a deploy runs it once before its front ends and workers start."""
+    process = await asyncio.create_subprocess_exec(
+        *CLI, "db", "upgrade", env=env, cwd=cwd,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await process.communicate()
+    assert process.returncode == 0, out.decode(errors="replace")
+
+
 @dataclass
 class BotProcess:
     """One `massgen-bot` process."""

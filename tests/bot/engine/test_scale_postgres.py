@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from approvals.testing import scratch_postgres_database
-from tests.bot.engine.procs import BotProcess, bot_env
+from tests.bot.engine.procs import BotProcess, bot_env, upgrade_schema
 from tests.bot.engine.test_crash_sqlite import _duplicated_posts, _final_posts, _status_posts
 from tests.bot.harness import APPROVER, TOKEN, team_yaml
 from tests.conftest import postgres_url
@@ -51,6 +51,7 @@ async def test_a_worker_killed_for_good_has_its_runs_taken_over_and_every_run_fi
             "MASSGEN_WORKER_CONCURRENCY": "1",
         }
         env = bot_env(slack.api_url, database, **fast_janitor)
+        await upgrade_schema(env, tmp_path)  # PostgreSQL: the deploy migrates; processes only check
         fronts = [
             BotProcess(
                 ["serve", "--role", "frontend", "--team", str(team)],

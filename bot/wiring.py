@@ -266,7 +266,9 @@ async def open_storage(settings: BotSettings) -> Storage:
     return Storage(engine, store, SqlRunStore(engine), audit, approvals)
 
 
-def _make_outbox(client: AsyncWebClient, options: OutboxOptions, engine: AsyncEngine) -> Outbox:
+def _make_outbox(
+    client: AsyncWebClient, options: OutboxOptions, engine: AsyncEngine, *, owner: str | None = None
+) -> Outbox:
     from bot.slack import Outbox, OutboxStore
 
     return Outbox(
@@ -277,7 +279,8 @@ def _make_outbox(client: AsyncWebClient, options: OutboxOptions, engine: AsyncEn
         tier2_per_minute=options.tier2_per_minute,
         budget_window=options.budget_window,
         call_timeout=options.call_timeout,
-        store=OutboxStore(engine),  # every post saved before it is sent; start() sends what was left
+        # Every post is saved before it is sent; start() sends what this executor left unsent.
+        store=OutboxStore(engine, owner=owner),
     )
 
 
@@ -323,7 +326,7 @@ async def build_services(
         await asyncio.to_thread(warm_up, [a.backend.type for a in teams.default.team.agents])
     client = client or make_client(settings)
     db = await open_storage(settings)
-    box = _make_outbox(client, outbox or OutboxOptions(), db.engine)
+    box = _make_outbox(client, outbox or OutboxOptions(), db.engine, owner=settings.executor_id)
     remind = timedelta(seconds=teams.default.team.approvals.remind_before_seconds)
     scheduler = ExpiryScheduler(db.approvals, remind_before=remind)
     models = SharedModels()
@@ -349,6 +352,7 @@ async def build_services(
     )
     engine: Engine = (await engine_module).Engine(config, db.engine)
     supervisor.engine = engine
+    engine.on_takeover = box.take_over  # a dead executor's runs and its unsent posts move together
     groups = GroupResolver(box.call, ttl=settings.group_cache_ttl)
     dms = ApproverDMs(box, db.store, groups.members, policy=settings.approval_dms)
     spawn_ui = functools.partial(tasks.spawn, name="approvals-ui")

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -34,6 +35,8 @@ class Engine:
     def __init__(self, config: EngineConfig, database: AsyncEngine) -> None:
         self.config = config
         self.tables = EngineTables(database)
+        # Called with the dead executors' ids when the janitor takes their runs over.
+        self.on_takeover: Callable[[list[str]], Awaitable[object]] | None = None
         self._queue: Queue | None = None
         self._beats: asyncio.Task[None] | None = None
         self.launched = False
@@ -107,6 +110,8 @@ class Engine:
         if not dead:
             return []
         handles = await asyncio.to_thread(DBOS._recover_pending_workflows, dead)
+        if self.on_takeover is not None:  # their unsent Slack posts too (the outbox's rows)
+            await self.on_takeover(dead)
         await self.tables.forget(dead)
         ids = [h.get_workflow_id() for h in handles]
         self.recovered += ids

@@ -36,7 +36,7 @@ import copy
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from slack_sdk.errors import SlackApiError
@@ -304,6 +304,19 @@ class Outbox:
         ref = self._adopt(row)
         self._wake.set()
         return ref
+
+    async def take_over(self, owners: Sequence[str]) -> int:
+        """Send the posts dead executors saved but never finished (the janitor took their runs)."""
+        if self._store is None or not owners:
+            return 0
+        adopted = 0
+        for row in await self._store.take_over(owners):
+            if row.id not in self._resumed and self._adopt(row) is not None:
+                adopted += 1
+        if adopted:
+            log.info("outbox took over %d unsent posts of %s", adopted, ", ".join(owners))
+            self._wake.set()
+        return adopted
 
     async def _store_call(self, what: str, *args: Any, **kwargs: Any) -> None:
         """A bookkeeping write; a failing database must not stop delivery."""

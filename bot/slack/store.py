@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,12 +27,15 @@ from sqlalchemy import (
     func,
     insert,
     inspect,
+    or_,
     select,
     text,
+    true,
     update,
 )
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql import ColumnElement
 
 metadata = MetaData()
 
@@ -82,6 +85,9 @@ slack_outbox = Table(
     Column("last_error", Text),
     Column("ts", String(32)),  # a post's ts once sent; an update's message, once known
     Column("created_at", Float, nullable=False),
+    # The executor that saved the post (MASSGEN_EXECUTOR_ID): a restart resends only its own; the
+    # janitor's takeover of a dead worker adopts the dead one's (None: saved before owners existed).
+    Column("owner", String(128)),
     Index("ix_slack_outbox_status", "status", "seq"),
 )
 
@@ -243,8 +249,9 @@ def _row(r: Any) -> OutboxRow:
 class OutboxStore:
     """The outbox's table: posts are saved before they are sent and marked once Slack answered."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, owner: str | None = None) -> None:
         self._engine = engine
+        self._owner = owner  # this process's executor id: whose unsent posts `pending()` returns
 
     async def create_schema(self) -> None:
         """Create the table if missing (idempotent)."""
@@ -268,6 +275,7 @@ class OutboxStore:
             "next_attempt_at": time.time(),
             "ts": row.ts,
             "created_at": time.time(),
+            "owner": self._owner,
         }
         if conn is not None:
             await conn.execute(insert(slack_outbox).values(**values))
@@ -314,11 +322,38 @@ class OutboxStore:
         query = (
             select(slack_outbox, roots.c.ts.label("root_ts"), roots.c.status.label("root_status"))
             .select_from(slack_outbox.outerjoin(roots, roots.c.id == slack_outbox.c.root_id))
-            .where(slack_outbox.c.status == "pending", slack_outbox.c.kind == "post")
+            .where(slack_outbox.c.status == "pending", slack_outbox.c.kind == "post", self._mine())
             .order_by(slack_outbox.c.seq)
         )
         async with self._engine.connect() as conn:
             rows = (await conn.execute(query)).all()
+        return self._rows(rows)
+
+    def _mine(self) -> ColumnElement[bool]:
+        """This process's posts (and those saved before owners were recorded), never a live peer's."""
+        if self._owner is None:
+            return true()
+        return or_(slack_outbox.c.owner == self._owner, slack_outbox.c.owner.is_(None))
+
+    async def take_over(self, owners: Sequence[str]) -> list[OutboxRow]:
+        """Make the unsent posts of dead executors this one's; they are returned to be sent."""
+        if not owners:
+            return []
+        theirs = (
+            slack_outbox.c.owner.in_(list(owners)),
+            slack_outbox.c.status == "pending",
+            slack_outbox.c.kind == "post",
+        )
+        async with self._engine.begin() as conn:
+            ids = set((await conn.execute(select(slack_outbox.c.id).where(*theirs))).scalars())
+            if ids:
+                await conn.execute(
+                    update(slack_outbox).where(slack_outbox.c.id.in_(ids)).values(owner=self._owner)
+                )
+        return [row for row in await self.pending() if row.id in ids] if ids else []
+
+    @staticmethod
+    def _rows(rows: Sequence[Row[Any]]) -> list[OutboxRow]:
         return [
             OutboxRow(
                 id=r.id,

@@ -106,7 +106,11 @@ def _describe(conn: Connection) -> dict[str, Any]:
             "unique": sorted(inspector.get_unique_constraints(name), key=lambda u: str(u["name"])),
         }
     if conn.dialect.name == "sqlite":
-        query = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
+        # Tables are compared above by structure: a column added later (ALTER TABLE ... ADD COLUMN)
+        # is stored after the table's constraints in SQLite's text, the same table all the same.
+        query = (
+            "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE type != 'table' ORDER BY type, name"
+        )
     else:
         query = (
             "SELECT trigger_name, event_manipulation, action_statement FROM information_schema.triggers "

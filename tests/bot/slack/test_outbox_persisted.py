@@ -244,3 +244,31 @@ async def test_a_timed_out_post_in_a_public_channel_the_bot_is_not_in_is_found_a
     assert len(slack.messages["C0PUBLIC"]) == 1
     assert [c.error for c in slack.calls_to("conversations.history")] == ["not_in_channel", None]
     assert slack.calls_to("conversations.join", ok=True)
+
+
+async def test_a_restart_sends_only_its_own_backlog_and_a_takeover_adopts_a_dead_peers(
+    slack: SlackEmulator, engine: AsyncEngine
+) -> None:
+    """Two processes share the database: neither resends the other's unsent posts, until one is dead."""
+    client = AsyncWebClient(token="xoxb-test", base_url=slack.api_url, timeout=5)
+
+    def owned(owner: str, **overrides: Any) -> Outbox:
+        options: dict[str, Any] = {"update_interval": 0.2, "channel_interval": 0.06, "budget_window": 3.0}
+        return Outbox(client, store=OutboxStore(engine, owner=owner), **(options | overrides))
+
+    peer = owned("w2", channel_interval=5.0)  # a live peer whose backlog is still being sent
+    await peer.start()
+    first = peer.post(CHANNEL, text="peer's first", run_id="run-2")
+    queued = [peer.post(CHANNEL, text=f"peer's {i}", run_id="run-2") for i in range(3)]
+    await first.ts()
+    restarted = owned("w1")
+    await restarted.start()  # its own backlog is empty; the peer's is not its business
+    await restarted.flush()
+    assert sum(markers(slack).values()) == 1
+    await peer.close(drain=False)  # the peer dies with its backlog saved
+    assert await restarted.take_over(["w2"]) == len(queued)
+    await restarted.flush()
+    assert sorted(markers(slack).values()) == [1] * (1 + len(queued))  # each post exactly once
+    assert await restarted.take_over(["w2"]) == 0  # nothing is taken twice
+    await restarted.close()
+    assert [r.status for r in await OutboxStore(engine).rows()] == ["sent"] * (1 + len(queued))

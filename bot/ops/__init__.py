@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bot.ops.logs import RedactFilter, bind_request, bind_run, configure_logging
+    from bot.ops.logs import RedactFilter, bind_request, bind_run, bound_request, configure_logging
     from bot.ops.metrics import CONTENT_TYPE, Metrics, observer, subscribe_all
     from bot.ops.retention import PruneReport, prune, retention_loop
 
@@ -21,6 +21,7 @@ _MODULES = {
     "RedactFilter": "bot.ops.logs",
     "bind_request": "bot.ops.logs",
     "bind_run": "bot.ops.logs",
+    "bound_request": "bot.ops.logs",
     "configure_logging": "bot.ops.logs",
     "observer": "bot.ops.metrics",
     "prune": "bot.ops.retention",
@@ -45,6 +46,7 @@ __all__ = [
     "RedactFilter",
     "bind_request",
     "bind_run",
+    "bound_request",
     "configure_logging",
     "observer",
     "prune",

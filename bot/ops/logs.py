@@ -45,6 +45,11 @@ def bind_request(request_id: str | None) -> contextvars.Token[str | None]:
     return REQUEST_ID.set(request_id)
 
 
+def bound_request() -> str | None:
+    """The request id bound here (to carry it where the context does not go, e.g. an engine step)."""
+    return REQUEST_ID.get()
+
+
 class ContextFilter(logging.Filter):
     """Adds `run_id` and `request_id` from the context to each record ("-" when unset)."""
 

@@ -26,7 +26,7 @@ from approvals import ApprovalService, ConversationRef
 from bot.approval_ui.port import ThreadApprovalPort
 from bot.engine.config import PARKED
 from bot.errors import OutboxError
-from bot.ops import bind_run
+from bot.ops import bind_request, bind_run, bound_request
 from bot.runs.blocks import status_blocks
 from bot.runs.presenter import RunRenderer
 from bot.runs.teams import TeamCatalog, TeamChoice
@@ -85,6 +85,7 @@ class RunRequest:
     response_url: str | None = None  # a slash command's webhook: works where the bot cannot post
     parsed: StartRun | None = None  # what was asked for: a worker resolves the team from it again
     delivery: str | None = None  # Slack's id for the request: the run id derives from it
+    request_id: str | None = None  # the id the request's log records carry (its run's carry it too)
 
     def payload(self) -> dict[str, Any]:
         """Plain data for the engine (pickled into its database: no secrets, so no team config)."""
@@ -99,6 +100,7 @@ class RunRequest:
             "thread_ts": self.thread_ts,
             "context": self.context,
             "response_url": self.response_url,
+            "request_id": self.request_id or bound_request(),
         }
 
     @classmethod
@@ -119,6 +121,7 @@ class RunRequest:
             context=payload.get("context"),
             response_url=payload.get("response_url"),
             parsed=parsed,
+            request_id=payload.get("request_id"),
         )
 
 
@@ -258,7 +261,9 @@ class RunSupervisor:
         return outcome
 
     async def _execute(self, run_id: str, request: RunRequest) -> str:
-        bind_run(run_id)  # this task and the run's tasks log with its id
+        bind_run(run_id)  # this task and the run's tasks log with its id, and the request's
+        if request.request_id is not None:
+            bind_request(request.request_id)
         events = [] if self._run_store is None else await self._run_store.events(run_id)
         if events and events[-1].kind in TERMINAL_KINDS:
             return events[-1].kind  # it ended, and the process died before the engine heard

@@ -82,6 +82,7 @@ DOORS = {
         "RedactFilter",
         "bind_request",
         "bind_run",
+        "bound_request",
         "configure_logging",
         "observer",
         "prune",

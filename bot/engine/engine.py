@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dbos import DBOS, Queue, SetWorkflowID
+from dbos._error import DBOSNonExistentWorkflowError  # dbos is pinned (==3.4.0)
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.engine.config import EngineConfig
@@ -83,9 +84,18 @@ class Engine:
         with SetWorkflowID(run_id):
             await self._queue.enqueue_async(run_workflow, run_id, payload)
 
-    async def wake(self, run_id: str, message: Any = "wake") -> None:
-        """Wake a parked run wherever it is (a decision, a control, expiry)."""
-        await DBOS.send_async(run_id, message, WAKE)
+    async def wake(self, run_id: str, message: Any = "wake") -> bool:
+        """Wake a parked run wherever it is (a decision, a control, expiry); whether it was sent.
+
+        A run the engine never held (one that `massgen-bot run` made, or older than the engine)
+        has nothing to wake: that is not an error.
+        """
+        try:
+            await DBOS.send_async(run_id, message, WAKE)
+        except DBOSNonExistentWorkflowError:
+            log.debug("wake: run %s is not an engine workflow", run_id)
+            return False
+        return True
 
     async def control(self, run_id: str, action: Action, by: str | None) -> None:
         """Cancel or finish a run held by any worker, or parked."""

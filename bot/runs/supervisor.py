@@ -230,9 +230,8 @@ class RunSupervisor:
     async def _wake(self, engine: Engine, run_id: str, message: Any) -> None:
         begun = self._begun.setdefault(run_id, asyncio.Event()) if engine.config.executes else None
         try:
-            await engine.wake(run_id, message)
-            if begun is None:
-                return
+            if not await engine.wake(run_id, message) or begun is None:
+                return  # not an engine run (nothing resumes), or it resumes in another process
             active = self._active.get(run_id)
             if active is not None:  # still parking (or live: then the wake is stale, nothing resumes)
                 await active.done.wait()

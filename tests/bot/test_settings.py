@@ -87,3 +87,15 @@ def test_env_file_gives_the_sdks_their_keys_and_the_environment_wins(
     BotSettings.load(env_file=str(env))
     assert os.environ["OPENAI_API_KEY"] == "sk-from-file"
     assert os.environ["ANTHROPIC_API_KEY"] == "from-the-environment"
+
+
+def test_env_example_names_every_setting() -> None:
+    """`.env.example` lists every variable the bot reads (the README points people at it)."""
+    example = (Path(__file__).parents[2] / ".env.example").read_text()
+    missing = []
+    for name, field in BotSettings.model_fields.items():
+        alias = field.validation_alias
+        names = [alias] if isinstance(alias, str) else [str(c) for c in getattr(alias, "choices", [name])]
+        if not any(n in example for n in names):
+            missing.append(names[0])
+    assert not missing, f".env.example lacks {missing}"

@@ -13,7 +13,7 @@ from bot.runs.history import RunHistory
 from bot.runs.supervisor import ActiveRun, RunRequest, RunSupervisor
 from bot.runs.teams import TeamCatalog, TeamNotFound
 from bot.slack.parse import StartRun
-from orchestrator import AnswerSubmitted
+from orchestrator import AnswerSubmitted, Parked
 
 if TYPE_CHECKING:
     from bot.engine import Action
@@ -157,7 +157,7 @@ class RunUseCases:
         active = await self._controllable(run_id, user)
         if active is None:
             return "Only the requester or an approver can cancel this run."
-        await active.handle.cancel(by=user)
+        await self._stop_here(active, run_id, user, finish=False)
         return f"Cancelling run {code(run_id, 64)}."
 
     async def stop(self, run_id: str, user: str, *, finish: bool) -> str | None:
@@ -170,11 +170,17 @@ class RunUseCases:
         active = await self._controllable(run_id, user)
         if active is None:
             return NOT_ALLOWED
+        await self._stop_here(active, run_id, user, finish=finish)
+        return None
+
+    async def _stop_here(self, active: ActiveRun, run_id: str, user: str, *, finish: bool) -> None:
+        """Stop a run this process holds; one that parked just before is stopped where it waits."""
         if finish:
             await active.handle.finish_now(by=user)
         else:
             await active.handle.cancel(by=user)
-        return None
+        if isinstance(await active.handle.outcome(), Parked):  # the stop came as it parked
+            await self._elsewhere(run_id, user, "finish" if finish else "cancel")
 
     async def answer(self, value: str, channel: str | None) -> Block | None:
         """The full-answer modal for a "Show full" button (`run_id:label`), only in the run's channel."""

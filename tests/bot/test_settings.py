@@ -68,6 +68,8 @@ def test_help_names_exactly_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_env_file_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET"):  # `.env` fills the environment: undone after
+        monkeypatch.delenv(name, raising=False)
     env = tmp_path / ".env"
     env.write_text("SLACK_BOT_TOKEN=xoxb-file\nSLACK_SIGNING_SECRET=from-file\n")
     s = BotSettings.load(env_file=str(env))

@@ -348,6 +348,23 @@ class RunParked(_Event):
     worked_seconds: float = 0.0  # working time of the segment that parked (the timeout counts these)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GrantAdded(_Event):
+    """An approval "for this run" (or "always") takes effect: later actions with these scope keys are allowed.
+
+    Persisted before the grant takes effect, and folded back when the run resumes; the resume
+    accepts it only as far as the approval request it names (approved, this run, this scope, these
+    keys) confirms it, so an edited log cannot widen what was granted.
+    """
+
+    kind: Literal["grant_added"] = "grant_added"
+    agent_id: str  # who asked (the request's agent)
+    request_id: str
+    scope_keys: tuple[str, ...]
+    scope: Literal["run", "always"] = "run"
+    by: str | None = None  # who approved (the audit's actor of the approval)
+
+
 RunEvent = Annotated[
     RunStarted
     | AgentStatus
@@ -372,7 +389,8 @@ RunEvent = Annotated[
     | ToolStarted
     | ToolAwaiting
     | RunConcluded
-    | RunParked,
+    | RunParked
+    | GrantAdded,
     Field(discriminator="kind"),
 ]
 TERMINAL_KINDS = frozenset({"finished", "failed", "cancelled"})

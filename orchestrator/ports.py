@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from orchestrator.events import RunEvent
+from orchestrator.events import GrantAdded, RunEvent
 from orchestrator.llm.base import Message, OutputSchema, StreamItem, ToolCall, ToolSpec, Usage
 from orchestrator.store import RunQuery, RunStatus, RunSummary
 
@@ -86,6 +86,7 @@ class RunContext:
     park: bool = False
     resumed: bool = False  # the run is resumed: its workspaces exist already
     checkpoint: Emit | None = None  # emit and wait until stored (ToolStarted); None: like `emit`
+    grants: tuple[GrantAdded, ...] = ()  # a resumed run's "for this run" grants, as its log has them
 
     async def persist(self, event: RunEvent) -> None:
         """Emit `event` and return once it is stored (what a restart must see before a tool runs)."""

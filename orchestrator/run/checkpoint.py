@@ -4,9 +4,10 @@ A fold over the run's event log (`restore`), pure like the coordination fold. Pe
 it gives back the conversation as it was sent to the model (`ModelCallCompleted` replies,
 `TurnMessage` user messages and tool results), whether a coordination turn was in flight, which
 calls of the last reply have no result yet, which of those had started executing (`ToolStarted`:
-never run again) and which wait on an approval (`ToolAwaiting`). The held-back result of a
-turn's workflow call is derived from the coordination events themselves, so a crash between a
-workflow event and anything after it cannot lose or repeat the turn.
+never run again) and which wait on an approval (`ToolAwaiting`), and the run's "for this run"
+grants (`GrantAdded`, which the gate checks against their approval requests before using them).
+The held-back result of a turn's workflow call is derived from the coordination events
+themselves, so a crash between a workflow event and anything after it cannot lose or repeat it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from orchestrator.events import (
     AnswerSubmitted,
     CheckpointCall,
     CheckpointPhase,
+    GrantAdded,
     ModelCallCompleted,
     RunConcluded,
     RunEvent,
@@ -86,6 +88,7 @@ class Restored:
     concluded: RunFinished | None = None  # the answer stood, the apply-back step had begun
     apply_awaiting: str | None = None  # the apply-back request the run parked on
     worked_seconds: float = 0.0  # working time of the segments that parked
+    grants: list[GrantAdded] = field(default_factory=list)  # "for this run" approvals, unverified
 
     def conversation(self, agent_id: str, phase: CheckpointPhase) -> Conversation | None:
         """The agent's conversation in the phase, if it has one."""
@@ -125,6 +128,8 @@ def restore(events: Iterable[RunEvent]) -> Restored:
                 out.concluded = event.result
             case RunParked():
                 out.worked_seconds += event.worked_seconds
+            case GrantAdded():
+                out.grants.append(event)
             case _:
                 pass
     return out

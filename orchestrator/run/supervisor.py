@@ -516,6 +516,7 @@ class _Run:
                 park=self.park,
                 resumed=self.resumed,
                 checkpoint=self.emitter.checkpoint,
+                grants=tuple(self.restored.grants),
             )
             self.tools = await tools(ctx)
         if self.preset_stop is not None:  # ending a parked run: no agent runs again

@@ -6,25 +6,39 @@ audits and a human answers, while the other agents keep working (only this call 
 request binds the digest of the exact validated input; the gate refuses an approval whose digest
 differs. Side-effect actions (push, publish, post) are deferred during coordination and allowed
 only in the final phase, for one agent per run: N agents never push N times.
+
+An approval "for this run" becomes a `GrantAdded` run event, stored before the grant takes effect;
+the request itself records the scope keys it would grant (`SCOPE_KEYS` in its context). A resumed
+run takes a stored grant back only when its request confirms it (approved for this run or always,
+by the same person, for this run and agent, and every key among those the request recorded): a
+grant never widens, and a grant event the request does not confirm changes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from approvals import ApprovalRequest, Approvers, Ask, AuditEntry, ConversationRef, Outcome
 from approvals.permissions import Action, Decision
 from orchestrator.errors import ToolParked
-from orchestrator.events import AgentState, AgentStatus, ToolApprovalRequested, ToolApprovalResolved
+from orchestrator.events import (
+    AgentState,
+    AgentStatus,
+    GrantAdded,
+    ToolApprovalRequested,
+    ToolApprovalResolved,
+)
 from orchestrator.ports import ApprovalPort, Emit, Evaluator, ToolPhase
 
 log = logging.getLogger(__name__)
 
+SCOPE_KEYS = "scope_keys"  # the ask's context entry: the JSON list of keys a "run" approval grants
 JUDGE_TIMEOUT_S = 2.0  # a verdict slower than this is a deny: the engine is pure and takes milliseconds
 _ENGINE_LOCK = threading.Lock()
 
@@ -57,6 +71,7 @@ class RunGrants:
 
     keys: set[str] = field(default_factory=set)
     side_effect_agent: str | None = None  # the one agent allowed side effects in the final phase
+    requests: set[str] = field(default_factory=set)  # the approval requests the keys came from
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,6 +99,7 @@ class PermissionGate:
         approvers: Approvers,
         timeout: timedelta,
         emit: Emit,
+        checkpoint: Emit | None = None,
         grants: RunGrants | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         conversation: ConversationRef | None = None,
@@ -99,6 +115,7 @@ class PermissionGate:
         self._approvers = approvers
         self._timeout = timeout
         self._emit = emit
+        self._checkpoint = checkpoint or emit  # a grant is stored before it takes effect
         self._asking: dict[frozenset[str], asyncio.Future[None]] = {}  # asks in flight, by scope keys
         self._parked: dict[frozenset[str], str] = {}  # park mode: open request ids, by scope keys
         self._now = now
@@ -219,7 +236,14 @@ class PermissionGate:
 
     async def _ask(self, engine: Evaluator, call: GateCall, decision: Decision) -> GateResult:
         action = call.request_action or call.actions[0]
-        context = {"run_id": self.run_id, "agent_id": call.agent_id, "tool": call.tool, **call.context}
+        keys = json.dumps(sorted({engine.scope_key(a) for a in call.actions}))
+        context = {
+            "run_id": self.run_id,
+            "agent_id": call.agent_id,
+            "tool": call.tool,
+            **call.context,
+            SCOPE_KEYS: keys,  # what a "run" approval of this request may grant, and nothing more
+        }
         ask = Ask(
             run_id=self.run_id,
             agent_id=call.agent_id,
@@ -248,7 +272,7 @@ class PermissionGate:
         finally:
             await self._emit(self._working(call))
         await self._emit(_resolved_event(call.agent_id, final))
-        return self._after_wait(engine, call, decision, final)
+        return await self._after_wait(engine, call, decision, final)
 
     @staticmethod
     def _working(call: GateCall) -> AgentStatus:
@@ -266,7 +290,9 @@ class PermissionGate:
             if request.status == "pending" and self.park:
                 raise ToolParked(request_id)
             if request.status == "pending":
-                await self.approvals.wait(request_id)
+                request = await self.approvals.wait(request_id)
+            # A "run" approval of that ask frees this identical call too, whichever agent resumes first.
+            await self._take_grant(request, _keys(engine, call))
             return await self.check(engine, call)
         if request.status == "pending":
             if self.park and self._now() < request.expires_at:
@@ -281,9 +307,9 @@ class PermissionGate:
         decision = await self._judge(engine, call)
         if decision.resolved == "deny":  # the policy now denies it: an old approval does not override
             return await self._finish(call, decision, False, decision.reason)
-        return self._after_wait(engine, call, decision, request)
+        return await self._after_wait(engine, call, decision, request)
 
-    def _after_wait(
+    async def _after_wait(
         self, engine: Evaluator, call: GateCall, decision: Decision, final: ApprovalRequest
     ) -> GateResult:
         # The service audited the human decision; here only the binding and the run grant remain.
@@ -293,10 +319,81 @@ class PermissionGate:
         if final.digest != call.digest:  # approved something else: never run it (pitfall 18)
             reason = "denied: the approval does not match this exact call"
             return GateResult(allowed=False, reason=reason, decision=decision, request=final)
-        if final.decision_scope in ("run", "always"):
-            self.grants.keys.update(engine.scope_key(a) for a in call.actions)
+        await self._take_grant(final, _keys(engine, call))
         by = f" by {final.decided_by}" if final.decided_by else ""
         return GateResult(allowed=True, reason=f"approved{by}", decision=decision, request=final)
+
+    async def restore_grants(self, grants: Iterable[GrantAdded]) -> int:
+        """Take back a resumed run's stored grants, each only as far as its request confirms it.
+
+        Returns how many were taken. A grant its request does not confirm is logged and ignored:
+        the actions it names are asked again (fail closed).
+        """
+        taken = 0
+        for event in grants:
+            request = await self.approvals.get(event.request_id)
+            why = _unconfirmed(self.run_id, event, request)
+            if why is not None:
+                log.warning("run %s: ignoring grant of request %s: %s", self.run_id, event.request_id, why)
+                continue
+            self.grants.keys.update(event.scope_keys)
+            self.grants.requests.add(event.request_id)
+            taken += 1
+        return taken
+
+    async def _take_grant(self, request: ApprovalRequest, keys: tuple[str, ...]) -> None:
+        """Grant `keys` for the rest of the run when `request` was approved "for this run" (or always).
+
+        The grant is stored first (`GrantAdded`); if it cannot be stored it does not take effect.
+        """
+        if request.status != "approved" or request.decision_scope not in ("run", "always"):
+            return
+        if request.id in self.grants.requests and set(keys) <= self.grants.keys:
+            return  # already granted (restored, or taken by the other agent of an identical ask)
+        event = GrantAdded(
+            agent_id=request.agent_id,
+            request_id=request.id,
+            scope_keys=keys,
+            scope="always" if request.decision_scope == "always" else "run",
+            by=request.decided_by,
+        )
+        why = _unconfirmed(self.run_id, event, request)
+        if why is not None:
+            log.warning("run %s: not granting request %s: %s", self.run_id, request.id, why)
+            return
+        self.grants.requests.add(request.id)  # before the await: a concurrent taker does not repeat it
+        try:
+            await self._checkpoint(event)
+        except Exception:  # not stored, not granted: the next such action asks again
+            self.grants.requests.discard(request.id)
+            log.exception("run %s: the grant of request %s could not be stored", self.run_id, request.id)
+            return
+        self.grants.keys.update(keys)
+
+
+def _keys(engine: Evaluator, call: GateCall) -> tuple[str, ...]:
+    return tuple(sorted({engine.scope_key(a) for a in call.actions}))
+
+
+def _unconfirmed(run_id: str, grant: GrantAdded, request: ApprovalRequest | None) -> str | None:
+    """Why `request` does not confirm `grant` (None: it does)."""
+    if request is None:
+        return "no such approval request"
+    if request.run_id != run_id or request.agent_id != grant.agent_id:
+        return "the request belongs to another run or agent"
+    if request.status != "approved" or request.decision_scope not in ("run", "always"):
+        return "the request was not approved for this run"
+    if grant.scope != request.decision_scope or grant.by != request.decided_by:
+        return "the grant does not match the request's decision"
+    try:
+        recorded = json.loads(request.context.get(SCOPE_KEYS, "[]"))
+    except ValueError:
+        return "the request's scope keys are unreadable"
+    if not isinstance(recorded, list) or not all(isinstance(k, str) for k in recorded):
+        return "the request's scope keys are unreadable"
+    if not grant.scope_keys or not set(grant.scope_keys) <= set(recorded):
+        return "the grant names scope keys the request does not"
+    return None
 
 
 def _evaluate(engine: Evaluator, actions: tuple[Action, ...], grants: frozenset[str]) -> Decision:

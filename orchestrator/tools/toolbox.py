@@ -98,9 +98,12 @@ async def build_run_tools(
         approvers=approvers_of(team.approvals),
         timeout=timedelta(seconds=team.approvals.timeout_seconds),
         emit=ctx.emit,
+        checkpoint=ctx.persist,
         conversation=ctx.conversation,
         park=ctx.park,
     )
+    # A resumed run's "for this run" approvals, each as far as its approval request confirms it.
+    await gate.restore_grants(ctx.grants)
     engines = {
         agent_id: engine_factory(
             PermissionConfig(

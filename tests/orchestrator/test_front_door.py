@@ -27,6 +27,7 @@ DOORS = {
         "ConsensusReached",
         "CoordinationState",
         "FinalDelta",
+        "GrantAdded",
         "InMemoryRunStore",
         "ModelCallCompleted",
         "ModelClient",

@@ -6,7 +6,9 @@ MODE `start`: SCENARIO names the point where the child stops making progress; it
 stdout (`at <point>`) for the test to `kill -9` it. `model_call`: a0's first reply is stored, its
 tool not started. `tool_started`: a0's tool is stored as started (the tool runs; nothing after it
 is stored). `parked`: a0's command asks and the run parks on the approval. MODE `resume`: the
-child runs the run to its end and prints `ended <terminal kind>`. The hold is deterministic: the
+child runs the run to its end and prints `ended <terminal kind>`. SCENARIO `grant@POINT` (either
+mode): both `command` and `other_command` ask, and the child holds at POINT (`model_call`,
+`none`); a park is always held. The hold is deterministic: the
 child's subscriber blocks the event delivery, and the runner waits for the store before every
 later step, so nothing after the held point happens.
 """
@@ -60,6 +62,11 @@ def command(side: Path) -> str:
     return f"echo ran >> {side}"
 
 
+def other_command(side: Path) -> str:
+    """A second command, with another scope key than `command`."""
+    return f"echo other >> {side}.other"
+
+
 def held(point: str) -> bool:
     return point in {"model_call", "tool_started"}
 
@@ -79,6 +86,9 @@ async def main(mode: str, db: str, root: str, side: str, base_url: str, scenario
     forever = asyncio.Event()
     asks = {command(Path(side)): ASK} if scenario == "parked" else {}
     point = scenario if mode == "start" else "none"
+    if scenario.startswith("grant@"):
+        asks = {command(Path(side)): ASK, other_command(Path(side)): ASK}
+        point = scenario.removeprefix("grant@")
 
     async def tools(ctx: RunContext) -> RunTools:
         def engine_factory(_config: PermissionConfig) -> ScriptedEngine:

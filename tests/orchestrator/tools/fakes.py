@@ -14,7 +14,7 @@ from approvals.permissions.decisions import Decision
 from approvals.service import ApprovalService
 from approvals.testing import InMemoryApprovalStore, InMemoryAuditLog
 from orchestrator.events import RunEvent
-from orchestrator.ports import ApprovalPort
+from orchestrator.ports import ApprovalPort, Emit
 from orchestrator.tools.gate import PermissionGate
 
 ALLOW = Decision(verdict="allow", resolved="allow", risk="low", layer="risk", reason="low risk")
@@ -74,6 +74,7 @@ class Harness:
         timeout: timedelta = timedelta(minutes=5),
         approvals: ApprovalPort | None = None,
         judge_timeout: float = 2.0,
+        checkpoint: Emit | None = None,
     ) -> PermissionGate:
         return PermissionGate(
             run_id="run1",
@@ -82,6 +83,7 @@ class Harness:
             approvers=self.approvers,
             timeout=timeout,
             emit=self.emit,
+            checkpoint=checkpoint,
             judge_timeout=judge_timeout,
         )
 

@@ -318,6 +318,7 @@ async def test_fetch_url_asks_then_fetches_exactly_the_approved_url(
         "agent_id": "alpha",
         "tool": "fetch_url",
         "input": json.dumps({"url": f"{http_server}/hello"}),
+        "scope_keys": json.dumps([f"fetch({http_server}/hello)"]),  # what "for this run" would grant
     }
     await harness.service.decide(request.id, APPROVER, approve=True)
     outcome = await asyncio.wait_for(waiting, timeout=10)

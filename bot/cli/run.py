@@ -1,8 +1,16 @@
 """`massgen-bot run`: run a team on one task in the terminal, answering approvals at the prompt.
 
+The run goes as in the bot: in park mode, through `orchestrator.RunDriver`. An ask opens an
+approval request and the run parks once nothing can progress without it; the prompt here (or
+`massgen-bot approvals approve` in another terminal, or the file handshake) decides, and the
+decision resumes the run by id. Everything is in the database, so a run interrupted (Ctrl-C) or
+killed goes on with `massgen-bot run --resume RUN_ID`: completed model calls are not made again,
+an approved action runs once, and a pending approval is asked again at the prompt.
+
 Exit codes: 0 done, 1 config or usage error (before the run starts), 2 run failed, 3 salvaged
-(timeout, budget, max_rounds: an answer without consensus), 4 cancelled (Ctrl-C). Imports stay
-inside functions so the first model request goes out quickly (`make bench` measures it).
+(timeout, budget, max_rounds: an answer without consensus), 4 cancelled, 5 interrupted (Ctrl-C:
+the run is kept for `--resume`). Imports stay inside functions so the first model request goes
+out quickly (`make bench` measures it).
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ if TYPE_CHECKING:
     from bot.wiring import Storage
     from orchestrator import RunCancelled, RunFailed, RunFinished, TeamConfig
 
-EXIT_DONE, EXIT_CONFIG, EXIT_FAILED, EXIT_SALVAGED, EXIT_CANCELLED = 0, 1, 2, 3, 4
+EXIT_DONE, EXIT_CONFIG, EXIT_FAILED, EXIT_SALVAGED, EXIT_CANCELLED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5
 ENV_FILE = ".env"
 
 
@@ -45,6 +53,12 @@ def register(subparsers: Any) -> None:
         default=None,
         help="database for the run and its approvals (default $DATABASE_URL, else the bot's SQLite file)",
     )
+    parser.add_argument(
+        "--resume",
+        default=None,
+        metavar="RUN_ID",
+        help="continue a run that was interrupted or killed (no task; the same --team and database)",
+    )
     parser.set_defaults(func=run_command)
 
 
@@ -60,7 +74,9 @@ def run_command(args: argparse.Namespace) -> int:
         from bot.settings import load_env_file
 
         load_env_file(ENV_FILE)
-        task = read_task(args.task, args.task_file)
+        task = None if args.resume is not None else read_task(args.task, args.task_file)
+        if args.resume is not None and (args.task or args.task_file is not None):
+            raise UsageError("--resume continues a stored run: give no task")
         settings = _settings(args.database_url)
         team, team_name = _team(args.team or settings.team_file)
     except UsageError as exc:
@@ -153,7 +169,7 @@ async def _open_storage(settings: BotSettings) -> Storage:
 
 
 async def _main(
-    args: argparse.Namespace, settings: BotSettings, team: TeamConfig, task: str, team_name: str
+    args: argparse.Namespace, settings: BotSettings, team: TeamConfig, task: str | None, team_name: str
 ) -> int:
     import getpass
 
@@ -169,48 +185,117 @@ async def _main(
         print(f"massgen-bot run: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        return await _run(args, storage, _terminal_approver(team, user), task, team_name, user)
+        workspaces = _workspace_root(settings)
+        return await _run(args, storage, _terminal_approver(team, user), task, team_name, user, workspaces)
+    except UsageError as exc:
+        print(f"massgen-bot run: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     finally:
         await storage.close()
 
 
 async def _run(
-    args: argparse.Namespace, storage: Storage, team: TeamConfig, task: str, team_name: str, user: str
+    args: argparse.Namespace,
+    storage: Storage,
+    team: TeamConfig,
+    task: str | None,
+    team_name: str,
+    user: str,
+    workspaces: Path,
 ) -> int:
     import asyncio
+    import secrets
     import signal
 
     from bot.cli.run_view import JsonView, LiveView, TerminalApprover
-    from orchestrator import start_run
+    from orchestrator import RunDriver, RunHandle, RunNotResumable
 
     service = storage.approvals
     view = JsonView() if args.json else LiveView()
+    run_id = args.resume or f"run-{secrets.token_hex(6)}"
+    if args.resume is not None:  # before anything runs: a run that cannot go on is one line, exit 1
+        view.replay(await _resumable(storage, run_id))
     # The task read from stdin used it up: nobody is left to answer there, so asks are denied.
     interactive = sys.stdin.isatty() and not _task_from_stdin(args)
     approver = TerminalApprover(service, user, view, interactive=interactive)
     service.subscribe(approver.on_event)
-    handle = await start_run(
+    started: list[RunHandle] = []
+
+    def on_handle(handle: RunHandle) -> None:  # each segment of the run (it parks and resumes)
+        if not started:
+            view.start(handle)
+        started.append(handle)
+
+    driver = RunDriver(
         team,
-        task,
-        tools=_tools_factory(service),
+        approvals=service,
         store=storage.run_store,
-        requester=user,
+        tools=_tools_factory(service, workspaces),
         subscribers=[view.on_event],
-        team_name=team_name,
+        on_handle=on_handle,
     )
-    print(f"run {handle.run_id} (later: massgen-bot audit --run {handle.run_id})", file=sys.stderr)
+    print(f"run {run_id} (later: massgen-bot audit --run {run_id})", file=sys.stderr)
+    if args.resume is not None:
+        driving = asyncio.ensure_future(driver.resume(run_id))
+        approver.ask(await service.pending(run_id=run_id))  # asked before the restart, still open
+    else:
+        driving = asyncio.ensure_future(
+            driver.start(task or "", run_id=run_id, requester=user, team_name=team_name)
+        )
     loop = asyncio.get_running_loop()
-    stopping: set[asyncio.Task[None]] = set()
-    loop.add_signal_handler(signal.SIGINT, lambda: stopping.add(loop.create_task(handle.cancel(by=user))))
-    view.start(handle)
+    interrupted = asyncio.Event()
+    loop.add_signal_handler(signal.SIGINT, interrupted.set)
+    stop = asyncio.ensure_future(interrupted.wait())
     try:
-        terminal = await handle.wait()
+        await asyncio.wait({driving, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if not driving.done():
+            _interrupted(args, view, run_id)
+        terminal = driving.result()
+    except RunNotResumable as exc:  # e.g. `--resume` with another team than the run was started with
+        raise UsageError(f"cannot resume: {exc}") from None
     finally:
         loop.remove_signal_handler(signal.SIGINT)
+        stop.cancel()
         await approver.close()
-        await asyncio.gather(*stopping)
     view.finish(terminal)
     return exit_code(terminal)
+
+
+async def _resumable(storage: Storage, run_id: str) -> list[Any]:
+    """The stored events of a run that `--resume` can continue; else a `UsageError` saying why not."""
+    from orchestrator import TERMINAL_KINDS
+
+    events = await storage.run_store.events(run_id)
+    if not events:
+        raise UsageError(f"no run {run_id} in this database")
+    if events[-1].kind in TERMINAL_KINDS:
+        raise UsageError(f"run {run_id} already ended ({events[-1].kind}); nothing to resume")
+    return list(events)
+
+
+def _interrupted(args: argparse.Namespace, view: Any, run_id: str) -> None:
+    """Ctrl-C: leave the run exactly as a kill would (it is all in the database), say how to go on."""
+    view.pause()
+    again = f"massgen-bot run --resume {run_id}"
+    if args.team is not None:
+        again += f" --team {args.team}"
+    same_db = " (with the same --database-url)" if args.database_url is not None else ""
+    print(
+        f"interrupted: run {run_id} is kept; continue it with `{again}`{same_db}, "
+        f"or see it with `massgen-bot audit --run {run_id}`",
+        file=sys.stderr,
+    )
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # No cancellation: cancelling the run's tasks would end it (RunCancelled) instead of keeping it.
+    os._exit(EXIT_INTERRUPTED)
+
+
+def _workspace_root(settings: BotSettings) -> Path:
+    """Where the agents' workspaces live: under the state folder, so a resumed run finds them."""
+    from bot.engine.config import state_folder
+
+    return state_folder(settings) / "workspaces"
 
 
 def _task_from_stdin(args: argparse.Namespace) -> bool:
@@ -225,12 +310,12 @@ def _terminal_approver(team: TeamConfig, user: str) -> TeamConfig:
     return team.model_copy(update={"approvals": approvals})
 
 
-def _tools_factory(service: Any) -> Any:
+def _tools_factory(service: Any, root: Path) -> Any:
     """`build_run_tools` bound to the approval service (the real tools, sandbox and permission gate)."""
 
     async def factory(ctx: Any) -> Any:
         from orchestrator import build_run_tools
 
-        return await build_run_tools(ctx, approvals=service)
+        return await build_run_tools(ctx, approvals=service, root=root)
 
     return factory

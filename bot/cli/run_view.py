@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import sys
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -46,6 +47,7 @@ class View(Protocol):
     def console(self) -> Console: ...
 
     def on_event(self, event: RunEvent) -> None: ...
+    def replay(self, events: Iterable[RunEvent]) -> None: ...
     def start(self, handle: RunHandle) -> None: ...
     def pause(self) -> None: ...
     def resume(self) -> None: ...
@@ -64,6 +66,10 @@ class JsonView:
     def on_event(self, event: RunEvent) -> None:
         sys.stdout.write(to_line(event) + "\n")
         sys.stdout.flush()
+
+    def replay(self, events: Iterable[RunEvent]) -> None:
+        """A resumed run's earlier events were streamed by the process that ran them: none again."""
+        return None
 
     def start(self, handle: RunHandle) -> None:
         return None
@@ -101,6 +107,11 @@ class LiveView:
             lines = progress_lines(before, self.view) + lines
         for line in lines:
             self._console.print(line, soft_wrap=True)  # one line per change, however narrow the screen
+
+    def replay(self, events: Iterable[RunEvent]) -> None:
+        """A resumed run: fold its stored events into the cards, without saying them again."""
+        for event in events:
+            self.view = self.view.apply(event)
 
     @property
     def console(self) -> Console:
@@ -274,7 +285,12 @@ class TerminalApprover:
     def on_event(self, event: Any) -> None:
         """ApprovalService subscriber: ask about each new request in its own task."""
         if getattr(event, "kind", None) == "approval_requested":
-            task = asyncio.get_running_loop().create_task(self._decide(event.request))
+            self.ask([event.request])
+
+    def ask(self, requests: Iterable[ApprovalRequest]) -> None:
+        """Ask about each request (e.g. those a resumed run still waits for), one at a time."""
+        for request in requests:
+            task = asyncio.get_running_loop().create_task(self._decide(request))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
@@ -289,12 +305,40 @@ class TerminalApprover:
             await self._service.decide(request.id, self._principal, approve=False, reason=NO_TERMINAL)
             return
         async with self._lock:
+            current = await self._service.get(request.id)
+            if current is None or current.terminal:  # decided elsewhere while another question was open
+                return
             self._view.pause()
             try:
-                scope, approve = await self._ask(request)
+                answer = await self._ask_unless_decided(request)
             finally:
                 self._view.resume()
-        await self._service.decide(request.id, self._principal, approve=approve, scope=scope)  # type: ignore[arg-type]
+        if answer is not None:
+            scope, approve = answer
+            await self._service.decide(request.id, self._principal, approve=approve, scope=scope)  # type: ignore[arg-type]
+
+    async def _ask_unless_decided(self, request: ApprovalRequest) -> tuple[str, bool] | None:
+        """The answer typed here, or None when the request was decided elsewhere first.
+
+        Another terminal (`massgen-bot approvals approve`), the file handshake or the expiry may
+        answer while the prompt waits: the prompt then gives way and says so.
+        """
+        asking = asyncio.ensure_future(self._ask(request))
+        decided = asyncio.ensure_future(self._service.wait(request.id))
+        try:
+            await asyncio.wait({asking, decided}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (asking, decided):
+                task.cancel()
+            await asyncio.gather(asking, decided, return_exceptions=True)
+        if asking.done() and not asking.cancelled() and asking.exception() is None:
+            return asking.result()
+        if decided.done() and not decided.cancelled() and decided.exception() is None:
+            final = decided.result()
+            by = f" by {final.decided_by}" if final.decided_by else ""
+            said = f"\n{request.id}: {final.status}{by} elsewhere"
+            self._view.console.print(said, markup=False, highlight=False)
+        return None
 
     async def _ask(self, request: ApprovalRequest) -> tuple[str, bool]:
         from rich.panel import Panel

@@ -245,16 +245,6 @@ async def test_budget_salvage_exits_3(tmp_path: Path) -> None:
     assert usage[-1]["run_cost_usd"] >= 0.5
 
 
-async def test_ctrl_c_cancels_and_exits_4(tmp_path: Path) -> None:
-    async with ProviderServer(lambda request: Reply(hang=True)) as server:
-        team = team_file(tmp_path, server, both_sdks=False)
-        code, out, _ = await massgen_bot(
-            "--json", "--team", str(team), "task", server=server, wait_requests=2, interrupt=True
-        )
-    assert code == 4
-    assert json.loads(out.splitlines()[-1])["kind"] == "cancelled"
-
-
 @pytest.mark.parametrize(
     ("terminal", "code"),
     [

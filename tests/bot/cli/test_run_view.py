@@ -195,3 +195,18 @@ def test_without_a_terminal_each_change_is_one_plain_line_and_prompts_go_to_stde
         "agent3 (gamma) votes for agent1.1",
         "agent2 (beta) · failed (exit code 2) · command(make)",
     ]
+
+
+def test_a_resumed_run_folds_its_stored_events_without_saying_them_again() -> None:
+    out = io.StringIO()
+    events = busy_view_events()
+    view = LiveView(Console(file=out, width=80))
+    view.replay(events[:3])  # what the killed process had shown: the start and alpha's answer
+    assert out.getvalue() == ""
+    for event in events[3:]:  # the resumed run's new events: only their changes are said
+        view.on_event(event)
+    assert out.getvalue().splitlines() == ["agent3 (gamma) votes for agent1.1"]
+    fresh = LiveView(Console(file=io.StringIO(), width=80))
+    for event in events:
+        fresh.on_event(event)
+    assert view.view == fresh.view  # the cards are where an unbroken run would have them

@@ -348,6 +348,19 @@ class RunParked(_Event):
     worked_seconds: float = 0.0  # working time of the segment that parked (the timeout counts these)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkspaceRebuilt(_Event):
+    """A resumed run could not get an agent's workspace back: it was rebuilt from the source.
+
+    Over the snapshot limit, a stored manifest refused as unsafe, or none stored: the files the
+    agent made before are gone, and `reason` says why.
+    """
+
+    kind: Literal["workspace_rebuilt"] = "workspace_rebuilt"
+    agent_id: str
+    reason: str
+
+
 RunEvent = Annotated[
     RunStarted
     | AgentStatus
@@ -372,7 +385,8 @@ RunEvent = Annotated[
     | ToolStarted
     | ToolAwaiting
     | RunConcluded
-    | RunParked,
+    | RunParked
+    | WorkspaceRebuilt,
     Field(discriminator="kind"),
 ]
 TERMINAL_KINDS = frozenset({"finished", "failed", "cancelled"})

@@ -68,6 +68,10 @@ class BotSettings(BaseSettings):
     retention_days: float = Field(default=30.0, ge=0, validation_alias="MASSGEN_RETENTION_DAYS")
     # Seconds between two retention sweeps.
     retention_interval: float = Field(default=3600.0, gt=0, validation_alias="MASSGEN_RETENTION_INTERVAL")
+    # Workspace snapshots in the database (a run taken over on another machine gets its files back):
+    # at most this many MB per run, and per file; over either, a takeover rebuilds from the source.
+    snapshot_mb: float = Field(default=256.0, gt=0, validation_alias="MASSGEN_SNAPSHOT_MB")
+    snapshot_file_mb: float = Field(default=32.0, gt=0, validation_alias="MASSGEN_SNAPSHOT_FILE_MB")
 
     # The engine (issue 11): which part of the work this process does (`all`: the embedded default,
     # one process; `frontend`: Slack ingress only; `worker`: executes runs), and who it is.

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from bot.runs import RunHistory, RunUseCases, SharedModels, ToolsBuilder
     from bot.slack import Outbox
     from bot.tasks import TaskSupervisor
-    from orchestrator import RunContext, RunEvent, RunTools, TeamConfig
+    from orchestrator import RunContext, RunEvent, RunTools, SnapshotLimits, TeamConfig, WorkspaceStore
 
 log = logging.getLogger(__name__)
 
@@ -150,16 +150,25 @@ def make_client(settings: BotSettings) -> AsyncWebClient:
     return client
 
 
-def default_tools(workspace_root: Path | None = None) -> ToolsBuilder:
+def default_tools(
+    workspace_root: Path | None = None,
+    snapshots: WorkspaceStore | None = None,
+    limits: SnapshotLimits | None = None,
+) -> ToolsBuilder:
     """Real tools (files, shell in the sandbox, fetch) behind the permission gate.
 
     Agents' workspaces live under `workspace_root` (`MASSGEN_STATE_DIR/workspaces`), else in a
-    temporary directory; each run's folder is removed when the run ends.
+    temporary directory; each run's folder is removed when the run ends. With `snapshots` they are
+    checkpointed into the database, so a run taken over on another machine finds its files.
     """
-    from orchestrator import build_run_tools
+    from orchestrator import SnapshotLimits, build_run_tools
+
+    bounds = limits or SnapshotLimits()
 
     async def build(ctx: RunContext, port: ThreadApprovalPort) -> RunTools:
-        tools: RunTools = await build_run_tools(ctx, approvals=port, root=workspace_root)
+        tools: RunTools = await build_run_tools(
+            ctx, approvals=port, root=workspace_root, snapshots=snapshots, limits=bounds
+        )
         return tools
 
     return build
@@ -202,10 +211,23 @@ def _async(call: Callable[[str, Any], None]) -> Callable[[str, Any], Awaitable[N
 
 
 def _tools(
-    choice: ToolsBuilder | Literal["real", "none"], state_dir: Path | None = None
+    choice: ToolsBuilder | Literal["real", "none"],
+    state_dir: Path | None = None,
+    *,
+    engine: AsyncEngine | None = None,
+    settings: BotSettings | None = None,
 ) -> ToolsBuilder | None:
     if choice == "real":
-        return default_tools(None if state_dir is None else state_dir / "workspaces")
+        from orchestrator import SnapshotLimits, SqlWorkspaceStore
+
+        mb = 1024 * 1024
+        limits = None
+        if settings is not None:
+            limits = SnapshotLimits(
+                run_bytes=int(settings.snapshot_mb * mb), file_bytes=int(settings.snapshot_file_mb * mb)
+            )
+        store = None if engine is None else SqlWorkspaceStore(engine)
+        return default_tools(None if state_dir is None else state_dir / "workspaces", store, limits)
     return None if choice == "none" else choice
 
 
@@ -341,7 +363,7 @@ async def build_services(
         approvals=db.approvals,
         run_store=db.run_store,
         # Workspaces outlive the process (a parked or crashed run resumes in them): under the state folder.
-        tools=_tools(tools, state_folder(settings)),
+        tools=_tools(tools, state_folder(settings), engine=db.engine, settings=settings),
         clock=clock,
         observe=observer(metrics, observe),
         broadcast_final=settings.broadcast_final,

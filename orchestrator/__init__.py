@@ -63,17 +63,22 @@ from orchestrator.events import (
     UsageUpdated,
     VoteCast,
     VoteIgnored,
+    WorkspaceRebuilt,
     to_line,
 )
 from orchestrator.ports import (
     AgentToolbox,
+    ManifestEntry,
     ModelClient,
     RunContext,
     RunStore,
     RunTools,
     RunToolsFactory,
+    SpaceManifest,
+    SpaceUpdate,
     ToolOutcome,
     ToolPhase,
+    WorkspaceStore,
 )
 from orchestrator.run import (
     ActionResult,
@@ -102,21 +107,26 @@ if TYPE_CHECKING:
     from orchestrator.llm.stats import ProviderStats, provider_stats
     from orchestrator.llm.warmup import warm_up
     from orchestrator.sql import SqlRunStore, create_run_schema, run_metadata
-    from orchestrator.tools import build_run_tools, sandbox_status
+    from orchestrator.tools import SnapshotLimits, build_run_tools, sandbox_status
+    from orchestrator.workspace_sql import SqlWorkspaceStore, prune_unused_blobs, workspace_metadata
 
 # name -> module, imported on first access (PEP 562): SQLAlchemy, tree-sitter and httpx stay unloaded
 # until a command needs them.
 _LAZY = {
     "ProviderStats": "orchestrator.llm.stats",
+    "SnapshotLimits": "orchestrator.tools",
     "SqlRunStore": "orchestrator.sql",
+    "SqlWorkspaceStore": "orchestrator.workspace_sql",
     "after_sdk_loads": "orchestrator.llm.deferred",
     "build_run_tools": "orchestrator.tools",
     "create_run_schema": "orchestrator.sql",
     "preload_sdks": "orchestrator.llm.factory",
     "provider_stats": "orchestrator.llm.stats",
+    "prune_unused_blobs": "orchestrator.workspace_sql",
     "run_metadata": "orchestrator.sql",
     "sandbox_status": "orchestrator.tools",
     "warm_up": "orchestrator.llm.warmup",
+    "workspace_metadata": "orchestrator.workspace_sql",
 }
 
 
@@ -148,6 +158,7 @@ __all__ = [
     "FinalDelta",
     "GrantAdded",
     "InMemoryRunStore",
+    "ManifestEntry",
     "ModelCallCompleted",
     "ModelClient",
     "ModelFactory",
@@ -180,7 +191,11 @@ __all__ = [
     "RunToolsFactory",
     "RunView",
     "SandboxUnavailable",
+    "SnapshotLimits",
+    "SpaceManifest",
+    "SpaceUpdate",
     "SqlRunStore",
+    "SqlWorkspaceStore",
     "TeamConfig",
     "TeamConfigError",
     "TextDelta",
@@ -198,6 +213,8 @@ __all__ = [
     "VoteCast",
     "VoteIgnored",
     "WorkspaceError",
+    "WorkspaceRebuilt",
+    "WorkspaceStore",
     "after_sdk_loads",
     "build_run_tools",
     "create_run_schema",
@@ -210,6 +227,7 @@ __all__ = [
     "parse_team",
     "preload_sdks",
     "provider_stats",
+    "prune_unused_blobs",
     "rebuild_state",
     "resume_run",
     "run_metadata",
@@ -218,4 +236,5 @@ __all__ = [
     "stop_parked_run",
     "to_line",
     "warm_up",
+    "workspace_metadata",
 ]

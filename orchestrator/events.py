@@ -365,6 +365,19 @@ class GrantAdded(_Event):
     by: str | None = None  # who approved (the audit's actor of the approval)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkspaceRebuilt(_Event):
+    """A resumed run could not get an agent's workspace back: it was rebuilt from the source.
+
+    Over the snapshot limit, a stored manifest refused as unsafe, or none stored: the files the
+    agent made before are gone, and `reason` says why.
+    """
+
+    kind: Literal["workspace_rebuilt"] = "workspace_rebuilt"
+    agent_id: str
+    reason: str
+
+
 RunEvent = Annotated[
     RunStarted
     | AgentStatus
@@ -390,7 +403,8 @@ RunEvent = Annotated[
     | ToolAwaiting
     | RunConcluded
     | RunParked
-    | GrantAdded,
+    | GrantAdded
+    | WorkspaceRebuilt,
     Field(discriminator="kind"),
 ]
 TERMINAL_KINDS = frozenset({"finished", "failed", "cancelled"})

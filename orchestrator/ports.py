@@ -8,7 +8,7 @@ ability: a method a consumer needs is on the port, and every adapter has it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -138,6 +138,74 @@ class RunTools(Protocol):
 
 
 RunToolsFactory = Callable[[RunContext], Awaitable[RunTools]]
+
+
+# ---- workspace snapshots -------------------------------------------------------------------------
+
+ManifestKind = Literal["file", "link", "dir", "gone"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ManifestEntry:
+    """One path of a workspace snapshot; `gone`: removed from the source (an agent's delta)."""
+
+    path: str  # relative POSIX path inside the workspace
+    kind: ManifestKind
+    mode: int = 0  # permission bits
+    size: int = 0
+    mtime_ns: int = 0
+    digest: str | None = None  # sha256 (hex) of a file's bytes: the blob's key
+    target: str | None = None  # a link's text (links are stored, never followed)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpaceManifest:
+    """The stored snapshot of one workspace (an agent's, or the run's `.source` copy)."""
+
+    space: str
+    generation: int  # bumped by every save: a local copy older than this is stale
+    complete: bool = True  # False: over a limit, the entries were not stored (`reason` says why)
+    reason: str = ""
+    entries: tuple[ManifestEntry, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpaceUpdate:
+    """One checkpoint of one workspace: the new header, changed entries, removed paths, new blobs."""
+
+    run_id: str
+    space: str
+    generation: int
+    complete: bool = True
+    reason: str = ""
+    upsert: tuple[ManifestEntry, ...] = ()
+    remove: tuple[str, ...] = ()
+    replace: bool = False  # drop every stored entry of the space first
+    blobs: Mapping[str, bytes] | None = None  # digest -> bytes the store lacked
+
+
+class WorkspaceStore(Protocol):
+    """Content-addressed workspace snapshots: blobs by sha256 (shared), per run a manifest per space."""
+
+    async def missing(self, digests: Collection[str]) -> set[str]:
+        """Which of `digests` have no stored blob (the others are marked as just used)."""
+        ...
+
+    async def save(self, update: SpaceUpdate) -> None:
+        """Store the update's blobs and manifest changes in one transaction."""
+        ...
+
+    async def load(self, run_id: str) -> dict[str, SpaceManifest]:
+        """Every stored space of the run, by name (empty for a run never snapshotted)."""
+        ...
+
+    async def blobs(self, digests: Collection[str]) -> dict[str, bytes]:
+        """The stored bytes of `digests` (absent ones are left out)."""
+        ...
+
+    async def drop(self, run_id: str) -> None:
+        """Forget the run's manifests (its blobs stay until the retention sweep finds them unused)."""
+        ...
 
 
 # ---- permission gate -----------------------------------------------------------------------------

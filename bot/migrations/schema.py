@@ -1,4 +1,4 @@
-"""The tables the migrations keep: approval store, run store, Slack coordinates and outbox, engine."""
+"""The tables the migrations keep: approvals, runs, Slack coordinates and outbox, engine, workspaces."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from sqlalchemy import MetaData
 from approvals import approval_metadata
 from bot.engine import engine_metadata
 from bot.slack import bot_metadata
-from orchestrator import run_metadata
+from orchestrator import run_metadata, workspace_metadata
 
 
 def target_metadata() -> list[MetaData]:
     """Every table of every store: what `db upgrade` to head must create, exactly."""
-    return [approval_metadata, run_metadata, bot_metadata, engine_metadata]
+    return [approval_metadata, run_metadata, bot_metadata, engine_metadata, workspace_metadata]

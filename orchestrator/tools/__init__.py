@@ -23,6 +23,7 @@ from orchestrator.tools.toolbox import (
     default_engine,
 )
 from orchestrator.tools.workspace import RunWorkspaces, apply_patch_to_source, patch_paths
+from orchestrator.tools.wsync import Rebuilt, SnapshotLimits, WorkspaceSync
 
 __all__ = [
     "DEFERRED",
@@ -33,13 +34,16 @@ __all__ = [
     "GateCall",
     "GateResult",
     "PermissionGate",
+    "Rebuilt",
     "RunGrants",
     "RunWorkspaces",
     "Sandbox",
     "SandboxSpec",
+    "SnapshotLimits",
     "ToolArgumentError",
     "ToolEnv",
     "WorkspaceRunTools",
+    "WorkspaceSync",
     "actions_for",
     "apply_patch_to_source",
     "approvers_of",

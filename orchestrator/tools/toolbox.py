@@ -8,6 +8,7 @@ Nothing raises out of `call`: every failure becomes a tool result the model can 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -23,9 +24,16 @@ from approvals import Approvers
 from approvals.permissions import Action, PermissionConfig, PermissionEngine, action_digest, load_rules
 from orchestrator.config.team import ApprovalsConfig
 from orchestrator.errors import OrchestratorError, ToolParked
-from orchestrator.events import AgentState, AgentStatus, ToolCalled, ToolDecided, ToolStarted
+from orchestrator.events import (
+    AgentState,
+    AgentStatus,
+    ToolCalled,
+    ToolDecided,
+    ToolStarted,
+    WorkspaceRebuilt,
+)
 from orchestrator.llm.base import ToolCall, ToolSpec
-from orchestrator.ports import ApprovalPort, Evaluator, RunContext, ToolOutcome, ToolPhase
+from orchestrator.ports import ApprovalPort, Evaluator, RunContext, ToolOutcome, ToolPhase, WorkspaceStore
 from orchestrator.tools.gate import GateCall, GateResult, PermissionGate, RunGrants
 from orchestrator.tools.sandbox import Sandbox, rendered_exit_code
 from orchestrator.tools.specs import (
@@ -40,6 +48,7 @@ from orchestrator.tools.specs import (
     tool_specs,
 )
 from orchestrator.tools.workspace import RunWorkspaces, apply_patch_to_source, patch_paths
+from orchestrator.tools.wsync import DEFAULT_LIMITS, SnapshotLimits, WorkspaceSync
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +56,7 @@ EngineFactory = Callable[[PermissionConfig], Evaluator]
 _PREVIEW = 300
 _EVENT_ARG_CHARS = 2000
 _CONTEXT_INPUT_CHARS = 3000  # raw tool input shown with an approval request (pitfall 20)
+_WRITING_TOOLS = frozenset({"write_file", "run_command"})  # may change the workspace: checkpoint after
 
 
 def default_engine(config: PermissionConfig) -> Evaluator:
@@ -62,12 +72,16 @@ async def build_run_tools(
     engine_factory: EngineFactory = default_engine,
     bwrap_path: str | None = None,
     hide: Sequence[Path] = (),
+    snapshots: WorkspaceStore | None = None,
+    limits: SnapshotLimits = DEFAULT_LIMITS,
 ) -> WorkspaceRunTools:
     """Create the run's workspaces (copies of `workspace.source`) and the per-agent toolboxes.
 
     `root` holds the workspaces (default: a temporary directory removed on `close`); `hide` lists
     directories that sandboxed commands see empty, on top of the home directories, the workspace
-    root and the current directory (where a deployment's `.env` usually sits).
+    root and the current directory (where a deployment's `.env` usually sits). With `snapshots`,
+    the workspaces are checkpointed there (within `limits`) and a resumed run on another machine
+    gets them back; a workspace that cannot be restored is rebuilt and a `WorkspaceRebuilt` recorded.
     """
     team = ctx.team
     buckets: dict[str, list[Any]] = {
@@ -80,13 +94,7 @@ async def build_run_tools(
     owned_root = root is None
     base = Path(tempfile.mkdtemp(prefix="massgen-ws-")) if root is None else root
     try:
-        spaces = await asyncio.to_thread(
-            RunWorkspaces.reopen if ctx.resumed else RunWorkspaces.create,
-            root=base,
-            run_id=ctx.run_id,
-            agent_ids=ctx.agent_ids,
-            source=team.workspace.source,
-        )
+        spaces, sync = await _open_workspaces(ctx, base, snapshots, limits)
     except BaseException:
         if owned_root:
             shutil.rmtree(base, ignore_errors=True)
@@ -124,7 +132,30 @@ async def build_run_tools(
         engines=engines,
         owned_root=owned_root,
         hidden=hidden,
+        sync=sync,
     )
+
+
+async def _open_workspaces(
+    ctx: RunContext, base: Path, store: WorkspaceStore | None, limits: SnapshotLimits
+) -> tuple[RunWorkspaces, WorkspaceSync | None]:
+    """The run's workspaces: created, reopened as this disk has them, or restored from the store."""
+    run, agents, source = ctx.run_id, ctx.agent_ids, ctx.team.workspace.source
+    if store is None:
+        opened = RunWorkspaces.reopen if ctx.resumed else RunWorkspaces.create
+        made = functools.partial(opened, root=base, run_id=run, agent_ids=agents, source=source)
+        return await asyncio.to_thread(made), None
+    if not ctx.resumed:
+        new = functools.partial(RunWorkspaces.create, root=base, run_id=run, agent_ids=agents, source=source)
+        spaces = await asyncio.to_thread(new)
+        sync = WorkspaceSync(store, spaces, limits)
+        await sync.snapshot_source()
+        return spaces, sync
+    sync = WorkspaceSync(store, RunWorkspaces(root=base, run_id=run, agent_ids=agents, source=source), limits)
+    for rebuilt in await sync.reopen():
+        log.warning("run %s: workspace of %s rebuilt: %s", ctx.run_id, rebuilt.agent_id, rebuilt.reason)
+        await ctx.persist(WorkspaceRebuilt(agent_id=rebuilt.agent_id, reason=rebuilt.reason))
+    return sync.spaces, sync
 
 
 def approvers_of(settings: ApprovalsConfig) -> Approvers:
@@ -150,8 +181,10 @@ class WorkspaceRunTools:
         engines: dict[str, Evaluator],
         owned_root: bool,
         hidden: tuple[Path, ...] = (),
+        sync: WorkspaceSync | None = None,
     ) -> None:
         self.ctx = ctx
+        self.sync = sync
         self.spaces = spaces
         self.gate = gate
         self.sandbox = sandbox
@@ -164,6 +197,7 @@ class WorkspaceRunTools:
                 gate=gate,
                 engine=engines[agent_id],
                 ctx=ctx,
+                sync=sync,
                 env=ToolEnv(
                     workspace=spaces.path(agent_id),
                     peers=spaces.peers(agent_id),
@@ -260,7 +294,9 @@ class WorkspaceRunTools:
         return ToolOutcome(content=f"applied {files} file(s) to {source}")
 
     async def park(self) -> None:
-        """The run parks: its workspaces and pending approvals stay for the resume (RunTools.park)."""
+        """The run parks: its workspaces (checkpointed) and pending approvals stay for the resume."""
+        if self.sync is not None:
+            await self.sync.checkpoint_all()
 
     async def close(self, reason: str) -> None:
         """Cancel the run's pending approvals (saying `reason`); remove its workspaces (and a temp root)."""
@@ -268,6 +304,8 @@ class WorkspaceRunTools:
             await self.gate.approvals.cancel_run(self.ctx.run_id, reason)
         except Exception:  # closing must go on: the requests still expire on their own
             log.exception("could not cancel the pending approvals of run %s", self.ctx.run_id)
+        if self.sync is not None:
+            await self.sync.drop()
         await asyncio.to_thread(self.spaces.close)
         if self._owned_root:
             await asyncio.to_thread(shutil.rmtree, self.spaces.root, True)
@@ -277,9 +315,17 @@ class AgentTools:
     """`AgentToolbox` of one agent."""
 
     def __init__(
-        self, *, agent_id: str, gate: PermissionGate, engine: Evaluator, ctx: RunContext, env: ToolEnv
+        self,
+        *,
+        agent_id: str,
+        gate: PermissionGate,
+        engine: Evaluator,
+        ctx: RunContext,
+        env: ToolEnv,
+        sync: WorkspaceSync | None = None,
     ) -> None:
         self.agent_id = agent_id
+        self._sync = sync
         self.env = env
         self._gate = gate
         self._engine = engine
@@ -382,6 +428,8 @@ class AgentTools:
             is_error = False
         except (OSError, OrchestratorError) as exc:
             content, is_error = f"{name} failed: {exc}", True
+        if self._sync is not None and name in _WRITING_TOOLS:  # stored before the result is reported
+            await self._sync.checkpoint(self.agent_id)
         done = ToolOutcome(content=content, is_error=is_error)
         await self._report(
             report, allowed=True, reason=result.reason, preview=content, done=done, gate=result

@@ -153,7 +153,8 @@ def copy_tree(source: Path, target: Path) -> None:
 
 def _check_name(value: str, what: str) -> None:
     # These become directory names: one plain path component, nothing that climbs out.
-    if not value or value in {".", ".."} or "/" in value or "\x00" in value or value.endswith(".source"):
+    bad = value in {".", "..", ".massgen-snapshot.json"} or value.endswith(".source")
+    if not value or bad or "/" in value or "\x00" in value:
         raise WorkspaceError(f"{what} {value!r} cannot name a workspace directory")
 
 

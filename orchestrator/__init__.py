@@ -66,6 +66,7 @@ from orchestrator.events import (
 )
 from orchestrator.ports import (
     AgentToolbox,
+    CallAdmission,
     ModelClient,
     RunContext,
     RunStore,
@@ -142,6 +143,7 @@ __all__ = [
     "AgentToolbox",
     "AnswerSubmitted",
     "BackendConfig",
+    "CallAdmission",
     "ConsensusReached",
     "CoordinationState",
     "FinalDelta",

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 Mode = Literal["socket", "http"]
@@ -23,6 +25,51 @@ WHERE_TO_GET: dict[str, str] = {
         "enable Socket Mode under Settings → Socket Mode"
     ),
 }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderLimit:
+    """One provider's limits, held by every worker together: requests per period, calls in flight."""
+
+    requests: int | None = None
+    period: float | None = None  # seconds
+    concurrent: int | None = None
+
+
+_RATE = re.compile(r"([1-9][0-9]*)/([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)?")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_LIMITS_HELP = "expected NAME=REQUESTS/PERIOD (openai=500/60s) or NAME.concurrent=N (anthropic.concurrent=8)"
+
+
+def parse_provider_limits(text: str) -> dict[str, ProviderLimit]:
+    """`MASSGEN_PROVIDER_LIMITS`: `openai=500/60s, anthropic=50/1m, anthropic.concurrent=8`.
+
+    A provider is a backend type (`openai`, `anthropic` for `claude` too, `chatcompletion`, a
+    preset such as `groq`, `local`). Raises `ValueError` naming the item that is wrong.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for raw in text.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        key, _, value = (part.strip() for part in item.partition("="))
+        name, _, field = key.partition(".")
+        limit = found.setdefault(name, {})
+        if not name or not value or field not in ("", "concurrent") or (field or "rate") in limit:
+            raise ValueError(f"{item!r}: {_LIMITS_HELP}, each once")
+        if field == "concurrent":
+            if not value.isdigit() or int(value) < 1:
+                raise ValueError(f"{item!r}: the concurrent calls must be a whole number >= 1")
+            limit["concurrent"] = int(value)
+            continue
+        rate = _RATE.fullmatch(value)
+        period = float(rate.group(2)) * _UNIT[rate.group(3) or "s"] if rate else 0.0
+        if rate is None or period <= 0:
+            raise ValueError(f"{item!r}: {_LIMITS_HELP}")
+        limit["rate"] = True
+        limit["requests"], limit["period"] = int(rate.group(1)), period
+    fields = ("requests", "period", "concurrent")
+    return {name: ProviderLimit(**{f: v.get(f) for f in fields}) for name, v in found.items()}
 
 
 class BotSettings(BaseSettings):
@@ -89,8 +136,23 @@ class BotSettings(BaseSettings):
     # A worker whose heartbeat is older than this is dead for good: another worker recovers its runs.
     dead_after: float = Field(default=30.0, gt=0, validation_alias="MASSGEN_DEAD_AFTER")
 
+    # Per-provider limits held by all workers together (see `parse_provider_limits`); empty: none.
+    provider_limits: str = Field(default="", validation_alias="MASSGEN_PROVIDER_LIMITS")
+    # Seconds between polls of a limited provider's queue: what admitting one model call may add.
+    provider_poll: float = Field(default=0.05, gt=0, le=10, validation_alias="MASSGEN_PROVIDER_POLL")
+
     # SIGTERM: seconds short runs get to end; longer ones are left pending in the engine (they resume).
     shutdown_grace: float = Field(default=10.0, ge=0, validation_alias="MASSGEN_SHUTDOWN_GRACE")
+
+    @field_validator("provider_limits")
+    @classmethod
+    def _limits_parse(cls, value: str) -> str:
+        parse_provider_limits(value)
+        return value
+
+    def limits(self) -> dict[str, ProviderLimit]:
+        """The parsed `MASSGEN_PROVIDER_LIMITS`, by provider."""
+        return parse_provider_limits(self.provider_limits)
 
     @classmethod
     def load(cls, *, env_file: str | None = ".env") -> BotSettings:
@@ -147,6 +209,16 @@ class BotSettings(BaseSettings):
         if not self.missing("http"):
             return "http"
         return None
+
+
+def settings_problem(error: ValidationError) -> str:
+    """One line naming each bad variable and what is wrong with it (pydantic's text spans many)."""
+    parts = []
+    for found in error.errors():
+        name = ".".join(str(x) for x in found["loc"]) or "settings"
+        message = str(found["msg"]).removeprefix("Value error, ")
+        parts.append(f"{name}: {message}")
+    return "; ".join(parts)
 
 
 def _present(value: SecretStr | None) -> bool:

@@ -330,7 +330,7 @@ async def build_services(
     from bot.runs import RunHistory, RunSupervisor, RunUseCases, SharedModels, TeamCatalog
     from bot.slack import GroupResolver
     from bot.tasks import TaskSupervisor
-    from orchestrator import sandbox_status, warm_up
+    from orchestrator import default_models, sandbox_status, warm_up
 
     if team is not None:
         teams = TeamCatalog(team, teams_dir=settings.teams_dir)
@@ -351,7 +351,9 @@ async def build_services(
     box = _make_outbox(client, outbox or OutboxOptions(), db.engine, owner=settings.executor_id)
     remind = timedelta(seconds=teams.default.team.approvals.remind_before_seconds)
     scheduler = ExpiryScheduler(db.approvals, remind_before=remind)
-    models = SharedModels()
+    engine: Engine = (await engine_module).Engine(config, db.engine)
+    # Every model request waits for its provider's limits, held by all workers together.
+    models = SharedModels(functools.partial(default_models, admission=engine.admission))
     if config.executes:
         models.prebuild(teams.default.team.agents)
     tasks = TaskSupervisor()
@@ -372,7 +374,7 @@ async def build_services(
         models=models,
         teams=teams,
     )
-    engine: Engine = (await engine_module).Engine(config, db.engine)
+    engine.admission.observe = metrics.observe_admission
     supervisor.engine = engine
     engine.on_takeover = box.take_over  # a dead executor's runs and its unsent posts move together
     groups = GroupResolver(box.call, ttl=settings.group_cache_ttl)

@@ -68,6 +68,7 @@ from orchestrator.events import (
 )
 from orchestrator.ports import (
     AgentToolbox,
+    CallAdmission,
     ManifestEntry,
     ModelClient,
     RunContext,
@@ -153,6 +154,7 @@ __all__ = [
     "AgentToolbox",
     "AnswerSubmitted",
     "BackendConfig",
+    "CallAdmission",
     "ConsensusReached",
     "CoordinationState",
     "FinalDelta",

@@ -9,6 +9,7 @@ ability: a method a consumer needs is on the port, and every adapter has it.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -58,6 +59,23 @@ class ModelClient(Protocol):
 
     async def close(self) -> None:
         """Release the client's connections (a no-op for clients that hold none)."""
+        ...
+
+
+class CallAdmission(Protocol):
+    """Who may send a model request now: per-provider rate and concurrency limits, fleet-wide.
+
+    Every attempt of a model call (each retry is a new request) is made inside `admit`. The
+    default (`orchestrator.llm.UNLIMITED`) admits at once; the bot's engine holds the whole fleet
+    of workers under each configured provider's limits.
+    """
+
+    def admit(self, provider: str, *, within: float) -> AbstractAsyncContextManager[None]:
+        """Enter once a request to `provider` may start; the block holds its slot until it exits.
+
+        Raises `TimeoutError` when it is not admitted within `within` s (the call's deadline);
+        a slot is never held longer than that either.
+        """
         ...
 
 

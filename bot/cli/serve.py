@@ -20,7 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from bot.settings import BotSettings, Mode, Role, missing_settings_help, secret
+from pydantic import ValidationError
+
+from bot.settings import BotSettings, Mode, Role, missing_settings_help, secret, settings_problem
 
 log = logging.getLogger("massgen-bot")
 
@@ -89,8 +91,9 @@ def _main(
 ) -> int:
     try:
         settings = BotSettings.load()
-    except ValueError as exc:
-        print(f"massgen-bot: invalid settings: {exc}", file=sys.stderr)
+    except ValueError as exc:  # one line: which variable, and what is wrong with it
+        problem = settings_problem(exc) if isinstance(exc, ValidationError) else str(exc)
+        print(f"massgen-bot: invalid settings: {problem}", file=sys.stderr)
         return 1
     from bot.ops import configure_logging
 

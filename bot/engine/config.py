@@ -8,12 +8,13 @@ recovers its own runs; the janitor takes over those of one that never comes back
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
-from bot.settings import BotSettings
+from bot.settings import BotSettings, ProviderLimit
 
 Role = Literal["all", "frontend", "worker"]
 
@@ -38,6 +39,10 @@ class EngineConfig:
     dead_after: float = 30.0  # a worker silent this long is taken over by the janitor
     # A parked run re-checks itself at least this often (its approvals' expiry has its own branch).
     park_timeout: float = 6 * 3600.0
+    # Per-provider limits held by all workers together (`MASSGEN_PROVIDER_LIMITS`), and the seconds
+    # between polls of each limited provider's queue (the latency a limit adds to each request).
+    limits: Mapping[str, ProviderLimit] = field(default_factory=dict)
+    limit_poll: float = 0.05
 
     @property
     def executes(self) -> bool:
@@ -94,4 +99,6 @@ def engine_config(settings: BotSettings, *, role: Role | None = None) -> EngineC
         poll_interval=settings.engine_poll,
         heartbeat_interval=settings.heartbeat_interval,
         dead_after=settings.dead_after,
+        limits=settings.limits(),
+        limit_poll=settings.provider_poll,
     )

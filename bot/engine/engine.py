@@ -22,6 +22,7 @@ from dbos._error import DBOSNonExistentWorkflowError  # dbos is pinned (==3.4.0)
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.engine.config import EngineConfig
+from bot.engine.limits import ProviderLimits
 from bot.engine.tables import Action, Control, EngineTables
 from bot.engine.workflow import WAKE, RunExecutor, drain, host, run_workflow, unhost
 
@@ -43,6 +44,8 @@ class Engine:
         self.launched = False
         self.launch_seconds = 0.0
         self.recovered: list[str] = []  # workflows the janitor took over from dead workers
+        # What each model request is admitted by (`orchestrator.ports.CallAdmission`).
+        self.admission = ProviderLimits(config.limits, poll=config.limit_poll)
 
     async def launch(self, executor: RunExecutor | None) -> None:
         """Start DBOS (recovering this executor's pending runs) and register the runs queue."""
@@ -59,6 +62,7 @@ class Engine:
             # end only makes sure the queue exists.
             on_conflict="always_update" if self.config.executes else "never_update",
         )
+        await self.admission.register(update=self.config.executes)
         self.launched = True
         self.launch_seconds = time.perf_counter() - started
         await self.heartbeat()
@@ -167,6 +171,7 @@ class Engine:
         shutdown would wait for their steps (which never return now) for its full timeout.
         """
         unhost()
+        self.admission.forget()
         if self._beats is not None:
             self._beats.cancel()
             with contextlib.suppress(asyncio.CancelledError):

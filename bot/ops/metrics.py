@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Humans answer in seconds to hours (a phone, the next morning).
 _DECISION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 24 * 3600)
+# Seconds a model request waited for its provider's limits: polls of ~0.05 s up to a full minute's window.
+_ADMISSION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 _RUN_STATES = ("running", "finished", "failed", "cancelled")
 _TERMINAL = {"finished", "failed", "cancelled"}
 
@@ -106,6 +108,13 @@ class Metrics:
             buckets=_DECISION_BUCKETS,
             registry=registry,
         )
+        self.admission_wait = Histogram(
+            "massgen_provider_admission_seconds",
+            "Time a model request waited for its provider's limits (MASSGEN_PROVIDER_LIMITS), by provider",
+            ["provider"],
+            buckets=_ADMISSION_BUCKETS,
+            registry=registry,
+        )
         self.runs = Gauge("massgen_runs", "Runs in the run store, by state", ["state"], registry=registry)
         self.approvals_pending = Gauge(
             "massgen_approvals_pending", "Approval requests waiting for a human", registry=registry
@@ -118,6 +127,10 @@ class Metrics:
         registry.register(_Snapshots(lambda: self._outbox))
         ProcessCollector(registry=registry)  # process_resident_memory_bytes, cpu seconds, open fds
         PlatformCollector(registry=registry)  # python_info
+
+    def observe_admission(self, provider: str, seconds: float) -> None:
+        """One model request admitted under its provider's limits after `seconds`."""
+        self.admission_wait.labels(provider=provider).observe(seconds)
 
     def watch_outbox(self, outbox: Outbox) -> None:
         """Report this outbox's Slack call counters."""

@@ -8,14 +8,19 @@ paced by the call's `Deadline` so that a provider that hangs or stalls is cut (a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from types import MappingProxyType
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from orchestrator.errors import ProviderError
 from orchestrator.llm.base import Message, OutputSchema, StreamItem, ToolSpec
 from orchestrator.llm.retry import RetryPolicy, SdkErrors, classify_sdk_error, stream_with_retries
 from orchestrator.llm.stats import PROVIDER_STATS
+
+if TYPE_CHECKING:
+    from orchestrator.ports import CallAdmission
 
 NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 
@@ -75,6 +80,17 @@ class Deadline:
             return None
 
 
+class Unlimited:
+    """The default `CallAdmission`: every request starts at once, at no cost."""
+
+    def admit(self, provider: str, *, within: float) -> AbstractAsyncContextManager[None]:
+        """Admit now."""
+        return contextlib.nullcontext()
+
+
+UNLIMITED = Unlimited()
+
+
 class _ErrorFactory(Protocol):
     def __call__(self, message: str, *, retryable: bool) -> ProviderError: ...
 
@@ -96,6 +112,8 @@ class SdkAdapter(Generic[SdkClient]):
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
         retry: RetryPolicy | None = None,
         extra: Mapping[str, Any] = NO_EXTRA,
+        admission: CallAdmission = UNLIMITED,
+        limit_key: str | None = None,
     ) -> None:
         self._client = client
         self._model = model
@@ -105,6 +123,9 @@ class SdkAdapter(Generic[SdkClient]):
         self._idle_timeout_s = idle_timeout_s
         self._retry = retry or RetryPolicy()
         self._extra = dict(extra)  # provider params (temperature, reasoning, ...) sent verbatim
+        # Whose limits each attempt is admitted under (the backend type: `openai`, `anthropic`, `groq`, ...).
+        self._admission = admission
+        self.limit_key = limit_key or self.provider
 
     @property
     def model(self) -> str:
@@ -131,7 +152,20 @@ class SdkAdapter(Generic[SdkClient]):
             self._retry,
             remaining=clock.remaining,
             record=lambda outcome, status: PROVIDER_STATS.record(self.provider, outcome, status),
+            admit=lambda: self._admitted(clock),
         )
+
+    @contextlib.asynccontextmanager
+    async def _admitted(self, clock: Deadline) -> AsyncIterator[None]:
+        """One attempt's admission under the provider's limits, within the call's deadline."""
+        within = max(0.0, clock.remaining())
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                await stack.enter_async_context(self._admission.admit(self.limit_key, within=within))
+            except TimeoutError:
+                message = f"not admitted within {within:.3g} s: {self.limit_key}'s limit is full"
+                raise self._error(message, retryable=True) from None
+            yield
 
     def _attempt(
         self,

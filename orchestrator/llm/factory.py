@@ -25,6 +25,7 @@ from orchestrator.ports import ModelClient
 
 if TYPE_CHECKING:
     from orchestrator.llm.llamacpp import LocalModel
+    from orchestrator.ports import CallAdmission
 
 BACKEND_TYPES = ("openai", "claude", "anthropic", "chatcompletion", "local", *PRESETS)
 # Local servers ignore the key, but the SDKs refuse to build a client without one.
@@ -75,6 +76,11 @@ def preload_sdks(types: Iterable[str]) -> list[str]:
     return started
 
 
+def limit_key(type: str) -> str:
+    """The name a backend type's requests are limited under: its type (`claude` is `anthropic`)."""
+    return "anthropic" if type == "claude" else type
+
+
 def resolve_api_key(
     api_key: str | None, env_var: str | None, keyless_ok: bool, env: Mapping[str, str]
 ) -> str:
@@ -106,6 +112,7 @@ def make_model_client(
     api_key_env: str | None = None,
     env: Mapping[str, str] | None = None,
     local: LocalModel | None = None,
+    admission: CallAdmission | None = None,
 ) -> ModelClient:
     """A model client for a backend type.
 
@@ -117,7 +124,8 @@ def make_model_client(
     `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`; a preset's own key variable, or `api_key_env`).
     A model call, its retries included, must end within `call_timeout_s`, and never wait
     `idle_timeout_s` for headers or the next event (`adapter.Deadline`); `max_attempts` counts the
-    first attempt. Raises `ProviderConfigError` for an
+    first attempt. With `admission`, each attempt waits for its provider's limits (under
+    `limit_key(type)`); by default nothing limits it. Raises `ProviderConfigError` for an
     unknown type, an empty model, a missing key or a bad timeout.
     """
     environ = os.environ if env is None else env
@@ -134,7 +142,10 @@ def make_model_client(
         "idle_timeout_s": idle_timeout_s,
         "retry": RetryPolicy(max_attempts=max_attempts),
         "extra": extra,
+        "limit_key": limit_key(type),
     }
+    if admission is not None:
+        settings["admission"] = admission
     if type == "local":
         return _local_client(model, local, settings)
     if type in ("claude", "anthropic"):

@@ -14,6 +14,7 @@ import email.utils
 import random
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from orchestrator.errors import ProviderError
@@ -86,6 +87,7 @@ async def stream_with_retries(
     rand: Callable[[], float] = random.random,
     remaining: Callable[[], float] | None = None,
     record: Callable[[str, int | None], None] | None = None,
+    admit: Callable[[], AbstractAsyncContextManager[None]] | None = None,
 ) -> AsyncIterator[StreamItem]:
     """Yield one attempt's items, opening a new attempt on retryable failures before the first item.
 
@@ -95,42 +97,61 @@ async def stream_with_retries(
     would begin after it (the call's failure is then final). Each attempt generator is closed
     (`aclose`) however this generator ends, so cancellation or an early `aclose()` by the caller
     closes the HTTP response.
+
+    `admit()` is entered around each attempt (the provider's rate and concurrency limits): a
+    retry is a new request and is admitted again; the back-off between attempts holds no slot.
     """
     count = record or _ignore
     attempt = 0
     while True:
         attempt += 1
-        stream = open_attempt()
-        try:
+        delay = 0.0
+        async with (admit or contextlib.nullcontext)():
+            stream = open_attempt()
             try:
-                first = await anext(stream)
-            except StopAsyncIteration:
-                count("ok", None)
-                return
-            except Exception as exc:
-                error = exc if isinstance(exc, ProviderError) else classify(exc)
-                delay = retry_delay(error, attempt, policy, rand())
-                if delay is not None and remaining is not None and delay >= remaining():
-                    delay = None  # the next attempt would start past the call's deadline
-                count("error" if delay is None else "retried", error.status)
-                if delay is None:
-                    error = _after(error, attempt)
-                    if error is exc:
+                try:
+                    first = await anext(stream)
+                except StopAsyncIteration:
+                    count("ok", None)
+                    return
+                except Exception as exc:
+                    delay = _retry_or_raise(exc, classify, attempt, policy, rand(), remaining, count)
+                else:
+                    count("ok", None)
+                    yield first
+                    try:
+                        async for item in _classified(stream, classify):
+                            yield item
+                    except ProviderError as late:  # the stream broke after output began: the turn failed
+                        count("error", late.status)
                         raise
-                    raise error from exc
-                await sleep(delay)
-                continue
-            count("ok", None)
-            yield first
-            try:
-                async for item in _classified(stream, classify):
-                    yield item
-            except ProviderError as late:  # the stream broke after output began: the turn failed
-                count("error", late.status)
-                raise
-            return
-        finally:
-            await stream.aclose()
+                    return
+            finally:
+                await stream.aclose()
+        await sleep(delay)
+
+
+def _retry_or_raise(
+    exc: Exception,
+    classify: Callable[[Exception], ProviderError],
+    attempt: int,
+    policy: RetryPolicy,
+    rand: float,
+    remaining: Callable[[], float] | None,
+    count: Callable[[str, int | None], None],
+) -> float:
+    """The delay before the next attempt after `exc` ended this one before any output; else raise."""
+    error = exc if isinstance(exc, ProviderError) else classify(exc)
+    delay = retry_delay(error, attempt, policy, rand)
+    if delay is not None and remaining is not None and delay >= remaining():
+        delay = None  # the next attempt would start past the call's deadline
+    count("error" if delay is None else "retried", error.status)
+    if delay is None:
+        error = _after(error, attempt)
+        if error is exc:
+            raise exc
+        raise error from exc
+    return delay
 
 
 def _ignore(_outcome: str, _status: int | None) -> None:

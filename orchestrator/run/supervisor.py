@@ -40,7 +40,7 @@ from orchestrator.events import (
     UsageUpdated,
 )
 from orchestrator.llm.base import Usage
-from orchestrator.ports import ModelClient, RunContext, RunStore, RunTools, RunToolsFactory
+from orchestrator.ports import CallAdmission, ModelClient, RunContext, RunStore, RunTools, RunToolsFactory
 from orchestrator.run.agent import AgentDropped, AgentSession, BudgetReached
 from orchestrator.run.checkpoint import Restored, restore
 from orchestrator.run.coordination import CoordinationState, rebuild_state
@@ -73,8 +73,11 @@ ModelFactory = Callable[[AgentConfig], ModelClient]
 log = logging.getLogger(__name__)
 
 
-def default_models(agent: AgentConfig) -> ModelClient:
-    """A real provider client from the backend config (key from the config, else the SDK/preset variable)."""
+def default_models(agent: AgentConfig, *, admission: CallAdmission | None = None) -> ModelClient:
+    """A real provider client from the backend config (key from the config, else the SDK/preset variable).
+
+    `admission` (bound with `functools.partial`) holds its requests under the providers' limits.
+    """
     from orchestrator.llm.factory import make_model_client  # SDKs load only when a client is built
 
     backend = agent.backend
@@ -99,6 +102,7 @@ def default_models(agent: AgentConfig) -> ModelClient:
         max_tokens=backend.max_tokens,
         extra=dict(backend.extras),
         local=local,
+        admission=admission,
     )
 
 

@@ -24,6 +24,7 @@ DOORS = {
         "AgentToolbox",
         "AnswerSubmitted",
         "BackendConfig",
+        "CallAdmission",
         "ConsensusReached",
         "CoordinationState",
         "FinalDelta",

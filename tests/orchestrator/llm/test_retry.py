@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 import pytest
 
@@ -203,3 +204,31 @@ async def test_no_attempt_starts_past_the_call_deadline() -> None:
 
 async def _no_wait(_: float) -> None:
     return None
+
+
+async def test_each_attempt_is_admitted_and_the_backoff_holds_no_slot() -> None:
+    log: list[str] = []
+    attempts = Attempts([(OSError("x"), False), None])
+
+    @contextlib.asynccontextmanager
+    async def admit() -> AsyncIterator[None]:
+        log.append("admitted")
+        try:
+            yield
+        finally:
+            log.append(f"released after {attempts.opened} opened, {attempts.closed} closed")
+
+    async def sleep(seconds: float) -> None:
+        log.append("backoff")
+
+    stream = stream_with_retries(
+        attempts.attempt, classify, POLICY, sleep=sleep, rand=lambda: 0.0, admit=admit
+    )
+    assert [item async for item in stream][-1] == TurnEnd(stop_reason="end_turn")
+    assert log == [
+        "admitted",
+        "released after 1 opened, 1 closed",  # the failed attempt's response is closed first
+        "backoff",
+        "admitted",
+        "released after 2 opened, 2 closed",
+    ]

@@ -1,0 +1,154 @@
+"""Per-provider limits on the engine's queues (SQLite, in process): real SDK calls to the loopback server.
+
+The requests' arrival times at the provider server are the proof: no window of the period holds
+more than the limit, no more calls than allowed are in flight at once, and a provider without a
+limit is not delayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from bot.cli import main
+from bot.engine import Engine, EngineConfig
+from bot.settings import BotSettings, ProviderLimit, parse_provider_limits, settings_problem
+from orchestrator.llm import UserMessage, make_model_client
+from orchestrator.ports import ModelClient
+from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
+
+PERIOD = 1.0
+LIMIT = 4
+DELAY = 0.3  # seconds the server takes per reply (the concurrency test)
+
+
+def most_in_a_window(times: list[float], period: float) -> int:
+    """The most arrivals within any half-open window of `period` seconds."""
+    ordered = sorted(times)
+    return max((sum(1 for u in ordered[i:] if u - t < period) for i, t in enumerate(ordered)), default=0)
+
+
+def test_the_window_count_sees_a_burst() -> None:  # the property below could not fail without it
+    assert most_in_a_window([0.0, 0.1, 0.2, 0.99, 1.0], 1.0) == 4
+    assert most_in_a_window([0.0, 1.0, 2.0], 1.0) == 1
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
+    limits = {
+        "chatcompletion": ProviderLimit(requests=LIMIT, period=PERIOD),
+        "anthropic": ProviderLimit(concurrent=2),
+    }
+    config = EngineConfig(
+        system_database_url=f"sqlite:///{tmp_path / 'dbos.sqlite'}",
+        poll_interval=0.05,
+        limits=limits,
+        limit_poll=0.02,
+    )
+    database = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'bot.db'}")
+    engine = Engine(config, database)
+    await engine.launch(None)
+    try:
+        yield engine
+    finally:
+        await engine.close()
+        await database.dispose()
+
+
+async def _turns(client: ModelClient, n: int) -> None:
+    async def one() -> None:
+        async for _ in client.stream_turn(system="", messages=[UserMessage(text="hi")], tools=[]):
+            pass
+
+    async with asyncio.timeout(30):
+        await asyncio.gather(*(one() for _ in range(n)))
+
+
+def _arrivals(server: ProviderServer, api: str) -> list[float]:
+    return [r.received_at for r in server.requests if r.api == api]
+
+
+async def test_a_rate_limit_holds_every_window_and_every_call_still_ends(engine: Engine) -> None:
+    async with ProviderServer(lambda _: Reply(text="ok")) as server:
+        url = server.openai_base_url
+        client = make_model_client(
+            type="chatcompletion", model="m", base_url=url, api_key="k", admission=engine.admission
+        )
+        await _turns(client, 10)
+        await client.close()
+        times = _arrivals(server, "chat")
+        assert len(times) == 10
+        assert most_in_a_window(times, PERIOD) <= LIMIT
+        # Ten calls at four a second take more than two periods: the limit did hold them back.
+        assert max(times) - min(times) >= 2 * PERIOD
+
+
+async def test_a_concurrency_limit_holds_the_calls_in_flight(engine: Engine) -> None:
+    def slow(_: ProviderRequest) -> Reply:
+        return dataclasses.replace(Reply(text="ok"), delay=DELAY)
+
+    async with ProviderServer(slow) as server:
+        url = server.anthropic_base_url
+        client = make_model_client(
+            type="claude", model="m", base_url=url, api_key="k", admission=engine.admission
+        )
+        await _turns(client, 6)
+        await client.close()
+        times = sorted(_arrivals(server, "messages"))
+        assert len(times) == 6
+        # With at most 2 in flight, the 3rd request after any one starts only once one of those
+        # two (each taking DELAY) has ended.
+        assert min(later - t for t, later in zip(times, times[2:], strict=False)) >= DELAY * 0.95
+
+
+async def test_a_provider_without_a_limit_is_not_delayed(engine: Engine) -> None:
+    async with ProviderServer(lambda _: Reply(text="ok")) as server:
+        client = make_model_client(
+            type="openai", model="m", base_url=server.openai_base_url, api_key="k", admission=engine.admission
+        )
+        await _turns(client, 10)
+        await client.close()
+        times = _arrivals(server, "responses")
+        assert len(times) == 10
+        assert max(times) - min(times) < PERIOD / 2  # all at once: no queue in the way
+        assert not [r for r in server.requests if r.api != "responses"]
+
+
+def test_limits_are_read_from_one_setting() -> None:
+    assert parse_provider_limits("openai=500/60s, anthropic=50/1m, anthropic.concurrent=8, groq=4/500ms") == {
+        "openai": ProviderLimit(requests=500, period=60.0),
+        "anthropic": ProviderLimit(requests=50, period=60.0, concurrent=8),
+        "groq": ProviderLimit(requests=4, period=0.5),
+    }
+    assert parse_provider_limits("") == {}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["openai=500", "openai=0/60s", "openai=5/0s", "openai=5/60x", "=5/1s", "openai.burst=3",
+     "anthropic.concurrent=0", "openai=1/1s,openai=2/1s"],
+)  # fmt: skip
+def test_a_bad_limit_is_a_start_up_error_of_one_line(
+    bad: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no .env
+    monkeypatch.setenv("MASSGEN_PROVIDER_LIMITS", bad)
+    assert main(["serve"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("massgen-bot: invalid settings: MASSGEN_PROVIDER_LIMITS: ")
+    assert repr(bad.split(",")[-1]) in err
+
+
+def test_settings_problems_name_each_variable() -> None:
+    with pytest.raises(ValidationError) as caught:
+        BotSettings.with_values(MASSGEN_PROVIDER_LIMITS="openai", MASSGEN_PROVIDER_POLL=0)
+    line = settings_problem(caught.value)
+    assert line.startswith("MASSGEN_PROVIDER_LIMITS: 'openai': expected NAME=REQUESTS/PERIOD")
+    assert "; MASSGEN_PROVIDER_POLL: Input should be greater than 0" in line

@@ -14,7 +14,7 @@ import functools
 import importlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
@@ -179,19 +179,21 @@ async def recover(
     approvals: ApprovalService,
     outbox: Outbox,
     *,
-    alive: Callable[[str], Awaitable[bool]] | None = None,
+    held: Callable[[list[str]], Awaitable[Collection[str]]] | None = None,
 ) -> int:
     """Runs left running that no engine workflow will resume: mark them failed, cancel their asks.
 
-    Runs the engine still holds (`alive`: pending or queued, here or on another worker) are left
-    alone: they resume, and a new instance never fails an old one's live runs. The rest (started
-    before the engine, or whose workflow ended without a terminal event) are orphans. Cancelling
-    rewrites their approval messages (the presenter finds them in the store), so nobody approves
-    an action that no agent is waiting for any more.
+    Runs the engine still holds (`held`: which of them are pending or queued, here or on another
+    worker, asked in one query) are left alone: they resume, and a new instance never fails an old
+    one's live runs. The rest (started before the engine, or whose workflow ended without a terminal
+    event) are orphans. Cancelling rewrites their approval messages (the presenter finds them in the
+    store), so nobody approves an action that no agent is waiting for any more.
     """
     from bot.runs import retire_status
 
-    stale = [run for run in await history.left_running() if alive is None or not await alive(run.run_id)]
+    running = await history.left_running()
+    alive = set() if held is None or not running else set(await held([run.run_id for run in running]))
+    stale = [run for run in running if run.run_id not in alive]
     for run in stale:
         await history.mark_failed(run.run_id, RESTARTED)
         await approvals.cancel_run(run.run_id, RESTARTED)
@@ -402,7 +404,7 @@ async def build_services(
     # Launching recovers this executor's pending runs (its step resumes each from the run store).
     await engine.launch(supervisor if config.executes else None)
     wake_on_decisions(db.approvals, _async(supervisor.wake))  # a parked run resumes wherever it is decided
-    await recover(history, db.approvals, box, alive=engine.holds)
+    await recover(history, db.approvals, box, held=engine.holding)
     await scheduler.start()  # expiry timers are rebuilt from the pending approvals
     runs = RunUseCases(supervisor=supervisor, teams=teams, history=history, groups_of=groups.groups_of)
     services = Services(

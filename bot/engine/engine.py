@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -29,6 +29,7 @@ from bot.engine.workflow import WAKE, RunExecutor, drain, host, run_workflow, un
 log = logging.getLogger(__name__)
 
 RUNS_QUEUE = "runs"
+HELD = frozenset({"PENDING", "ENQUEUED", "DELAYED"})  # workflow states that will still run
 
 
 class Engine:
@@ -147,7 +148,16 @@ class Engine:
 
     async def holds(self, run_id: str) -> bool:
         """Whether the run's workflow will still run (pending or queued, on any executor)."""
-        return await self.status(run_id) in {"PENDING", "ENQUEUED", "DELAYED"}
+        return await self.status(run_id) in HELD
+
+    async def holding(self, run_ids: Sequence[str]) -> set[str]:
+        """Which of these runs' workflows will still run, in one query (start-up asks about all at once)."""
+        if not run_ids:
+            return set()
+        found = await DBOS.list_workflows_async(
+            workflow_ids=list(run_ids), status=sorted(HELD), load_input=False, load_output=False
+        )
+        return {w.workflow_id for w in found}
 
     async def ready(self) -> str | None:
         """None when the engine is launched and its system database answers, else why not."""

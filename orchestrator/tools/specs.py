@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fnmatch
+import functools
 import os
 import re
 import stat
@@ -105,11 +106,20 @@ class ToolArgumentError(ValueError):
 
 
 def tool_specs() -> list[ToolSpec]:
-    """The specs offered to the model, one per tool, with the pydantic models' JSON schemas."""
-    return [
+    """The specs offered to the model, one per tool, with the pydantic models' JSON schemas.
+
+    Built once per process: every agent turn offers them, and pydantic's schema generation costs
+    about a millisecond per tool (a hundred resumed runs pay it hundreds of times a second).
+    """
+    return list(_specs())
+
+
+@functools.cache
+def _specs() -> tuple[ToolSpec, ...]:
+    return tuple(
         ToolSpec(name=name, description=(model.__doc__ or name).strip(), parameters=_schema(model))
         for name, model in TOOL_ARGS.items()
-    ]
+    )
 
 
 def _schema(model: type[_Args]) -> dict[str, Any]:

@@ -24,13 +24,16 @@ async def test_a_new_instance_never_fails_the_runs_an_engine_still_holds(tmp_pat
         engine = bot.services.engine
         # Neither has a workflow in this engine: both would be orphans here...
         assert not await engine.holds("run-live")
-        assert not await engine.holds("run-orphan")
+        assert await engine.holding(["run-live", "run-orphan"]) == set()
+        asked: list[list[str]] = []
 
-        async def alive(run_id: str) -> bool:  # ...but another instance's workflow holds run-live
-            return run_id == "run-live" or await engine.holds(run_id)
+        async def held(run_ids: list[str]) -> set[str]:  # ...but another instance's workflow holds run-live
+            asked.append(sorted(run_ids))
+            return {"run-live"} | await engine.holding(run_ids)
 
         history = bot.services.runs.history
-        assert await recover(history, bot.services.approvals, bot.services.outbox, alive=alive) == 1
+        assert await recover(history, bot.services.approvals, bot.services.outbox, held=held) == 1
+        assert asked == [["run-live", "run-orphan"]]  # one question for every run left running
         live, orphan = await history.get("run-live"), await history.get("run-orphan")
         assert live is not None
         assert orphan is not None
@@ -74,6 +77,9 @@ async def test_a_run_resumed_after_its_park_edits_the_progress_message_it_posted
             for e in b["elements"]
             if e["action_id"] == ids.APPROVE_ONCE
         )
+        [parked] = await bot.services.runs.history.recent()
+        held = await bot.services.engine.holding([parked.run_id, "run-unknown"])
+        assert held == {parked.run_id}  # its workflow waits for the click: the engine holds it
         await bot.click(ids.APPROVE_ONCE, request_id, user=APPROVER)
         await bot.settle(30)
         assert (await bot.services.runs.history.recent())[0].state == "finished"

@@ -52,6 +52,14 @@ def test_specs_cover_every_tool_with_a_json_schema() -> None:
     assert all(spec.description for spec in specs.values())
 
 
+def test_specs_are_built_once_and_each_call_gets_its_own_list() -> None:
+    first, second = tool_specs(), tool_specs()
+    assert first == second
+    assert first is not second  # a caller may extend its list (the workflow tools are added)
+    # The schemas are not rebuilt per turn.
+    assert all(a.parameters is b.parameters for a, b in zip(first, second, strict=True))
+
+
 @pytest.mark.parametrize(
     ("tool", "args", "message"),
     [

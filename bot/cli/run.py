@@ -5,7 +5,8 @@ approval request and the run parks once nothing can progress without it; the pro
 `massgen-bot approvals approve` in another terminal, or the file handshake) decides, and the
 decision resumes the run by id. Everything is in the database, so a run interrupted (Ctrl-C) or
 killed goes on with `massgen-bot run --resume RUN_ID`: completed model calls are not made again,
-an approved action runs once, and a pending approval is asked again at the prompt.
+an approved action runs once, and a pending approval is asked again at the prompt; `--cancel
+RUN_ID` ends such a run instead.
 
 Exit codes: 0 done, 1 config or usage error (before the run starts), 2 run failed, 3 salvaged
 (timeout, budget, max_rounds: an answer without consensus), 4 cancelled, 5 interrupted (Ctrl-C:
@@ -53,11 +54,18 @@ def register(subparsers: Any) -> None:
         default=None,
         help="database for the run and its approvals (default $DATABASE_URL, else the bot's SQLite file)",
     )
-    parser.add_argument(
+    stored = parser.add_mutually_exclusive_group()
+    stored.add_argument(
         "--resume",
         default=None,
         metavar="RUN_ID",
         help="continue a run that was interrupted or killed (no task; the same --team and database)",
+    )
+    stored.add_argument(
+        "--cancel",
+        default=None,
+        metavar="RUN_ID",
+        help="end a run that was interrupted or killed, without resuming it (its asks are cancelled)",
     )
     parser.set_defaults(func=run_command)
 
@@ -74,9 +82,10 @@ def run_command(args: argparse.Namespace) -> int:
         from bot.settings import load_env_file
 
         load_env_file(ENV_FILE)
-        task = None if args.resume is not None else read_task(args.task, args.task_file)
-        if args.resume is not None and (args.task or args.task_file is not None):
-            raise UsageError("--resume continues a stored run: give no task")
+        stored = args.resume is not None or args.cancel is not None
+        task = None if stored else read_task(args.task, args.task_file)
+        if stored and (args.task or args.task_file is not None):
+            raise UsageError("--resume and --cancel act on a stored run: give no task")
         settings = _settings(args.database_url)
         team, team_name = _team(args.team or settings.team_file)
     except UsageError as exc:
@@ -186,6 +195,8 @@ async def _main(
         return EXIT_CONFIG
     try:
         workspaces = _workspace_root(settings)
+        if args.cancel is not None:
+            return await _cancel(args, storage, _terminal_approver(team, user), user, workspaces)
         return await _run(args, storage, _terminal_approver(team, user), task, team_name, user, workspaces)
     except UsageError as exc:
         print(f"massgen-bot run: {exc}", file=sys.stderr)
@@ -261,28 +272,51 @@ async def _run(
     return exit_code(terminal)
 
 
-async def _resumable(storage: Storage, run_id: str) -> list[Any]:
-    """The stored events of a run that `--resume` can continue; else a `UsageError` saying why not."""
+async def _cancel(
+    args: argparse.Namespace, storage: Storage, team: TeamConfig, user: str, workspaces: Path
+) -> int:
+    """`--cancel RUN_ID`: end a stored run that is not running, as a Cancel would (exit 4)."""
+    from bot.cli.run_view import JsonView, LiveView
+    from orchestrator import RunNotResumable, stop_parked_run
+
+    view = JsonView() if args.json else LiveView()
+    view.replay(await _resumable(storage, args.cancel, "cancel"))
+    try:
+        terminal = await stop_parked_run(
+            args.cancel,
+            team,
+            storage.run_store,
+            "cancel",
+            by=user,
+            tools=_tools_factory(storage.approvals, workspaces),
+            subscribers=[view.on_event],
+        )
+    except RunNotResumable as exc:
+        raise UsageError(f"cannot cancel: {exc}") from None
+    view.finish(terminal)
+    return exit_code(terminal)
+
+
+async def _resumable(storage: Storage, run_id: str, verb: str = "resume") -> list[Any]:
+    """The stored events of a run that has not ended; else a `UsageError` saying why not."""
     from orchestrator import TERMINAL_KINDS
 
     events = await storage.run_store.events(run_id)
     if not events:
         raise UsageError(f"no run {run_id} in this database")
     if events[-1].kind in TERMINAL_KINDS:
-        raise UsageError(f"run {run_id} already ended ({events[-1].kind}); nothing to resume")
+        raise UsageError(f"run {run_id} already ended ({events[-1].kind}); nothing to {verb}")
     return list(events)
 
 
 def _interrupted(args: argparse.Namespace, view: Any, run_id: str) -> None:
     """Ctrl-C: leave the run exactly as a kill would (it is all in the database), say how to go on."""
     view.pause()
-    again = f"massgen-bot run --resume {run_id}"
-    if args.team is not None:
-        again += f" --team {args.team}"
+    team = f" --team {args.team}" if args.team is not None else ""
     same_db = " (with the same --database-url)" if args.database_url is not None else ""
     print(
-        f"interrupted: run {run_id} is kept; continue it with `{again}`{same_db}, "
-        f"or see it with `massgen-bot audit --run {run_id}`",
+        f"interrupted: run {run_id} is kept; continue it with `massgen-bot run --resume {run_id}{team}`"
+        f"{same_db}, or end it with `massgen-bot run --cancel {run_id}{team}`",
         file=sys.stderr,
     )
     sys.stdout.flush()

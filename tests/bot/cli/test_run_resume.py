@@ -14,7 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
-from approvals import make_engine
+from approvals import SqlApprovalStore, make_engine
 from orchestrator import SqlRunStore
 from orchestrator.events import ToolStarted
 from tests.bot.cli.test_run import ROOT, massgen_bot, team_file
@@ -163,14 +163,15 @@ async def test_ctrl_c_keeps_the_run_and_says_how_to_resume_it(tmp_path: Path) ->
         assert code == 5, err
         run_id = err.split("run ", 1)[1].split()[0]
         assert f"continue it with `massgen-bot run --resume {run_id} --team {team}`" in err
+        assert f"or end it with `massgen-bot run --cancel {run_id} --team {team}`" in err
         assert all(json.loads(line)["kind"] not in ("cancelled", "finished") for line in out.splitlines())
         answering.set()
         code, out, err = await massgen_bot("--json", "--team", team, "--resume", run_id)
     assert code == 0, err
     assert json.loads(out.splitlines()[-1])["kind"] == "finished"
-    code, _, err = await massgen_bot("--team", team, "--resume", run_id)
+    code, _, err = await massgen_bot("--team", team, "--cancel", run_id)
     assert code == 1
-    assert f"massgen-bot run: run {run_id} already ended (finished); nothing to resume" in err
+    assert f"massgen-bot run: run {run_id} already ended (finished); nothing to cancel" in err
 
 
 async def test_approved_in_another_terminal_the_prompt_gives_way_and_the_run_goes_on(tmp_path: Path) -> None:
@@ -192,3 +193,27 @@ async def test_approved_in_another_terminal_the_prompt_gives_way_and_the_run_goe
     assert cli.err.count("Approve?") == 1
     assert count.read_text() == "ran\n"
     assert json.loads(cli.out.splitlines()[-1])["kind"] == "finished"
+
+
+async def test_a_run_killed_while_waiting_is_cancelled_with_cancel(tmp_path: Path) -> None:
+    count = tmp_path / "count.txt"
+    async with ProviderServer(command_first(count)) as server:
+        team = str(team_file(tmp_path, server, "sandbox: none\n", both_sdks=False))
+        first = await Cli.start("--team", team, "write the report")
+        await first.until("out", '"kind": "parked"')
+        request_id = first.err.split("approval needed · ", 1)[1].split()[0]
+        await first.kill()
+        before = len(server.requests)
+        code, out, err = await massgen_bot("--json", "--team", team, "--cancel", first.run_id())
+        assert len(server.requests) == before  # ended without resuming any agent
+    assert code == 4, err
+    last = json.loads(out.splitlines()[-1])
+    assert (last["kind"], last["by"][:4]) == ("cancelled", "cli:")
+    assert not count.exists()
+    engine = make_engine(f"sqlite:///{tmp_path / 'state' / 'massgen.db'}")
+    try:
+        request = await SqlApprovalStore(engine).get(request_id)
+    finally:
+        await engine.dispose()
+    assert request is not None
+    assert request.status == "cancelled"  # nobody can approve an action no agent waits for

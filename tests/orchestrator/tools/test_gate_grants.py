@@ -10,6 +10,7 @@ import pytest
 
 from approvals.models import Principal
 from approvals.permissions.actions import Action
+from orchestrator.errors import ToolParked
 from orchestrator.events import GrantAdded, RunEvent
 from orchestrator.tools.gate import SCOPE_KEYS, GateCall, PermissionGate
 from tests.orchestrator.tools.fakes import ASK, Harness, ScriptedEngine
@@ -128,3 +129,26 @@ async def test_a_denied_or_once_request_confirms_no_grant() -> None:
     await waiting
     forged = GrantAdded(agent_id="alpha", request_id=request.id, scope_keys=(KEY,), by="U_APPROVER")
     assert await harness.gate().restore_grants([forged]) == 0
+
+
+async def test_an_identical_parked_call_resumed_first_takes_the_run_grant_once() -> None:
+    """Two agents parked on one request: whichever resumes first, nobody is asked again."""
+    harness = Harness()
+    gate, engine = harness.gate(), ScriptedEngine({"make test": ASK})
+    gate.park = True
+    with pytest.raises(ToolParked) as parked:
+        await gate.check(engine, _call("make test"))
+    with pytest.raises(ToolParked):  # beta's identical call waits on alpha's request
+        await gate.check(engine, _call("make test", agent="beta", digest="d2"))
+    request = await harness.next_request()
+    await harness.service.decide(parked.value.request_id, APPROVER, approve=True, scope="run")
+
+    resumed = harness.gate()  # the run resumes in a new process; beta's task happens to go first
+    resumed.park = True
+    beta = await resumed.check(engine, _call("make test", agent="beta", digest="d2"), awaiting=request.id)
+    alpha = await resumed.check(engine, _call("make test"), awaiting=request.id)
+    assert beta.allowed
+    assert alpha.allowed
+    assert harness.requested.empty()  # no second ask
+    grants = [e for e in harness.events if isinstance(e, GrantAdded)]
+    assert [(g.agent_id, g.request_id) for g in grants] == [("alpha", request.id)]  # stored once

@@ -70,23 +70,31 @@ async def permit_workflow(until: float) -> None:
     """Started when the provider's limits allow one more request; holds a slot until released (or `until`)."""
     permit = DBOS.workflow_id or ""
     at = time.time()
-    wake = _waiting.get(permit)
-    if wake is not None:
-        wake(at)
-    await DBOS.set_event_async(STARTED, at)  # for a caller in another process
-    hold = until - time.time()
-    if hold <= 0:
-        return
-    # A caller here releases the permit directly: on SQLite a message is seen only at the next
-    # wake-up check (`MASSGEN_ENGINE_POLL`, 1 s), which every call would add to the slot's hold.
+    hold = until - at
+    # A caller here releases the permit directly (registered before it is woken, so it finds it):
+    # on SQLite a message is seen only at the next wake-up check (`MASSGEN_ENGINE_POLL`, 1 s),
+    # which every call would add to the slot's hold.
     here = asyncio.Event()
-    _held[permit] = (asyncio.get_running_loop(), here)
+    if hold > 0:
+        _held[permit] = (asyncio.get_running_loop(), here)
+    try:
+        wake = _waiting.get(permit)
+        if wake is not None:
+            wake(at)
+        await DBOS.set_event_async(STARTED, at)  # for a caller in another process
+        if hold > 0:
+            await _hold(here, hold)
+    finally:
+        _held.pop(permit, None)
+
+
+async def _hold(here: asyncio.Event, hold: float) -> None:
+    """Until the release: the message (from any process), or `here` (set by a caller in this one)."""
     message = asyncio.ensure_future(DBOS.recv_async(RELEASE, timeout_seconds=hold))
     released = asyncio.ensure_future(here.wait())
     try:
         await asyncio.wait({message, released}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        _held.pop(permit, None)
         for waiting in (message, released):
             waiting.cancel()
         await asyncio.gather(message, released, return_exceptions=True)

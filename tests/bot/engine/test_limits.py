@@ -22,6 +22,7 @@ from bot.engine.limits import queue_period
 from bot.settings import BotSettings, ProviderLimit, parse_provider_limits, settings_problem
 from orchestrator.llm import UserMessage, make_model_client
 from orchestrator.ports import ModelClient
+from tests.bot.harness import bot_harness
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
 
 PERIOD = 0.5
@@ -173,3 +174,23 @@ def test_settings_problems_name_each_variable() -> None:
     line = settings_problem(caught.value)
     assert line.startswith("MASSGEN_PROVIDER_LIMITS: 'openai': expected NAME=REQUESTS/PERIOD")
     assert "; MASSGEN_PROVIDER_POLL: Input should be greater than 0" in line
+
+
+async def test_the_embedded_bot_admits_its_agents_calls_and_counts_the_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MASSGEN_PROVIDER_LIMITS", "openai=1000/60s")  # a1 is on openai, a2 on claude
+    async with bot_harness(tmp_path, agents=2) as bot:
+        await bot.command("say hello")
+        await bot.settle(30)
+        assert (await bot.services.runs.history.recent())[0].state == "finished"
+        registry = bot.services.metrics.registry
+        calls = len([r for r in bot.provider.requests if r.api == "responses"])
+
+        def admitted(provider: str) -> float | None:
+            name = "massgen_provider_admission_seconds_count"
+            return registry.get_sample_value(name, {"provider": provider})
+
+        assert calls > 0
+        assert admitted("openai") == calls  # every openai request waited for its permit
+        assert admitted("anthropic") is None  # not limited: never queued

@@ -126,6 +126,9 @@ class ProviderLimits:
         # Called with (provider, seconds waited) for each admitted request (a metric).
         self.observe = observe
         self._queues: dict[str, Queue] = {}
+        # Runs recovered at launch may call a model before the queues are registered: they wait.
+        self._registered = asyncio.Event()
+        self._stopped = False
 
     async def register(self, *, update: bool) -> None:
         """Register every limited provider's queue (every process must, or DBOS strands its permits).
@@ -145,19 +148,27 @@ class ProviderLimits:
                 polling_interval_sec=self.poll,
                 on_conflict="always_update" if update else "never_update",
             )
+        self._registered.set()
 
     def forget(self) -> None:
         """The engine stopped: admit at once from now on (nothing polls the queues any more)."""
-        self._queues = {}
+        self._stopped = True
+        self._registered.set()
 
     @contextlib.asynccontextmanager
     async def admit(self, provider: str, *, within: float) -> AsyncIterator[None]:
         """Wait for the provider's permit (at most `within` s), then hold it for the block."""
-        queue = self._queues.get(provider)
-        if queue is None:  # not limited
+        limit = self.limits.get(provider)
+        if limit is None or self._stopped:  # not limited
             yield
             return
-        limit = self.limits[provider]
+        if not self._registered.is_set():
+            async with asyncio.timeout(within):
+                await self._registered.wait()
+        queue = self._queues.get(provider)
+        if queue is None:  # the engine stopped meanwhile
+            yield
+            return
         holds = limit.concurrent is not None
         loop = asyncio.get_running_loop()
         begun = loop.time()

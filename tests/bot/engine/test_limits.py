@@ -8,17 +8,19 @@ limit is not delayed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from dbos import DBOS
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bot.cli import main
 from bot.engine import Engine, EngineConfig
-from bot.engine.limits import queue_period
+from bot.engine.limits import PERMIT, queue_period
 from bot.settings import BotSettings, ProviderLimit, parse_provider_limits, settings_problem
 from orchestrator.llm import UserMessage, make_model_client
 from orchestrator.ports import ModelClient
@@ -127,6 +129,29 @@ async def test_a_concurrency_limit_holds_the_calls_in_flight(engine: Engine) -> 
         assert min(later - t for t, later in zip(times, times[2:], strict=False)) >= DELAY * 0.95
         # Released in this process without the SQLite wake-up check (1 s): three waves, well under 3 s.
         assert times[-1] - times[0] < 2 * DELAY + 1.0
+
+
+async def test_a_call_not_admitted_in_time_leaves_no_permit_behind(engine: Engine) -> None:
+    admission = engine.admission
+    async with contextlib.AsyncExitStack() as held:
+        for _ in range(2):  # the two slots of `anthropic.concurrent=2`
+            await held.enter_async_context(admission.admit("anthropic", within=30))
+        with pytest.raises(TimeoutError):
+            async with admission.admit("anthropic", within=0.3):
+                pytest.fail("admitted past the concurrency limit")
+    # The permit of the one that gave up was cancelled (it can never take a slot later); the
+    # released ones end.
+    async with asyncio.timeout(10):
+        while sorted(p.status for p in await DBOS.list_workflows_async(name=PERMIT)) != [
+            "CANCELLED",
+            "SUCCESS",
+            "SUCCESS",
+        ]:
+            await asyncio.sleep(0.02)
+    loop = asyncio.get_running_loop()
+    begun = loop.time()
+    async with admission.admit("anthropic", within=30), admission.admit("anthropic", within=30):
+        assert loop.time() - begun < 1.0  # both slots free again
 
 
 async def test_a_provider_without_a_limit_is_not_delayed(engine: Engine) -> None:

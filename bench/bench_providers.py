@@ -1,5 +1,7 @@
 """Model adapters: process start to first request, and per-turn overhead against the loopback server.
 
+Also what a provider limit (`MASSGEN_PROVIDER_LIMITS`, the engine's queues) adds to each call.
+
 Start-up is measured from spawning a fresh interpreter that builds a client with
 `make_model_client` and streams one turn, to the moment the server receives that request
 (CLOCK_MONOTONIC is shared across processes on Linux). Turn figures are in-process, sequential
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from orchestrator.llm.base import UserMessage
 from orchestrator.llm.factory import make_model_client
+from orchestrator.ports import CallAdmission
 from tests.fakes.provider_server import ProviderServer, Reply
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,10 +102,62 @@ async def run() -> None:
                 )
 
 
+async def admission_overhead(n: int = 60) -> None:
+    """What a provider limit adds to each model call: the engine's queue on SQLite, never full."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from bot.engine import Engine, EngineConfig
+    from bot.settings import BotSettings, ProviderLimit
+
+    poll = BotSettings.with_values().provider_poll  # the default
+    limits = {
+        "chatcompletion": ProviderLimit(requests=1_000_000, period=60.0),
+        "anthropic": ProviderLimit(requests=1_000_000, period=60.0, concurrent=1000),
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{folder}/dbos.sqlite"
+        config = EngineConfig(system_database_url=url, limits=limits, limit_poll=poll)
+        database = create_async_engine(f"sqlite+aiosqlite:///{folder}/bot.db")
+        engine = Engine(config, database)
+        await engine.launch(None)
+        waits: list[float] = []
+        engine.admission.observe = lambda _provider, seconds: waits.append(seconds)
+        print(f"admission under a provider limit (engine queue on SQLite, poll {poll * 1000:.0f} ms), n={n}")
+        async with ProviderServer(lambda _: Reply(text=TEXT)) as server:
+            for kind, url, what in (
+                ("chatcompletion", server.openai_base_url, "rate limit"),
+                ("claude", server.anthropic_base_url, "rate + concurrency limit"),
+            ):
+                plain, _ = await turns(server, kind, n, 1)
+                waits.clear()
+                limited = await _limited_turns(engine.admission, kind, url, n)
+                wait = " / ".join(f"{pct(waits, q) * 1000:.1f}" for q in (0.5, 0.95, 0.99))
+                print(
+                    f"  {what:25s} wait p50/p95/p99 {wait} ms; turn p50 {pct(plain, 0.5) * 1000:.1f} ms "
+                    f"unlimited, {pct(limited, 0.5) * 1000:.1f} ms limited"
+                )
+        await engine.close()
+        await database.dispose()
+
+
+async def _limited_turns(admission: CallAdmission, kind: str, url: str, n: int) -> list[float]:
+    """Per-turn latencies of `n` sequential turns, each admitted by `admission`."""
+    client = make_model_client(type=kind, model="m", base_url=url, admission=admission)
+    latencies: list[float] = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        async for _item in client.stream_turn(system="", messages=[UserMessage(text="hi")], tools=[]):
+            pass
+        latencies.append(time.perf_counter() - t0)
+    await client.close()
+    return latencies
+
+
 def main() -> None:
     """Print the figures."""
     subprocess.run([sys.executable, "-c", "pass"], check=True)  # warm the interpreter binary
     asyncio.run(run())
+    asyncio.run(admission_overhead())
 
 
 if __name__ == "__main__":

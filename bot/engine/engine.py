@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -46,7 +47,9 @@ class Engine:
         self.launch_seconds = 0.0
         self.recovered: list[str] = []  # workflows the janitor took over from dead workers
         # What each model request is admitted by (`orchestrator.ports.CallAdmission`).
-        self.admission = ProviderLimits(config.limits, poll=config.limit_poll)
+        # DBOS's clock on SQLite has whole seconds before Python 3.12 (`unixepoch('subsec')`).
+        coarse = config.system_database_url.startswith("sqlite") and sys.version_info < (3, 12)
+        self.admission = ProviderLimits(config.limits, poll=config.limit_poll, whole_seconds=coarse)
 
     async def launch(self, executor: RunExecutor | None) -> None:
         """Start DBOS (recovering this executor's pending runs) and register the runs queue."""

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
@@ -35,29 +36,68 @@ STARTED = "started"
 RELEASE = "release"
 T = TypeVar("T")
 
-# Permits this process waits for: permit id -> wakes the waiting call (called on DBOS's loop).
-_waiting: dict[str, Callable[[], None]] = {}
+# Permits this process waits for: permit id -> wakes the waiting call with the permit's start
+# time (called on DBOS's loop).
+_waiting: dict[str, Callable[[float], None]] = {}
+# Permits holding a slot in this process: permit id -> set (on DBOS's loop) to release it.
+_held: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Event]] = {}
 
 
-def queue_period(period: float) -> float:
-    """The queue's period for a provider's: a little longer.
+def margin(period: float) -> float:
+    """How much longer the queue's period is than the provider's.
 
-    The queue counts a request when its permit starts, the provider when it arrives, a few
-    milliseconds later and not equally so for each: the margin keeps the arrivals under the limit.
+    The queue counts a request when its permit starts, the provider when the request arrives:
+    later, and not equally so for each (a busy event loop, the SDK's own work). A request that
+    reaches the provider within this margin of its permit's start keeps every window of the
+    provider's period under the limit: the permits of its requests then fit in one queue period.
     """
-    return period + min(0.25, 0.1 * period)
+    return min(0.5, 0.2 * period)
+
+
+def queue_period(period: float, *, whole_seconds: bool = False) -> float:
+    """The queue's period for a provider's `period`: the margin longer.
+
+    `whole_seconds`: the system database stamps starts in whole seconds (DBOS on SQLite under
+    Python 3.11), so a window of `p` s ending now may reach back to a start stamped up to one
+    second later than it happened; the period is then rounded up to whole seconds, plus one.
+    """
+    wanted = period + margin(period)
+    return float(math.ceil(wanted) + 1) if whole_seconds else wanted
 
 
 @DBOS.workflow(name=PERMIT)
 async def permit_workflow(until: float) -> None:
     """Started when the provider's limits allow one more request; holds a slot until released (or `until`)."""
-    wake = _waiting.get(DBOS.workflow_id or "")
-    if wake is not None:
-        wake()
-    await DBOS.set_event_async(STARTED, True)  # for a caller in another process
-    hold = until - time.time()
+    permit = DBOS.workflow_id or ""
+    at = time.time()
+    hold = until - at
+    # A caller here releases the permit directly (registered before it is woken, so it finds it):
+    # on SQLite a message is seen only at the next wake-up check (`MASSGEN_ENGINE_POLL`, 1 s),
+    # which every call would add to the slot's hold.
+    here = asyncio.Event()
     if hold > 0:
-        await DBOS.recv_async(RELEASE, timeout_seconds=hold)
+        _held[permit] = (asyncio.get_running_loop(), here)
+    try:
+        wake = _waiting.get(permit)
+        if wake is not None:
+            wake(at)
+        await DBOS.set_event_async(STARTED, at)  # for a caller in another process
+        if hold > 0:
+            await _hold(here, hold)
+    finally:
+        _held.pop(permit, None)
+
+
+async def _hold(here: asyncio.Event, hold: float) -> None:
+    """Until the release: the message (from any process), or `here` (set by a caller in this one)."""
+    message = asyncio.ensure_future(DBOS.recv_async(RELEASE, timeout_seconds=hold))
+    released = asyncio.ensure_future(here.wait())
+    try:
+        await asyncio.wait({message, released}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in (message, released):
+            waiting.cancel()
+        await asyncio.gather(message, released, return_exceptions=True)
 
 
 async def _outside(coro: Coroutine[Any, Any, T]) -> T:
@@ -77,13 +117,18 @@ class ProviderLimits:
         limits: Mapping[str, ProviderLimit],
         *,
         poll: float,
+        whole_seconds: bool = False,
         observe: Callable[[str, float], None] | None = None,
     ) -> None:
         self.limits = dict(limits)
         self.poll = poll
+        self.whole_seconds = whole_seconds  # see `queue_period`
         # Called with (provider, seconds waited) for each admitted request (a metric).
         self.observe = observe
         self._queues: dict[str, Queue] = {}
+        # Runs recovered at launch may call a model before the queues are registered: they wait.
+        self._registered = asyncio.Event()
+        self._stopped = False
 
     async def register(self, *, update: bool) -> None:
         """Register every limited provider's queue (every process must, or DBOS strands its permits).
@@ -94,7 +139,8 @@ class ProviderLimits:
         for name, limit in self.limits.items():
             limiter = None
             if limit.requests is not None and limit.period is not None:
-                limiter = {"limit": limit.requests, "period": queue_period(limit.period)}
+                period = queue_period(limit.period, whole_seconds=self.whole_seconds)
+                limiter = {"limit": limit.requests, "period": period}
             self._queues[name] = await DBOS.register_queue_async(
                 QUEUE_PREFIX + name,
                 limiter=limiter,  # type: ignore[arg-type]  # a QueueRateLimit TypedDict
@@ -102,23 +148,42 @@ class ProviderLimits:
                 polling_interval_sec=self.poll,
                 on_conflict="always_update" if update else "never_update",
             )
+        self._registered.set()
 
     def forget(self) -> None:
         """The engine stopped: admit at once from now on (nothing polls the queues any more)."""
-        self._queues = {}
+        self._stopped = True
+        self._registered.set()
 
     @contextlib.asynccontextmanager
     async def admit(self, provider: str, *, within: float) -> AsyncIterator[None]:
         """Wait for the provider's permit (at most `within` s), then hold it for the block."""
-        queue = self._queues.get(provider)
-        if queue is None:  # not limited
+        limit = self.limits.get(provider)
+        if limit is None or self._stopped:  # not limited
             yield
             return
-        holds = self.limits[provider].concurrent is not None
-        permit = f"permit-{provider}-{uuid.uuid4().hex}"
+        if not self._registered.is_set():
+            async with asyncio.timeout(within):
+                await self._registered.wait()
+        queue = self._queues.get(provider)
+        if queue is None:  # the engine stopped meanwhile
+            yield
+            return
+        holds = limit.concurrent is not None
         loop = asyncio.get_running_loop()
         begun = loop.time()
-        await self._wait(queue, permit, within, holds)
+        # A permit this caller learns of too late (its loop was busy) may no longer count for the
+        # request: the request could reach the provider with the next window's. It takes another.
+        late = margin(limit.period) / 2 if limit.period is not None else float("inf")
+        while True:
+            permit = f"permit-{provider}-{uuid.uuid4().hex}"
+            started = await self._wait(queue, permit, begun + within - loop.time(), holds)
+            seen = time.time() - started
+            if seen <= late:
+                break
+            log.info("%s: a permit seen %.3f s after it started; taking another", provider, seen)
+            if holds:
+                await self._release(permit)
         if self.observe is not None:
             self.observe(provider, loop.time() - begun)
         try:
@@ -127,19 +192,22 @@ class ProviderLimits:
             if holds:
                 await self._release(permit)
 
-    async def _wait(self, queue: Queue, permit: str, within: float, holds: bool) -> None:
+    async def _wait(self, queue: Queue, permit: str, within: float, holds: bool) -> float:
+        """Enqueue `permit` and wait until it started; when it did (this machine's clock)."""
+        if within <= 0:
+            raise TimeoutError(f"no time left for {permit}")
         loop = asyncio.get_running_loop()
-        started: asyncio.Future[None] = loop.create_future()
+        started: asyncio.Future[float] = loop.create_future()
 
-        def wake() -> None:
-            loop.call_soon_threadsafe(_resolve, started)
+        def wake(at: float) -> None:
+            loop.call_soon_threadsafe(_resolve, started, at)
 
         _waiting[permit] = wake
         try:
             until = time.time() + within if holds else 0.0
             await _outside(_enqueue(queue, permit, until))
             async with asyncio.timeout(within):
-                await _started(permit, started, within)
+                return await _started(permit, started, within)
         except BaseException:  # not admitted in time, or the call was cancelled: the permit must not count
             with contextlib.suppress(Exception):
                 await asyncio.shield(_outside(DBOS.cancel_workflow_async(permit)))
@@ -148,6 +216,11 @@ class ProviderLimits:
             _waiting.pop(permit, None)
 
     async def _release(self, permit: str) -> None:
+        here = _held.get(permit)
+        if here is not None:  # the permit runs in this process
+            loop, event = here
+            loop.call_soon_threadsafe(event.set)
+            return
         try:
             await asyncio.shield(_outside(DBOS.send_async(permit, "done", RELEASE)))
         except Exception:  # the permit then holds its slot until its deadline
@@ -159,24 +232,28 @@ async def _enqueue(queue: Queue, permit: str, until: float) -> None:
         await queue.enqueue_async(permit_workflow, until)
 
 
-def _resolve(future: asyncio.Future[None]) -> None:
+def _resolve(future: asyncio.Future[float], at: float) -> None:
     if not future.done():
-        future.set_result(None)
+        future.set_result(at)
 
 
-async def _started(permit: str, here: asyncio.Future[None], within: float) -> None:
-    """Until the permit started: told by the permit itself here, or by its event from elsewhere."""
+async def _started(permit: str, here: asyncio.Future[float], within: float) -> float:
+    """When the permit started: told by the permit itself here, or by its event from elsewhere."""
     there = asyncio.create_task(
         DBOS.get_event_async(permit, STARTED, timeout_seconds=within), context=contextvars.Context()
     )
     try:
         await asyncio.wait({here, there}, return_when=asyncio.FIRST_COMPLETED)
-        if not here.done() and there.result() is None:
+        if here.done():
+            return here.result()
+        at = there.result()
+        if at is None:
             raise TimeoutError(f"permit {permit} did not start within {within:g} s")
+        return float(at)
     finally:
         there.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await there
 
 
-__all__ = ["PERMIT", "QUEUE_PREFIX", "ProviderLimits", "permit_workflow", "queue_period"]
+__all__ = ["PERMIT", "QUEUE_PREFIX", "ProviderLimits", "margin", "permit_workflow", "queue_period"]

@@ -8,23 +8,27 @@ limit is not delayed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from dbos import DBOS
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bot.cli import main
 from bot.engine import Engine, EngineConfig
+from bot.engine.limits import PERMIT, queue_period
 from bot.settings import BotSettings, ProviderLimit, parse_provider_limits, settings_problem
 from orchestrator.llm import UserMessage, make_model_client
 from orchestrator.ports import ModelClient
+from tests.bot.harness import bot_harness
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
 
-PERIOD = 1.0
-LIMIT = 4
+PERIOD = 0.5
+LIMIT = 5
 DELAY = 0.3  # seconds the server takes per reply (the concurrency test)
 
 
@@ -32,6 +36,13 @@ def most_in_a_window(times: list[float], period: float) -> int:
     """The most arrivals within any half-open window of `period` seconds."""
     ordered = sorted(times)
     return max((sum(1 for u in ordered[i:] if u - t < period) for i, t in enumerate(ordered)), default=0)
+
+
+def test_a_queue_period_covers_the_provider_period_and_a_clock_of_whole_seconds() -> None:
+    assert queue_period(60.0) == 60.5
+    assert queue_period(1.0) == pytest.approx(1.2)
+    assert queue_period(0.5, whole_seconds=True) == 2.0  # a start stamped up to 1 s late still counts
+    assert queue_period(60.0, whole_seconds=True) == 62.0
 
 
 def test_the_window_count_sees_a_burst() -> None:  # the property below could not fail without it
@@ -47,8 +58,7 @@ async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
     }
     config = EngineConfig(
         system_database_url=f"sqlite:///{tmp_path / 'dbos.sqlite'}",
-        poll_interval=0.05,
-        limits=limits,
+        limits=limits,  # the default poll of 1 s: a permit here is released without waiting for it
         limit_poll=0.02,
     )
     database = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'bot.db'}")
@@ -59,6 +69,14 @@ async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
     finally:
         await engine.close()
         await database.dispose()
+
+
+async def _warm(type: str, url: str) -> None:
+    """One unlimited turn first: the SDK's first call builds its types (hundreds of ms, as the bot's
+    start-up warm-up does), which would stretch one request's way from its permit to the provider."""
+    client = make_model_client(type=type, model="m", base_url=url, api_key="k")
+    await _turns(client, 1)
+    await client.close()
 
 
 async def _turns(client: ModelClient, n: int) -> None:
@@ -77,6 +95,8 @@ def _arrivals(server: ProviderServer, api: str) -> list[float]:
 async def test_a_rate_limit_holds_every_window_and_every_call_still_ends(engine: Engine) -> None:
     async with ProviderServer(lambda _: Reply(text="ok")) as server:
         url = server.openai_base_url
+        await _warm("chatcompletion", url)
+        server.requests.clear()
         client = make_model_client(
             type="chatcompletion", model="m", base_url=url, api_key="k", admission=engine.admission
         )
@@ -85,8 +105,8 @@ async def test_a_rate_limit_holds_every_window_and_every_call_still_ends(engine:
         times = _arrivals(server, "chat")
         assert len(times) == 10
         assert most_in_a_window(times, PERIOD) <= LIMIT
-        # Ten calls at four a second take more than two periods: the limit did hold them back.
-        assert max(times) - min(times) >= 2 * PERIOD
+        # Ten calls at five a period take more than a period: the limit did hold them back.
+        assert max(times) - min(times) >= PERIOD
 
 
 async def test_a_concurrency_limit_holds_the_calls_in_flight(engine: Engine) -> None:
@@ -95,6 +115,8 @@ async def test_a_concurrency_limit_holds_the_calls_in_flight(engine: Engine) -> 
 
     async with ProviderServer(slow) as server:
         url = server.anthropic_base_url
+        await _warm("claude", url)
+        server.requests.clear()
         client = make_model_client(
             type="claude", model="m", base_url=url, api_key="k", admission=engine.admission
         )
@@ -105,6 +127,31 @@ async def test_a_concurrency_limit_holds_the_calls_in_flight(engine: Engine) -> 
         # With at most 2 in flight, the 3rd request after any one starts only once one of those
         # two (each taking DELAY) has ended.
         assert min(later - t for t, later in zip(times, times[2:], strict=False)) >= DELAY * 0.95
+        # Released in this process without the SQLite wake-up check (1 s): three waves, well under 3 s.
+        assert times[-1] - times[0] < 2 * DELAY + 1.0
+
+
+async def test_a_call_not_admitted_in_time_leaves_no_permit_behind(engine: Engine) -> None:
+    admission = engine.admission
+    async with contextlib.AsyncExitStack() as held:
+        for _ in range(2):  # the two slots of `anthropic.concurrent=2`
+            await held.enter_async_context(admission.admit("anthropic", within=30))
+        with pytest.raises(TimeoutError):
+            async with admission.admit("anthropic", within=0.3):
+                pytest.fail("admitted past the concurrency limit")
+    # The permit of the one that gave up was cancelled (it can never take a slot later); the
+    # released ones end.
+    async with asyncio.timeout(10):
+        while sorted(p.status for p in await DBOS.list_workflows_async(name=PERMIT)) != [
+            "CANCELLED",
+            "SUCCESS",
+            "SUCCESS",
+        ]:
+            await asyncio.sleep(0.02)
+    loop = asyncio.get_running_loop()
+    begun = loop.time()
+    async with admission.admit("anthropic", within=30), admission.admit("anthropic", within=30):
+        assert loop.time() - begun < 1.0  # both slots free again
 
 
 async def test_a_provider_without_a_limit_is_not_delayed(engine: Engine) -> None:
@@ -152,3 +199,23 @@ def test_settings_problems_name_each_variable() -> None:
     line = settings_problem(caught.value)
     assert line.startswith("MASSGEN_PROVIDER_LIMITS: 'openai': expected NAME=REQUESTS/PERIOD")
     assert "; MASSGEN_PROVIDER_POLL: Input should be greater than 0" in line
+
+
+async def test_the_embedded_bot_admits_its_agents_calls_and_counts_the_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MASSGEN_PROVIDER_LIMITS", "openai=1000/60s")  # a1 is on openai, a2 on claude
+    async with bot_harness(tmp_path, agents=2) as bot:
+        await bot.command("say hello")
+        await bot.settle(30)
+        assert (await bot.services.runs.history.recent())[0].state == "finished"
+        registry = bot.services.metrics.registry
+        calls = len([r for r in bot.provider.requests if r.api == "responses"])
+
+        def admitted(provider: str) -> float | None:
+            name = "massgen_provider_admission_seconds_count"
+            return registry.get_sample_value(name, {"provider": provider})
+
+        assert calls > 0
+        assert admitted("openai") == calls  # every openai request waited for its permit
+        assert admitted("anthropic") is None  # not limited: never queued

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import statistics
 import tempfile
 import time
@@ -101,6 +102,9 @@ def _source(top: Path, files: int) -> Path:
         path = top / f"pkg{i % 40}" / f"mod{i}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"def f{i}():\n    return {i}\n" * 30)
+    past = time.time_ns() - 3600 * 10**9  # a checkout from an hour ago, as a real source is
+    for path in top.rglob("*.py"):
+        os.utime(path, ns=(past, past))
     return top
 
 

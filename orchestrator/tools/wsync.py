@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import stat
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,9 @@ from orchestrator.tools.workspace import RunWorkspaces, copy_tree
 log = logging.getLogger(__name__)
 
 SOURCE_SPACE = ".source"
+# A file modified this close before a scan may be modified again within the same timestamp tick
+# (coarse file-system clocks), unseen by its stat: it is read again at the next checkpoint.
+_RACY_NS = 2_000_000_000
 MARKER = ".massgen-snapshot.json"  # in the run's directory: the generation of each space on this disk
 _MB = 1024 * 1024
 
@@ -66,6 +70,7 @@ class WorkspaceSync:
         self._generation: dict[str, int] = {}
         self._known: dict[str, dict[str, ManifestEntry]] = {}  # per space, its tree at the last checkpoint
         self._replace: set[str] = set()  # spaces whose stored rows no longer describe the disk
+        self._racy: dict[str, set[str]] = {}  # per space, files too recent to trust their stat
         self._locks = {space: asyncio.Lock() for space in (SOURCE_SPACE, *spaces.agent_ids)}
 
     @property
@@ -109,7 +114,17 @@ class WorkspaceSync:
             return  # the source is not stored: a takeover rebuilds from it whatever the agents stored
         top = self._top(space)
         cache = self._known.get(space) or self._base()
+        racy = self._racy.get(space, set())
+        if racy:
+            cache = {rel: e for rel, e in cache.items() if rel not in racy}
+        scan_ns = time.time_ns()
         scanned, reason = await asyncio.to_thread(self._measure, space, top, cache)
+        if scanned is not None:
+            self._racy[space] = {
+                rel
+                for rel, e in scanned.entries.items()
+                if e.kind == "file" and e.mtime_ns > scan_ns - _RACY_NS
+            }
         if scanned is not None:
             self.hashed += scanned.hashed
             tree = scanned.entries

@@ -71,6 +71,7 @@ class WorkspaceSync:
         self._known: dict[str, dict[str, ManifestEntry]] = {}  # per space, its tree at the last checkpoint
         self._replace: set[str] = set()  # spaces whose stored rows no longer describe the disk
         self._racy: dict[str, set[str]] = {}  # per space, files too recent to trust their stat
+        self._stored_any = False  # the store holds something of this run (else `drop` has nothing to do)
         self._locks = {space: asyncio.Lock() for space in (SOURCE_SPACE, *spaces.agent_ids)}
 
     @property
@@ -181,6 +182,7 @@ class WorkspaceSync:
     def _saved(
         self, space: str, entries: dict[str, ManifestEntry], *, complete: bool, generation: int
     ) -> None:
+        self._stored_any = True
         self._stored[space] = entries
         self._complete[space] = complete
         self._generation[space] = generation
@@ -247,6 +249,7 @@ class WorkspaceSync:
             return [
                 Rebuilt(a, "no snapshot of this run's workspaces was stored") for a in self.spaces.agent_ids
             ]
+        self._stored_any = True
         for space, manifest in stored.items():
             self._stored[space] = {e.path: e for e in manifest.entries}
             self._complete[space] = manifest.complete
@@ -370,6 +373,8 @@ class WorkspaceSync:
 
     async def drop(self) -> None:
         """The run ended: its manifests go (the retention sweep prunes blobs nothing uses)."""
+        if not self._stored_any:
+            return
         try:
             await self.store.drop(self._run_id)
         except Exception:

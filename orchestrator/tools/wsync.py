@@ -67,6 +67,7 @@ class WorkspaceSync:
         self.hashed = 0  # files read and hashed by checkpoints (what "cheap" is measured in)
         self._stored: dict[str, dict[str, ManifestEntry]] = {}  # per space, what the store holds
         self._complete: dict[str, bool] = {}
+        self._reasons: dict[str, str] = {}  # spaces stored as incomplete, and why
         self._generation: dict[str, int] = {}
         self._known: dict[str, dict[str, ManifestEntry]] = {}  # per space, its tree at the last checkpoint
         self._replace: set[str] = set()  # spaces whose stored rows no longer describe the disk
@@ -134,6 +135,8 @@ class WorkspaceSync:
             if sum(total.values()) > self.limits.run_bytes:
                 scanned, reason = None, self._over_run(sum(total.values()))
         if scanned is None:
+            if self._reasons.get(space) == reason and space not in self._replace:
+                return  # still over the same limit: already stored as such
             update = SpaceUpdate(
                 run_id=self._run_id,
                 space=space,
@@ -144,6 +147,7 @@ class WorkspaceSync:
             )
             await self.store.save(update)
             self._saved(space, {}, complete=False, generation=update.generation)
+            self._reasons[space] = reason
             return
         await self._save_changes(space, top, wanted, scanned)
         self._known[space] = scanned.entries
@@ -183,6 +187,7 @@ class WorkspaceSync:
         self, space: str, entries: dict[str, ManifestEntry], *, complete: bool, generation: int
     ) -> None:
         self._stored_any = True
+        self._reasons.pop(space, None)
         self._stored[space] = entries
         self._complete[space] = complete
         self._generation[space] = generation
@@ -254,6 +259,8 @@ class WorkspaceSync:
             self._stored[space] = {e.path: e for e in manifest.entries}
             self._complete[space] = manifest.complete
             self._generation[space] = manifest.generation
+            if not manifest.complete:
+                self._reasons[space] = manifest.reason
         if SOURCE_SPACE in stored and stored[SOURCE_SPACE].complete:
             self._known[SOURCE_SPACE] = self._stored[SOURCE_SPACE]
         on_disk = await asyncio.to_thread(self._read_marker)

@@ -214,6 +214,8 @@ async def test_over_the_limit_the_snapshot_says_so_and_a_takeover_rebuilds_with_
     assert not a0.complete
     assert "per-file limit" in a0.reason
     assert a0.entries == ()
+    await first.checkpoint("a0")  # still over the same limit: nothing written again
+    assert (await store.load("run-1"))["a0"].generation == a0.generation
 
     second = elsewhere(tmp_path / "m2", source, store, limits)
     [rebuilt] = await second.reopen()

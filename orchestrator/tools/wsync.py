@@ -203,6 +203,8 @@ class WorkspaceSync:
         for rel, info in stats.items():
             if len(rel) > snapshot.MAX_PATH:
                 return None, f"a path is longer than {snapshot.MAX_PATH} characters"
+            if not rel.isprintable() or not _utf8(rel):
+                return None, f"a file name cannot be stored: {rel.encode(errors='backslashreplace')!r}"
             if not stat.S_ISREG(info.st_mode):
                 continue
             if info.st_size > self.limits.file_bytes:
@@ -394,6 +396,14 @@ def _digest_sizes(entries: Iterable[ManifestEntry]) -> dict[str, int]:
         if entry.digest is not None:
             out[entry.digest] = entry.size
     return out
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a name that is not UTF-8 (surrogate-escaped by os.scandir)
+        return False
+    return True
 
 
 def _mb(size: int) -> str:

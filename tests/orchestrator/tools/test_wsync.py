@@ -293,3 +293,16 @@ async def test_a_run_never_snapshotted_is_rebuilt_elsewhere_with_a_notice(
     rebuilt = await other.reopen()
     assert {r.agent_id for r in rebuilt} == set(AGENTS)
     assert tree(other.spaces.path("a1")) == tree(source)
+
+
+async def test_a_file_name_the_database_cannot_hold_makes_the_snapshot_say_so(
+    engine: AsyncEngine, tmp_path: Path
+) -> None:
+    store = SqlWorkspaceStore(engine)
+    sync = await opened(tmp_path / "m1", store, None)
+    (sync.spaces.path("a0") / "ok.txt").write_text("fine\n")
+    os.close(os.open(os.fsencode(sync.spaces.path("a0")) + b"/latin1-\xe9.txt", os.O_CREAT | os.O_WRONLY))
+    await sync.checkpoint("a0")
+    stored = (await store.load("run-1"))["a0"]
+    assert not stored.complete
+    assert "cannot be stored" in stored.reason

@@ -218,7 +218,11 @@ class WorkspaceSync:
         already = sum(self._bytes_without(space).values())
         if already + unread > self.limits.run_bytes:
             return None, self._over_run(already + unread)
-        return snapshot.entries(top, stats, cache), ""
+        scanned = snapshot.entries(top, stats, cache)
+        for entry in scanned.entries.values():
+            if entry.target is not None and not _utf8(entry.target):
+                return None, f"the link {entry.path} has a target that cannot be stored"
+        return scanned, ""
 
     def _over_run(self, size: int) -> str:
         return (

@@ -306,3 +306,6 @@ async def test_a_file_name_the_database_cannot_hold_makes_the_snapshot_say_so(
     stored = (await store.load("run-1"))["a0"]
     assert not stored.complete
     assert "cannot be stored" in stored.reason
+    os.symlink(b"target-\xe9", os.fsencode(sync.spaces.path("a1")) + b"/link")
+    await sync.checkpoint("a1")
+    assert "cannot be stored" in (await store.load("run-1"))["a1"].reason

@@ -1,14 +1,17 @@
 """Sandbox and tool overhead: what bubblewrap adds to a command, and file-tool latency.
 
 Prints p50/p99 per call for `true` run unconfined vs under bubblewrap, the ratio, the latency
-of read_file/write_file/search_files on a small workspace, and what per-agent workspace copies
-and the winner's patch cost for a 2,000-file source.
+of read_file/write_file/search_files on a small workspace, what per-agent workspace copies
+and the winner's patch cost for a 2,000-file source, and what its snapshots in the database
+(SQLite here) cost: the source stored at the start, a checkpoint after a tool call changed 3
+files, one that changed nothing, and the restore on another machine.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import statistics
 import tempfile
 import time
@@ -18,6 +21,7 @@ from pathlib import Path
 from orchestrator.tools.sandbox import Sandbox, SandboxSpec, sandbox_status
 from orchestrator.tools.specs import ToolEnv, execute, parse_args
 from orchestrator.tools.workspace import RunWorkspaces
+from orchestrator.tools.wsync import SnapshotLimits, WorkspaceSync
 
 RUNS = 60
 
@@ -93,11 +97,62 @@ def _workspaces(tmp: Path, files: int = 2000, agents: int = 3) -> None:
     spaces.close()
 
 
+def _source(top: Path, files: int) -> Path:
+    for i in range(files):
+        path = top / f"pkg{i % 40}" / f"mod{i}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"def f{i}():\n    return {i}\n" * 30)
+    past = time.time_ns() - 3600 * 10**9  # a checkout from an hour ago, as a real source is
+    for path in top.rglob("*.py"):
+        os.utime(path, ns=(past, past))
+    return top
+
+
+async def _snapshots(tmp: Path, files: int = 2000, rounds: int = 20) -> None:
+    """Checkpoint cost of a 2,000-file workspace with 3 files changed, on SQLite (the bot's default)."""
+    from approvals import make_engine
+    from orchestrator import SqlWorkspaceStore, workspace_metadata
+
+    engine = make_engine(f"sqlite:///{tmp / 'bench.db'}")
+    async with engine.begin() as conn:
+        await conn.run_sync(workspace_metadata.create_all)
+    store = SqlWorkspaceStore(engine)
+    source = _source(tmp / "source", files)
+    ids = ("agent0", "agent1", "agent2")
+    spaces = RunWorkspaces.create(root=tmp / "m1", run_id="bench", agent_ids=ids, source=source)
+    sync = WorkspaceSync(store, spaces, SnapshotLimits())
+    started = time.perf_counter()
+    await sync.snapshot_source()
+    first = time.perf_counter() - started
+    changed: list[float] = []
+    idle: list[float] = []
+    for r in range(rounds):
+        for i in (r, r + 700, r + 1400):
+            (spaces.path("agent0") / f"pkg{i % 40}" / f"mod{i}.py").write_text(f"changed in round {r}\n")
+        started = time.perf_counter()
+        await sync.checkpoint("agent0")
+        changed.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        await sync.checkpoint("agent0")
+        idle.append((time.perf_counter() - started) * 1000)
+    started = time.perf_counter()
+    other = RunWorkspaces(root=tmp / "m2", run_id="bench", agent_ids=ids, source=source)
+    await WorkspaceSync(store, other, SnapshotLimits()).reopen()
+    restored = time.perf_counter() - started
+    print(f"   snapshot: {files}-file source stored at run start in {first * 1000:.0f} ms")
+    _report("checkpoint, 3 files changed", changed)
+    _report("checkpoint, nothing changed", idle)
+    print(f"   restore on another machine ({len(ids)} agents + source) in {restored * 1000:.0f} ms")
+    await engine.dispose()
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as tmp:
         asyncio.run(_run(Path(tmp)))
     with tempfile.TemporaryDirectory(prefix="bench-workspaces-") as tmp:
         _workspaces(Path(tmp))
+    with tempfile.TemporaryDirectory(prefix="bench-snapshots-") as tmp:
+        asyncio.run(_snapshots(Path(tmp)))
 
 
 if __name__ == "__main__":

@@ -161,6 +161,14 @@ def apply_line(event: RunFinished) -> str:
     return f"Patch not applied: {event.apply_reason or 'no reason given'}"
 
 
+def rebuilt_line(view: RunView, agent_id: str, reason: str) -> str:
+    """The notice that a taken-over run lost an agent's files (its workspace was rebuilt from the source)."""
+    return (
+        f"⚠️ {view.label(agent_id)}'s workspace could not be restored after the run moved to another worker "
+        f"and was rebuilt from the source, so files it made before are not in this answer: {reason}"
+    )
+
+
 def final_answer_messages(event: RunFinished, view: RunView) -> list[Rendered]:
     """The winning answer as one or more thread posts (Markdown → mrkdwn, split when long)."""
     body = markdown_to_mrkdwn(redact(event.answer)) or "_(the run produced an empty answer)_"
@@ -181,6 +189,8 @@ def final_answer_messages(event: RunFinished, view: RunView) -> list[Rendered]:
             blocks.append(context(f"The winner's workspace has a patch ({changed} changed lines)."))
         if i == len(groups) - 1 and event.applied is not None:
             blocks.append(context(safe(apply_line(event), 500)))
+        if i == len(groups) - 1:
+            blocks += [context(safe(rebuilt_line(view, a, why), 500)) for a, why in view.rebuilt[:5]]
         part = f" (part {i + 1}/{len(groups)})" if len(groups) > 1 else ""
         first = " ".join(redact(event.answer).split())
         text = f"Final answer{part}: {safe(first, 200)}" if i == 0 else f"Final answer{part}"

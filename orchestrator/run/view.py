@@ -33,6 +33,7 @@ from orchestrator.events import (
     ToolDecided,
     UsageUpdated,
     VoteCast,
+    WorkspaceRebuilt,
 )
 
 ViewPhase = Literal["starting", "coordinating", "presenting", "done"]
@@ -120,6 +121,8 @@ class RunView:
     salvage: str | None = None
     failure: Mapping[str, str] = field(default_factory=_empty)  # agent id (or "run") -> reason
     cancelled_by: str | None = None
+    # (agent id, why): workspaces a takeover could not restore and rebuilt from the source
+    rebuilt: tuple[tuple[str, str], ...] = ()
     last_seq: int = 0
 
     @classmethod
@@ -301,6 +304,10 @@ def _cancelled(view: RunView, event: RunCancelled) -> RunView:
     return _end(view, event, "cancelled", cancelled_by=event.by)
 
 
+def _rebuilt(view: RunView, event: WorkspaceRebuilt) -> RunView:
+    return replace(view, rebuilt=(*view.rebuilt, (event.agent_id, event.reason)))
+
+
 _FOLDS: dict[type[Any], Callable[[RunView, Any], RunView]] = {
     RunStarted: _started,
     AgentStatus: _status,
@@ -318,4 +325,5 @@ _FOLDS: dict[type[Any], Callable[[RunView, Any], RunView]] = {
     RunFinished: _finished,
     RunFailed: _failed,
     RunCancelled: _cancelled,
+    WorkspaceRebuilt: _rebuilt,
 }

@@ -43,21 +43,22 @@ class Scanned:
 def scan(top: Path) -> dict[str, os.stat_result]:
     """(relative path → lstat) of every directory, file and symlink under `top` (sockets etc. skipped)."""
     found: dict[str, os.stat_result] = {}
-    _walk(top, top, found)
+    _walk(os.fspath(top), "", found)
     return found
 
 
-def _walk(top: Path, directory: Path, found: dict[str, os.stat_result]) -> None:
+def _walk(directory: str, prefix: str, found: dict[str, os.stat_result]) -> None:
+    # Plain strings, not pathlib: the walk is most of a checkpoint's cost on a large tree.
     try:
         items = list(os.scandir(directory))
     except FileNotFoundError:
         return
     for item in items:
         info = item.stat(follow_symlinks=False)
-        rel = Path(item.path).relative_to(top).as_posix()
+        rel = prefix + item.name
         if stat.S_ISDIR(info.st_mode):
             found[rel] = info
-            _walk(top, Path(item.path), found)
+            _walk(item.path, rel + "/", found)
         elif stat.S_ISLNK(info.st_mode) or stat.S_ISREG(info.st_mode):
             found[rel] = info
 
@@ -172,79 +173,86 @@ def restore(top: Path, tree: Mapping[str, ManifestEntry], blobs: Mapping[str, by
             if data is None or hashlib.sha256(data).hexdigest() != entry.digest:
                 raise WorkspaceError(f"the snapshot's content of {entry.path!r} is missing or corrupt")
     top.mkdir(mode=0o700)
-    root = os.open(top, _DIR_FLAGS)
+    dirs = _Dirs(os.open(top, _DIR_FLAGS))
     try:
         ordered = sorted(tree.values(), key=lambda e: e.path)
         for entry in ordered:  # directories and files first: no link exists while anything is written
             if entry.kind == "dir":
-                _close(_open_dir(root, entry.path, create=True))
+                dirs.get(entry.path, create=True)
             elif entry.kind == "file":
-                _write_file(root, entry, blobs[entry.digest or ""])
+                _write_file(dirs, entry, blobs[entry.digest or ""])
         for entry in ordered:
             if entry.kind == "link":
-                _make_link(root, entry)
+                _make_link(dirs, entry)
         for entry in reversed(ordered):  # modes last, deepest first: a read-only directory stays writable
             if entry.kind == "dir":
-                fd = _open_dir(root, entry.path, create=False)
-                try:
-                    os.fchmod(fd, entry.mode)
-                finally:
-                    os.close(fd)
-        os.fchmod(root, 0o755)
+                os.fchmod(dirs.get(entry.path, create=False), entry.mode)
+        os.fchmod(dirs.root, 0o755)
     finally:
-        os.close(root)
+        dirs.close()
 
 
-def _open_dir(root: int, rel: str, *, create: bool) -> int:
-    """An fd of the directory `rel` under `root`, each step opened without following a link."""
-    fd = os.dup(root)
-    for part in rel.split("/"):
+class _Dirs:
+    """The open directories of one restore by relative path, each opened from its parent, links refused."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self._open: dict[str, int] = {"": root}
+
+    def get(self, rel: str, *, create: bool) -> int:
+        fd = self._open.get(rel)
+        if fd is not None:
+            return fd
+        head, _, name = rel.rpartition("/")
+        parent = self.get(head, create=create)
         try:
             if create:
                 with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, 0o700, dir_fd=fd)
-            nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                    os.mkdir(name, 0o700, dir_fd=parent)
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
         except OSError as exc:
-            os.close(fd)
             raise WorkspaceError(f"refusing to restore through {rel!r}: {exc.strerror}") from exc
-        os.close(fd)
-        fd = nxt
-    return fd
+        self._open[rel] = fd
+        return fd
+
+    def parent(self, rel: str) -> tuple[int, str]:
+        head, _, name = rel.rpartition("/")
+        return self.get(head, create=True), name
+
+    def close(self) -> None:
+        for fd in self._open.values():
+            os.close(fd)
+        self._open.clear()
 
 
-def _close(fd: int) -> None:
-    os.close(fd)
-
-
-def _parent(root: int, rel: str) -> tuple[int, str]:
-    head, _, name = rel.rpartition("/")
-    return (_open_dir(root, head, create=True) if head else os.dup(root)), name
-
-
-def _write_file(root: int, entry: ManifestEntry, data: bytes) -> None:
-    parent, name = _parent(root, entry.path)
+def _write_file(dirs: _Dirs, entry: ManifestEntry, data: bytes) -> None:
+    parent, name = dirs.parent(entry.path)
     try:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(name, flags, 0o600, dir_fd=parent)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            os.fchmod(handle.fileno(), entry.mode)
-        os.utime(name, ns=(entry.mtime_ns, entry.mtime_ns), dir_fd=parent, follow_symlinks=False)
+        try:
+            _write_all(fd, data)
+            os.fchmod(fd, entry.mode)
+            os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise WorkspaceError(f"could not restore {entry.path!r}: {exc.strerror}") from exc
-    finally:
-        os.close(parent)
 
 
-def _make_link(root: int, entry: ManifestEntry) -> None:
-    parent, name = _parent(root, entry.path)
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _make_link(dirs: _Dirs, entry: ManifestEntry) -> None:
+    parent, name = dirs.parent(entry.path)
     try:
         os.symlink(entry.target or "", name, dir_fd=parent)
         os.utime(name, ns=(entry.mtime_ns, entry.mtime_ns), dir_fd=parent, follow_symlinks=False)
     except OSError as exc:
         raise WorkspaceError(f"could not restore the link {entry.path!r}: {exc.strerror}") from exc
-    finally:
-        os.close(parent)
 
 
 def remove_tree(path: Path) -> None:

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import stat
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,9 @@ from orchestrator.tools.workspace import RunWorkspaces, copy_tree
 log = logging.getLogger(__name__)
 
 SOURCE_SPACE = ".source"
+# A file modified this close before a scan may be modified again within the same timestamp tick
+# (coarse file-system clocks), unseen by its stat: it is read again at the next checkpoint.
+_RACY_NS = 2_000_000_000
 MARKER = ".massgen-snapshot.json"  # in the run's directory: the generation of each space on this disk
 _MB = 1024 * 1024
 
@@ -63,9 +67,12 @@ class WorkspaceSync:
         self.hashed = 0  # files read and hashed by checkpoints (what "cheap" is measured in)
         self._stored: dict[str, dict[str, ManifestEntry]] = {}  # per space, what the store holds
         self._complete: dict[str, bool] = {}
+        self._reasons: dict[str, str] = {}  # spaces stored as incomplete, and why
         self._generation: dict[str, int] = {}
         self._known: dict[str, dict[str, ManifestEntry]] = {}  # per space, its tree at the last checkpoint
         self._replace: set[str] = set()  # spaces whose stored rows no longer describe the disk
+        self._racy: dict[str, set[str]] = {}  # per space, files too recent to trust their stat
+        self._stored_any = False  # the store holds something of this run (else `drop` has nothing to do)
         self._locks = {space: asyncio.Lock() for space in (SOURCE_SPACE, *spaces.agent_ids)}
 
     @property
@@ -109,7 +116,17 @@ class WorkspaceSync:
             return  # the source is not stored: a takeover rebuilds from it whatever the agents stored
         top = self._top(space)
         cache = self._known.get(space) or self._base()
+        racy = self._racy.get(space, set())
+        if racy:
+            cache = {rel: e for rel, e in cache.items() if rel not in racy}
+        scan_ns = time.time_ns()
         scanned, reason = await asyncio.to_thread(self._measure, space, top, cache)
+        if scanned is not None:
+            self._racy[space] = {
+                rel
+                for rel, e in scanned.entries.items()
+                if e.kind == "file" and e.mtime_ns > scan_ns - _RACY_NS
+            }
         if scanned is not None:
             self.hashed += scanned.hashed
             tree = scanned.entries
@@ -118,6 +135,8 @@ class WorkspaceSync:
             if sum(total.values()) > self.limits.run_bytes:
                 scanned, reason = None, self._over_run(sum(total.values()))
         if scanned is None:
+            if self._reasons.get(space) == reason and space not in self._replace:
+                return  # still over the same limit: already stored as such
             update = SpaceUpdate(
                 run_id=self._run_id,
                 space=space,
@@ -128,6 +147,7 @@ class WorkspaceSync:
             )
             await self.store.save(update)
             self._saved(space, {}, complete=False, generation=update.generation)
+            self._reasons[space] = reason
             return
         await self._save_changes(space, top, wanted, scanned)
         self._known[space] = scanned.entries
@@ -166,6 +186,8 @@ class WorkspaceSync:
     def _saved(
         self, space: str, entries: dict[str, ManifestEntry], *, complete: bool, generation: int
     ) -> None:
+        self._stored_any = True
+        self._reasons.pop(space, None)
         self._stored[space] = entries
         self._complete[space] = complete
         self._generation[space] = generation
@@ -181,6 +203,8 @@ class WorkspaceSync:
         for rel, info in stats.items():
             if len(rel) > snapshot.MAX_PATH:
                 return None, f"a path is longer than {snapshot.MAX_PATH} characters"
+            if not rel.isprintable() or not _utf8(rel):
+                return None, f"a file name cannot be stored: {rel.encode(errors='backslashreplace')!r}"
             if not stat.S_ISREG(info.st_mode):
                 continue
             if info.st_size > self.limits.file_bytes:
@@ -194,7 +218,11 @@ class WorkspaceSync:
         already = sum(self._bytes_without(space).values())
         if already + unread > self.limits.run_bytes:
             return None, self._over_run(already + unread)
-        return snapshot.entries(top, stats, cache), ""
+        scanned = snapshot.entries(top, stats, cache)
+        for entry in scanned.entries.values():
+            if entry.target is not None and not _utf8(entry.target):
+                return None, f"the link {entry.path} has a target that cannot be stored"
+        return scanned, ""
 
     def _over_run(self, size: int) -> str:
         return (
@@ -232,10 +260,13 @@ class WorkspaceSync:
             return [
                 Rebuilt(a, "no snapshot of this run's workspaces was stored") for a in self.spaces.agent_ids
             ]
+        self._stored_any = True
         for space, manifest in stored.items():
             self._stored[space] = {e.path: e for e in manifest.entries}
             self._complete[space] = manifest.complete
             self._generation[space] = manifest.generation
+            if not manifest.complete:
+                self._reasons[space] = manifest.reason
         if SOURCE_SPACE in stored and stored[SOURCE_SPACE].complete:
             self._known[SOURCE_SPACE] = self._stored[SOURCE_SPACE]
         on_disk = await asyncio.to_thread(self._read_marker)
@@ -355,6 +386,8 @@ class WorkspaceSync:
 
     async def drop(self) -> None:
         """The run ended: its manifests go (the retention sweep prunes blobs nothing uses)."""
+        if not self._stored_any:
+            return
         try:
             await self.store.drop(self._run_id)
         except Exception:
@@ -367,6 +400,14 @@ def _digest_sizes(entries: Iterable[ManifestEntry]) -> dict[str, int]:
         if entry.digest is not None:
             out[entry.digest] = entry.size
     return out
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a name that is not UTF-8 (surrogate-escaped by os.scandir)
+        return False
+    return True
 
 
 def _mb(size: int) -> str:

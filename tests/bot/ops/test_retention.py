@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from bot.migrations import upgrade
 from bot.ops import prune, retention_loop
 from bot.ops.retention import DAY
 from bot.slack import OutboxStore
-from orchestrator import SqlRunStore
+from orchestrator import ManifestEntry, SpaceUpdate, SqlRunStore, SqlWorkspaceStore
 from orchestrator.events import RunFinished, RunStarted
 
 NOW = 1_900_000_000.0
@@ -87,6 +89,33 @@ async def test_prunes_old_finished_runs_and_keeps_new_running_and_audit(
     assert await audit.query(run_id="run-old") == [entry]
     again = await prune(engine, older_than_days=30, workspaces=root, now=NOW)
     assert (again.event_rows, again.workspaces) == (0, ())
+
+
+async def snapshot(store: SqlWorkspaceStore, run_id: str, data: bytes, path: str) -> str:
+    digest = hashlib.sha256(data).hexdigest()
+    entry = ManifestEntry(path=path, kind="file", mode=0o644, size=len(data), digest=digest)
+    await store.save(
+        SpaceUpdate(run_id=run_id, space="a1", generation=1, upsert=(entry,), blobs={digest: data})
+    )
+    return digest
+
+
+async def test_old_runs_lose_their_snapshots_and_unreferenced_blobs_go(engine: AsyncEngine) -> None:
+    runs, spaces = SqlRunStore(engine), SqlWorkspaceStore(engine)
+    await add_run(runs, "run-old", started=NOW - 40 * DAY, ended=NOW - 31 * DAY)
+    await add_run(runs, "run-live", started=NOW - 40 * DAY, ended=None)
+    old = await snapshot(spaces, "run-old", b"only the old run had this\n", "old.txt")
+    shared = await snapshot(spaces, "run-old", b"both runs have this\n", "shared.txt")
+    await snapshot(spaces, "run-live", b"both runs have this\n", "shared.txt")
+    assert time.time() < NOW - 30 * DAY  # the blobs were last used before the cut-off
+
+    report = await prune(engine, older_than_days=30, workspaces=None, now=NOW)
+
+    assert report.snapshots == 1
+    assert report.blobs == 1  # the shared one is still referenced by the live run
+    assert await spaces.load("run-old") == {}
+    assert list(await spaces.load("run-live")) == ["a1"]
+    assert await spaces.blobs({old, shared}) == {shared: b"both runs have this\n"}
 
 
 async def test_delivered_outbox_rows_go_pending_ones_stay(engine: AsyncEngine) -> None:

@@ -50,3 +50,19 @@ def test_a_hostile_reason_is_escaped_and_redacted() -> None:
     (message,) = final_answer_messages(_finished(False, f"git apply failed: {EVIL}"), RunView())
     assert_valid_message(message)  # no live mentions, no secret
     assert "Patch not applied: git apply failed:" in str(message[1])
+
+
+def test_a_workspace_rebuilt_after_a_takeover_is_said_in_the_final_message() -> None:
+    view = RunView().apply(
+        ev.WorkspaceRebuilt(agent_id="a1", reason=f"a.bin is 40.0 MB, over the limit {EVIL}")
+    )
+    messages = final_answer_messages(_finished(None, None), view)
+    for message in messages:
+        assert_valid_message(message)
+    contexts = [e["text"] for b in messages[-1][1] if b["type"] == "context" for e in b["elements"]]
+    [notice] = [t for t in contexts if "rebuilt from the source" in t]
+    assert notice.startswith("⚠️ a1's workspace could not be restored")
+    assert "a.bin is 40.0 MB" in notice
+    assert "<!channel>" not in notice
+    plain = final_answer_messages(_finished(None, None), RunView())
+    assert "rebuilt from the source" not in str(plain)

@@ -25,6 +25,7 @@ from orchestrator import (
     RunContext,
     RunFinished,
     RunTools,
+    RunView,
     SnapshotLimits,
     SqlWorkspaceStore,
     TeamConfig,
@@ -146,4 +147,5 @@ async def test_over_the_limit_the_takeover_records_a_notice_and_rebuilds(
     notices = [e for e in events if isinstance(e, WorkspaceRebuilt)]
     assert {n.agent_id for n in notices} == {"a0", "a1"}
     assert all("per-file limit" in n.reason for n in notices)
+    assert {agent for agent, _ in RunView.of(events).rebuilt} == {"a0", "a1"}  # what Slack's final post says
     assert "was here" not in (outcome.patch or "")

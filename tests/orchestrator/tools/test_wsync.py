@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -59,6 +60,10 @@ def make_source(top: Path, files: int = 5) -> Path:
     (top / "empty").mkdir()
     (top / "link").symlink_to("src/pkg/m0.py")
     (top / "blob.bin").write_bytes(bytes(range(256)) * 4)
+    old = time.time_ns() - 10**10  # an old checkout: no file is too recent to trust its stat
+    for current, _dirs, names in os.walk(top):
+        for name in names:
+            os.utime(Path(current) / name, ns=(old, old), follow_symlinks=False)
     return top
 
 
@@ -149,16 +154,23 @@ async def test_a_copy_older_than_the_stored_generation_is_replaced(
 
 async def test_a_checkpoint_reads_only_the_files_that_changed(engine: AsyncEngine, tmp_path: Path) -> None:
     store = SqlWorkspaceStore(engine)
-    source = make_source(tmp_path / "repo", files=2000)
+    source = make_source(tmp_path / "repo", files=500)
     sync = await opened(tmp_path / "m1", store, source)
-    assert sync.hashed == 2000 + 3  # the source once, whole: its files, run.sh, ro.txt, blob.bin
+    assert sync.hashed == 500 + 3  # the source once, whole: its files, run.sh, ro.txt, blob.bin
     workspace = sync.spaces.path("a0")
     for i in (3, 4, 5):
         (workspace / "src" / "pkg" / f"m{i}.py").write_text(f"value = {i * 10}\n")
     await sync.checkpoint("a0")
-    assert sync.hashed == 2003 + 3
-    await sync.checkpoint("a0")  # nothing changed since: nothing read, nothing written
-    assert sync.hashed == 2006
+    assert sync.hashed == 503 + 3  # the three changed files, not the other 500
+    await sync.checkpoint("a0")  # written just now: a same-tick rewrite would not show in the stat
+    assert sync.hashed == 506 + 3
+    past = time.time_ns() - 10**10
+    for i in (3, 4, 5):
+        os.utime(workspace / "src" / "pkg" / f"m{i}.py", ns=(past, past))
+    await sync.checkpoint("a0")  # changed (mtime) but not in content: read once more
+    assert sync.hashed == 509 + 3
+    await sync.checkpoint("a0")  # nothing changed since, nothing recent: nothing read or written
+    assert sync.hashed == 512
     async with engine.connect() as conn:
         entries = workspace_metadata.tables["workspace_entries"]
         rows = await conn.scalar(select(func.count()).where(entries.c.space == "a0"))
@@ -202,6 +214,8 @@ async def test_over_the_limit_the_snapshot_says_so_and_a_takeover_rebuilds_with_
     assert not a0.complete
     assert "per-file limit" in a0.reason
     assert a0.entries == ()
+    await first.checkpoint("a0")  # still over the same limit: nothing written again
+    assert (await store.load("run-1"))["a0"].generation == a0.generation
 
     second = elsewhere(tmp_path / "m2", source, store, limits)
     [rebuilt] = await second.reopen()
@@ -279,3 +293,19 @@ async def test_a_run_never_snapshotted_is_rebuilt_elsewhere_with_a_notice(
     rebuilt = await other.reopen()
     assert {r.agent_id for r in rebuilt} == set(AGENTS)
     assert tree(other.spaces.path("a1")) == tree(source)
+
+
+async def test_a_file_name_the_database_cannot_hold_makes_the_snapshot_say_so(
+    engine: AsyncEngine, tmp_path: Path
+) -> None:
+    store = SqlWorkspaceStore(engine)
+    sync = await opened(tmp_path / "m1", store, None)
+    (sync.spaces.path("a0") / "ok.txt").write_text("fine\n")
+    os.close(os.open(os.fsencode(sync.spaces.path("a0")) + b"/latin1-\xe9.txt", os.O_CREAT | os.O_WRONLY))
+    await sync.checkpoint("a0")
+    stored = (await store.load("run-1"))["a0"]
+    assert not stored.complete
+    assert "cannot be stored" in stored.reason
+    os.symlink(b"target-\xe9", os.fsencode(sync.spaces.path("a1")) + b"/link")
+    await sync.checkpoint("a1")
+    assert "cannot be stored" in (await store.load("run-1"))["a1"].reason

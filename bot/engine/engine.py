@@ -30,6 +30,8 @@ from bot.engine.workflow import WAKE, RunExecutor, drain, host, run_workflow, un
 log = logging.getLogger(__name__)
 
 RUNS_QUEUE = "runs"
+DBOS_LOGGER = "dbos"
+DBOS_CONSOLE_HANDLER = "__dbos_console_log_handler__"  # the handler DBOS adds when its logger has none
 HELD = frozenset({"PENDING", "ENQUEUED", "DELAYED"})  # workflow states that will still run
 
 
@@ -80,6 +82,7 @@ class Engine:
         )
 
     def _launch(self) -> None:
+        route_dbos_logs()
         DBOS(config=self.config.dbos())  # type: ignore[arg-type]  # a plain dict of DBOSConfig keys
         if not self.config.executes:
             DBOS.listen_queues([])  # a front end enqueues runs, never dequeues them
@@ -209,4 +212,20 @@ class Engine:
                 await self.tables.beat(cfg.executor_id, cfg.role, cfg.application_version, at=0.0)
 
 
-__all__ = ["RUNS_QUEUE", "Engine"]
+def route_dbos_logs() -> None:
+    """DBOS's log records go through this process's logging (JSON lines, redaction, the level set).
+
+    Left alone, DBOS gives its logger a console handler of its own, bound to whatever `sys.stderr`
+    is at that moment, and stops propagation: its lines would skip the redacting JSON formatter.
+    A handler already on the logger stops DBOS from adding one.
+    """
+    logger = logging.getLogger(DBOS_LOGGER)
+    for handler in list(logger.handlers):
+        if handler.name == DBOS_CONSOLE_HANDLER:
+            logger.removeHandler(handler)
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+    logger.propagate = True
+
+
+__all__ = ["RUNS_QUEUE", "Engine", "route_dbos_logs"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -219,3 +220,14 @@ async def test_the_embedded_bot_admits_its_agents_calls_and_counts_the_wait(
         assert calls > 0
         assert admitted("openai") == calls  # every openai request waited for its permit
         assert admitted("anthropic") is None  # not limited: never queued
+
+
+async def test_dbos_logs_go_through_the_process_logging(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    dbos_log = logging.getLogger("dbos")
+    assert all(h.name != "__dbos_console_log_handler__" for h in dbos_log.handlers)
+    with caplog.at_level(logging.WARNING):
+        dbos_log.warning("from dbos xoxb-not-a-real-token")
+    # Propagated to the root handlers (the JSON formatter and its redaction in the bot).
+    assert [r.getMessage() for r in caplog.records if r.name == "dbos"] == ["from dbos xoxb-not-a-real-token"]

@@ -33,9 +33,10 @@ run: bytecode
 # The full suite measures branch coverage and fails under [tool.coverage.report] fail_under.
 # A subset (`make test PYTEST_ARGS=tests/bot`) skips coverage; `COVERAGE=` or `COVERAGE=--cov` overrides.
 COVERAGE ?= $(if $(PYTEST_ARGS),,--cov --cov-report=term-missing:skip-covered)
-# Two pytest-xdist workers (work stealing: the embedded model's minutes-long tests start first, see
-# tests/conftest.py); `XDIST=` runs in one process. Tests use free ports, tmp_path and scratch databases.
-XDIST ?= -n 2 --dist worksteal
+# One process by default. `make test XDIST="-n 2 --dist worksteal"` runs two pytest-xdist workers (the
+# embedded model's minutes-long tests are collected first, see tests/conftest.py): 8 min 57 s with
+# coverage here, but not the default yet: two of three full runs under load had a flaky failure.
+XDIST ?=
 
 test: bytecode
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider $(XDIST) $(COVERAGE) $(PYTEST_ARGS)

@@ -31,7 +31,7 @@ def _no_real_providers(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The embedded model's tests first (minutes of CPU each): under `make test`'s `-n 2` one worker
+    """The embedded model's tests first (minutes of CPU each): under pytest-xdist (`-n 2`) one worker
     starts on them while the other takes the rest, instead of a worker picking them up last."""
     items.sort(key=lambda item: item.get_closest_marker("local_model") is None)  # stable: order kept
 

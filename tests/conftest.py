@@ -30,6 +30,12 @@ def _no_real_providers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLACK_API_URL", "http://127.0.0.1:9/api/")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The embedded model's tests first (minutes of CPU each): under pytest-xdist (`-n 2`) one worker
+    starts on them while the other takes the rest, instead of a worker picking them up last."""
+    items.sort(key=lambda item: item.get_closest_marker("local_model") is None)  # stable: order kept
+
+
 def postgres_url() -> str | None:
     """The throwaway server `.ci/run` starts; tests marked `postgres` skip without it."""
     return os.environ.get("DATABASE_URL_POSTGRES")

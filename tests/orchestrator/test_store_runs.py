@@ -103,6 +103,43 @@ async def test_sql_refuses_duplicate_and_orphan_events(tmp_path: Path) -> None:
     await engine.dispose()
 
 
+async def test_events_stored_together_are_all_or_none(store: RunStore) -> None:
+    run_id = f"r-{uuid.uuid4().hex[:8]}"
+    started = RunStarted(run_id=run_id, seq=1, at=1.0, task="t", agents=())
+    answer = AnswerSubmitted(run_id=run_id, seq=2, at=2.0, agent_id="a", label="agent1.1", content="x")
+    cancelled = RunCancelled(run_id=run_id, seq=3, at=3.0, by="U1")
+    await store.append(started, answer, cancelled)
+    assert [e.seq for e in await store.events(run_id)] == [1, 2, 3]
+    summary = await store.get(run_id)
+    assert summary is not None
+    assert summary.status == "cancelled"  # every summary event of the batch was folded in
+    if not isinstance(store, InMemoryRunStore):  # a database refuses the whole batch
+        again = AnswerSubmitted(run_id=run_id, seq=4, at=4.0, agent_id="a", label="agent1.2", content="y")
+        with pytest.raises(RunStoreError, match=r"seq 3\.\.4 already stored"):
+            await store.append(cancelled, again)
+        assert [e.seq for e in await store.events(run_id)] == [1, 2, 3]
+
+
+async def test_a_run_stores_the_events_queued_behind_a_transaction_together() -> None:
+    calls: list[int] = []
+
+    class Counting(InMemoryRunStore):
+        async def append(self, *events: RunEvent) -> None:
+            calls.append(len(events))
+            await asyncio.sleep(0.01)  # a transaction's round trip: the run emits meanwhile
+            await super().append(*events)
+
+    store = Counting()
+    handle = await start_run(scripted_team(3), "task", models=ScriptedModels(), store=store, run_id="r-batch")
+    result = await handle.wait()
+    assert isinstance(result, RunFinished)
+    stored = await store.events("r-batch")
+    assert [e.seq for e in stored] == list(range(1, len(stored) + 1))  # every event, in order, once
+    assert sum(calls) == len(stored)
+    assert len(calls) < len(stored)  # some went together
+    assert max(calls) <= 64
+
+
 async def test_unfinished_run_resumes_from_its_log() -> None:
     """A process dies after two of three first answers: the resumed run redoes only the third agent's turn."""
     live_store = InMemoryRunStore()

@@ -336,6 +336,7 @@ class RunSupervisor:
                 tools=self._tools_factory(request.channel, renderer.thread),
                 subscribers=self._subscribers(run_id, renderer),
                 park=self._parks,
+                events=events,  # just read from the same store
             )
         except Exception as exc:
             log.exception("run %s could not resume", run_id)

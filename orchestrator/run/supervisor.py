@@ -169,8 +169,12 @@ async def resume_run(
     clock: Callable[[], float] = time.time,
     subscribers: Sequence[Subscriber] = (),
     park: bool = False,
+    events: Sequence[RunEvent] | None = None,
 ) -> RunHandle:
     """Continue a persisted run that never ended (the process died, or it parked).
+
+    `events`: the run's whole stored log, when the caller has just read it from `store` (it is
+    then not read again: a worker resuming a hundred runs at once saves a hundred queries).
 
     The coordination state and every agent's conversation are folded back from the event log
     (its checkpoints): a completed model call is not made again, a completed tool call not re-run,
@@ -178,7 +182,7 @@ async def resume_run(
     parked on an approval goes on from the request's stored decision (still pending: the run
     parks again at once). The run timeout counts the working time of earlier segments that parked.
     """
-    run = await _resumed(run_id, team, store, clock=clock, park=park)
+    run = await _resumed(run_id, team, store, clock=clock, park=park, events=events)
     for callback in subscribers:
         run.emitter.subscribe(callback)
     run.emitter.start()
@@ -216,9 +220,15 @@ async def stop_parked_run(
 
 
 async def _resumed(
-    run_id: str, team: TeamConfig, store: RunStore, *, clock: Callable[[], float], park: bool
+    run_id: str,
+    team: TeamConfig,
+    store: RunStore,
+    *,
+    clock: Callable[[], float],
+    park: bool,
+    events: Sequence[RunEvent] | None = None,
 ) -> _Run:
-    events = await store.events(run_id)
+    events = list(events) if events is not None else await store.events(run_id)
     if not events or not isinstance(events[0], RunStarted):
         raise RunNotResumable(f"run {run_id!r} is not in the store")
     if events[-1].kind in TERMINAL_KINDS:

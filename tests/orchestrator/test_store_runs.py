@@ -140,6 +140,38 @@ async def test_a_run_stores_the_events_queued_behind_a_transaction_together() ->
     assert max(calls) <= 64
 
 
+async def test_a_resume_given_the_log_just_read_does_not_read_it_again() -> None:
+    reads: list[str] = []
+
+    class Counting(InMemoryRunStore):
+        async def events(self, run_id: str) -> list[RunEvent]:
+            reads.append(run_id)
+            return await super().events(run_id)
+
+    live = InMemoryRunStore()
+    answered = asyncio.Event()
+
+    def watch(event: RunEvent) -> None:
+        if event.kind == "answer":
+            answered.set()
+
+    models = ScriptedModels({"a2": [hang()]})
+    first = await start_run(
+        scripted_team(2), "task", models=models, store=live, run_id="r-given", subscribers=[watch]
+    )
+    await asyncio.wait_for(answered.wait(), timeout=5)
+    log = list(await live.events("r-given"))  # what the database held when the process died
+    await first.cancel()
+    await first.wait()
+    store = Counting()
+    await store.append(*log)
+    reads.clear()
+    resumed = await resume_run("r-given", scripted_team(2), store, models=ScriptedModels(), events=log)
+    result = await resumed.wait()
+    assert isinstance(result, RunFinished)
+    assert reads == []  # built from the log it was given
+
+
 async def test_unfinished_run_resumes_from_its_log() -> None:
     """A process dies after two of three first answers: the resumed run redoes only the third agent's turn."""
     live_store = InMemoryRunStore()

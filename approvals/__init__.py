@@ -7,8 +7,7 @@ scheduler load on first use, so importing the lifecycle never loads SQLAlchemy o
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from approvals.audit import OUTCOMES, AuditEntry, AuditLog, Outcome, entry_for
 from approvals.errors import (
@@ -29,6 +28,7 @@ from approvals.events import (
     DecisionRejected,
 )
 from approvals.handshake import FileHandshake, HandshakeResult
+from approvals.lazy import lazy_exports
 from approvals.lifecycle import authorise, rejection_reason, transition
 from approvals.models import (
     SCOPES,
@@ -77,13 +77,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'approvals' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [
@@ -138,6 +132,7 @@ __all__ = [
     "authorise",
     "create_schema",
     "entry_for",
+    "lazy_exports",
     "make_engine",
     "offered_scopes",
     "rejection_reason",

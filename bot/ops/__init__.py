@@ -6,8 +6,9 @@ Prometheus, and the logging set-up needs no SQLAlchemy.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from approvals import lazy_exports
 
 if TYPE_CHECKING:
     from bot.ops.logs import RedactFilter, bind_request, bind_run, bound_request, configure_logging
@@ -30,13 +31,7 @@ _MODULES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bot.ops' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _MODULES)
 
 
 __all__ = [

@@ -6,8 +6,9 @@ store (`bot.slack.store`) without paying for the Slack SDK the outbox imports.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from approvals import lazy_exports
 
 if TYPE_CHECKING:
     from bot.slack.groups import GroupResolver
@@ -26,13 +27,7 @@ _MODULES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bot.slack' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _MODULES)
 
 
 __all__ = [

@@ -62,6 +62,7 @@ DOORS = {
         "authorise",
         "create_schema",
         "entry_for",
+        "lazy_exports",
         "make_engine",
         "offered_scopes",
         "rejection_reason",

@@ -6,7 +6,8 @@ stamped with the head revision in one transaction, as Alembic documents for buil
 scratch, and without importing Alembic (start-up time counts; a test pins that both give one schema).
 A database made before migrations existed (by `create_schema`) is detected by its tables,
 brought to the baseline by those same idempotent functions and stamped, then upgraded like any other.
-Concurrent upgrades are serialised: an advisory lock on PostgreSQL, a file lock on SQLite.
+Concurrent upgrades are serialised from the first look at the schema to the last change: a session
+advisory lock on PostgreSQL, a file lock on SQLite (whose DDL is made one transaction, not one per table).
 """
 
 from __future__ import annotations
@@ -87,7 +88,21 @@ async def schema_revision(engine: AsyncEngine) -> str | None:
 
 
 @contextlib.asynccontextmanager
-async def _file_lock(engine: AsyncEngine) -> AsyncIterator[None]:
+async def _migration_lock(engine: AsyncEngine) -> AsyncIterator[None]:
+    """Held from the first look at the schema to the last change: one migrator at a time.
+
+    PostgreSQL: a session advisory lock on a connection of its own. SQLite: flock() on the file.
+    """
+    if engine.dialect.name == "postgresql":
+        async with engine.connect() as conn:
+            await conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _LOCK_KEY})
+            await conn.commit()
+            try:
+                yield
+            finally:
+                await conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _LOCK_KEY})
+                await conn.commit()
+        return
     database = engine.url.database
     if engine.dialect.name != "sqlite" or not database or database == ":memory:":
         yield
@@ -148,10 +163,14 @@ def _downgrade(conn: Connection, revision: str) -> None:
 
 
 async def _run(engine: AsyncEngine, step: Callable[[Connection, str], None], revision: str) -> None:
-    """`step` in one transaction, holding the migration lock (file lock on SQLite, advisory on PostgreSQL)."""
-    async with _file_lock(engine), engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
+    """`step` in one transaction; the caller holds the migration lock.
+
+    SQLite's driver would commit each CREATE on its own (it opens transactions only for DML), so a
+    crash half-way through would leave half a schema: the transaction is begun explicitly.
+    """
+    async with engine.begin() as conn:
+        if conn.dialect.name == "sqlite":
+            await conn.exec_driver_sql("BEGIN IMMEDIATE")
         await conn.run_sync(step, revision)
 
 
@@ -161,13 +180,16 @@ async def upgrade(engine: AsyncEngine, revision: str = "head", *, scripts: bool 
     A new database is created at head from the metadata unless `scripts` asks for every migration
     script to run (what the tests compare that shortcut with).
     """
-    async with engine.connect() as conn:
-        current = await conn.run_sync(_read_revision)
-        legacy = current is None and await conn.run_sync(_has_legacy_tables)
-    if legacy:
-        await _bring_legacy_to_baseline(engine)
-        log.info("database made before migrations: brought to %s and stamped", BASELINE)
-    await _run(engine, functools.partial(_upgrade, scripts=scripts), revision)
+    # Looked at under the lock: a concurrent start-up creating a new database must not be mistaken
+    # for one made before migrations (it has some tables and no version yet).
+    async with _migration_lock(engine):
+        async with engine.connect() as conn:
+            current = await conn.run_sync(_read_revision)
+            legacy = current is None and await conn.run_sync(_has_legacy_tables)
+        if legacy:
+            await _bring_legacy_to_baseline(engine)
+            log.info("database made before migrations: brought to %s and stamped", BASELINE)
+        await _run(engine, functools.partial(_upgrade, scripts=scripts), revision)
     return await schema_revision(engine)
 
 
@@ -184,7 +206,8 @@ async def _bring_legacy_to_baseline(engine: AsyncEngine) -> None:
 
 async def downgrade(engine: AsyncEngine, revision: str) -> str | None:
     """Take the database back to `revision` ("base": empty); for scratch databases and rollbacks."""
-    await _run(engine, _downgrade, revision)
+    async with _migration_lock(engine):
+        await _run(engine, _downgrade, revision)
     return await schema_revision(engine)
 
 

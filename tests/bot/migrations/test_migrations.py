@@ -25,6 +25,9 @@ from bot.migrations import (
     BASELINE,
     HEAD,
     SchemaBehindError,
+    _migration_lock,
+    _run,
+    _upgrade,
     alembic_config,
     downgrade,
     ensure_schema,
@@ -223,6 +226,41 @@ async def test_concurrent_upgrades_of_a_new_database_are_safe(engine: AsyncEngin
         for other in others:
             await other.dispose()
     assert await schema_diff(engine) == []
+
+
+async def test_nothing_looks_at_the_schema_while_another_migrator_holds_the_lock(engine: AsyncEngine) -> None:
+    # Another start-up half-way through creating a new database: one table, no version yet. Seen
+    # from outside the lock that looks like a database made before migrations (a CI run once raced
+    # into "table already exists" that way); the second upgrade must wait instead.
+    url = engine.url.render_as_string(hide_password=False)
+    other = make_engine(url)
+    try:
+        async with _migration_lock(engine):
+            async with engine.begin() as conn:
+                await conn.execute(text("CREATE TABLE approval_requests (id VARCHAR(64) PRIMARY KEY)"))
+            waiting = asyncio.create_task(upgrade(other))
+            await asyncio.sleep(0.5)
+            assert not waiting.done()
+            assert await tables(engine) == {"approval_requests"}
+            async with engine.begin() as conn:
+                await conn.execute(text("DROP TABLE approval_requests"))
+            await _run(engine, _upgrade, "head")
+        assert await asyncio.wait_for(waiting, 30) == HEAD
+    finally:
+        await other.dispose()
+    assert await schema_diff(engine) == []
+
+
+async def test_a_failed_migration_leaves_no_half_schema(engine: AsyncEngine) -> None:
+    def create_then_fail(conn: Connection, revision: str) -> None:
+        _upgrade(conn, revision)
+        raise RuntimeError("the process dies here")
+
+    with pytest.raises(RuntimeError, match="dies"):
+        async with _migration_lock(engine):
+            await _run(engine, create_then_fail, "head")
+    assert await tables(engine) == set()
+    assert await upgrade(engine) == HEAD
 
 
 async def test_check_policy_refuses_naming_the_command_and_auto_upgrades(engine: AsyncEngine) -> None:

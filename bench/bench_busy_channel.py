@@ -21,14 +21,14 @@ from typing import Any
 from aiohttp.test_utils import TestClient, TestServer
 
 from bot.app import build_app, build_web_app
+from bot.playground.emulator import Limits, SlackEmulator
+from bot.playground.payloads import encode_form, signed_request, slash_command
 from bot.settings import BotSettings
 from bot.wiring import OutboxOptions, build_services
 from orchestrator.events import RunEvent
 from tests.bot.harness import APPROVER, REQUESTER, SECRET, TOKEN, team_yaml
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
-from tests.fakes.slack_emulator import Limits, SlackEmulator
-from tests.fakes.slack_payloads import encode_form, signed_request, slash_command
 
 RUNS = 20
 CHANNEL = "C0BUSY"

@@ -24,8 +24,8 @@ from collections import Counter
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.playground.emulator import Limits, SlackEmulator
 from bot.slack.outbox import PRIORITY_FINAL, MessageRef, Outbox
-from tests.fakes.slack_emulator import Limits, SlackEmulator
 
 RUN_COUNTS = (1, 5, 50)  # the headline figure is 50; 1 and 5 show the unsaturated case
 CHANNEL = "C0BENCH"

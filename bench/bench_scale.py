@@ -31,12 +31,12 @@ from typing import Any
 
 from approvals.testing import scratch_postgres_database
 from bot.engine import RUNS_QUEUE, package_version, system_database_url
+from bot.playground.emulator import SlackEmulator
 from bot.settings import BotSettings
 from tests.bot.engine.procs import BotProcess, bot_env, upgrade_schema
 from tests.bot.harness import TOKEN, team_yaml
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
-from tests.fakes.slack_emulator import SlackEmulator
 
 LATENCY = 0.25  # seconds per model reply
 CONCURRENCY = 4  # runs per worker at a time

@@ -26,6 +26,14 @@ from approvals.models import Approvers
 from approvals.permissions import Action, Decision, action_digest
 from bot.app import build_app, build_web_app
 from bot.approval_ui import ThreadApprovalPort
+from bot.playground.emulator import Limits, SlackEmulator
+from bot.playground.payloads import (
+    block_actions,
+    encode_form,
+    encode_interactive,
+    signed_request,
+    slash_command,
+)
 from bot.render import ids
 from bot.settings import BotSettings
 from bot.wiring import OutboxOptions, build_services
@@ -33,14 +41,6 @@ from orchestrator.events import RunEvent
 from tests.bot.harness import APPROVER, INTRUDER, SECRET, TOKEN, team_yaml
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
-from tests.fakes.slack_emulator import Limits, SlackEmulator
-from tests.fakes.slack_payloads import (
-    block_actions,
-    encode_form,
-    encode_interactive,
-    signed_request,
-    slash_command,
-)
 
 SCALE = 0.1  # a Slack "minute" lasts 6 s
 RUNS = 50

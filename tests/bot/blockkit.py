@@ -11,15 +11,15 @@ from slack_sdk.models.views import View
 from bot.approval_ui.blocks import (
     ApprovalView,
 )
-from orchestrator import RunView
-from orchestrator import events as ev
-from tests.fakes.slack_blockkit import (
+from bot.playground.blockkit import (
     find_mentions,
     iter_texts,
     validate_blocks,
     validate_text,
     validate_view,
 )
+from orchestrator import RunView
+from orchestrator import events as ev
 
 NOW = 1_800_000_000.0
 EVIL = "<!channel> @here <@U0EVIL> <https://evil.example|click> & sk-ant-api03-SECRETSECRETSECRET"

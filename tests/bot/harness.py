@@ -16,12 +16,8 @@ from typing import Any, Literal
 from aiohttp.test_utils import TestClient, TestServer
 
 from bot.app import build_app, build_web_app
-from bot.runs.supervisor import ToolsBuilder
-from bot.settings import BotSettings
-from bot.wiring import OutboxOptions, Services, build_services
-from tests.fakes.provider_server import Handler, ProviderServer
-from tests.fakes.slack_emulator import Call, Limits, SlackEmulator
-from tests.fakes.slack_payloads import (
+from bot.playground.emulator import Call, Limits, SlackEmulator
+from bot.playground.payloads import (
     app_mention,
     block_actions,
     encode_form,
@@ -31,6 +27,10 @@ from tests.fakes.slack_payloads import (
     slash_command,
     view_submission,
 )
+from bot.runs.supervisor import ToolsBuilder
+from bot.settings import BotSettings
+from bot.wiring import OutboxOptions, Services, build_services
+from tests.fakes.provider_server import Handler, ProviderServer
 
 SECRET = "test-signing-secret"
 TOKEN = "xoxb-test"

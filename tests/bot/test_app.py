@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from bot.slack.parse import MAX_TASK_CHARS
-from tests.bot.harness import SECRET, bot_harness
-from tests.fakes.slack_payloads import (
+from bot.playground.payloads import (
     encode_form,
     encode_json,
     signed_request,
     slash_command,
     url_verification,
 )
-from tests.fakes.slack_signing import sign
+from bot.playground.signing import sign
+from bot.slack.parse import MAX_TASK_CHARS
+from tests.bot.harness import SECRET, bot_harness
 
 
 @pytest.mark.parametrize(

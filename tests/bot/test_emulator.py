@@ -10,7 +10,7 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.fakes.slack_emulator import ALL_SCOPES, Limits, SlackEmulator
+from bot.playground.emulator import ALL_SCOPES, Limits, SlackEmulator
 from tests.fakes.slack_fixtures import slack_emulator  # noqa: F401 - the fixture under test
 
 SECTION = {"type": "section", "text": {"type": "mrkdwn", "text": "hello"}}
@@ -196,14 +196,14 @@ def button(**overrides: Any) -> dict[str, Any]:
     ],
 )
 def test_element_rules(elements: list[Any], problem: str) -> None:
-    from tests.fakes.slack_emulator import validate_blocks
+    from bot.playground.emulator import validate_blocks
 
     errors = validate_blocks([{"type": "actions", "elements": elements}])
     assert any(problem in e for e in errors), errors
 
 
 def test_valid_message_passes_validation() -> None:
-    from tests.fakes.slack_emulator import validate_blocks
+    from bot.playground.emulator import validate_blocks
 
     confirm = {
         "title": {"type": "plain_text", "text": "Sure?"},

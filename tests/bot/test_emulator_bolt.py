@@ -14,9 +14,9 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.fakes import slack_payloads as payloads
-from tests.fakes.slack_emulator import SlackEmulator
-from tests.fakes.slack_signing import sign
+from bot.playground import payloads
+from bot.playground.emulator import SlackEmulator
+from bot.playground.signing import sign
 
 SECRET = "shh-signing-secret"
 

@@ -13,9 +13,9 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.playground import payloads
+from bot.playground.emulator import ALL_SCOPES, SlackEmulator, manifest_scopes
 from tests.bot.test_emulator_bolt import make_app
-from tests.fakes import slack_payloads as payloads
-from tests.fakes.slack_emulator import ALL_SCOPES, SlackEmulator, manifest_scopes
 
 MODAL = {"type": "modal", "title": {"type": "plain_text", "text": "Hi"}, "blocks": []}
 

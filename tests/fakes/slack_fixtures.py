@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.fakes.slack_emulator import SlackEmulator
+from bot.playground.emulator import SlackEmulator
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from approvals.models import ApprovalRequest, Approvers
 from approvals.permissions.actions import Action, action_digest
 from approvals.permissions.decisions import Decision
 from bot.approval_ui import ThreadApprovalPort
+from bot.playground.payloads import block_actions, encode_interactive
 from bot.render import ids
 from tests.bot.harness import APPROVER, REQUESTER, BotHarness, bot_harness
-from tests.fakes.slack_payloads import block_actions, encode_interactive
 
 PRIVATE = "G0PRIV"
 

@@ -16,10 +16,10 @@ from approvals.models import ApprovalRequest, Approvers
 from approvals.permissions.actions import Action, action_digest
 from approvals.permissions.decisions import Decision
 from bot.approval_ui import ThreadApprovalPort
+from bot.playground.emulator import Fault
+from bot.playground.payloads import block_actions, encode_interactive
 from bot.render import ids
 from tests.bot.harness import APPROVER, CHANNEL, INTRUDER, REQUESTER, BotHarness, bot_harness
-from tests.fakes.slack_emulator import Fault
-from tests.fakes.slack_payloads import block_actions, encode_interactive
 
 SLOW_LOOKUP = 3.5  # seconds: past the trigger's 3 s life
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from approvals.models import Approvers
+from bot.playground.emulator import Fault
+from bot.playground.payloads import block_actions, encode_interactive
 from bot.render import ids
 from tests.bot.approval_ui.test_scenarios_modals import _ask_group
 from tests.bot.harness import APPROVER, bot_harness
-from tests.fakes.slack_emulator import Fault
-from tests.fakes.slack_payloads import block_actions, encode_interactive
 
 
 async def test_a_free_workspace_refusal_names_approver_groups_as_the_cause(tmp_path: Path) -> None:

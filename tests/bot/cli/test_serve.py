@@ -12,10 +12,10 @@ from pathlib import Path
 
 import aiohttp
 
+from bot.playground.emulator import Fault, SlackEmulator
+from bot.playground.payloads import encode_form, signed_request, slash_command
 from tests.bot.harness import SECRET, TOKEN, team_yaml
 from tests.fakes.provider_server import ProviderServer
-from tests.fakes.slack_emulator import Fault, SlackEmulator
-from tests.fakes.slack_payloads import encode_form, signed_request, slash_command
 
 CLI = [sys.executable, "-m", "bot"]
 

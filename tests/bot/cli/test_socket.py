@@ -16,9 +16,9 @@ from approvals.permissions.actions import Action, action_digest
 from approvals.permissions.decisions import Decision
 from bot.app import build_app
 from bot.approval_ui import ThreadApprovalPort
+from bot.playground.payloads import block_actions, slash_command
 from bot.render import ids
 from tests.bot.harness import APPROVER, CHANNEL, REQUESTER, bot_harness
-from tests.fakes.slack_payloads import block_actions, slash_command
 
 
 async def test_socket_mode_serves_commands_and_approval_clicks(tmp_path: Path) -> None:
@@ -68,10 +68,10 @@ def _free_port() -> int:
 async def test_socket_subcommand_connects_serves_and_drains(tmp_path: Path) -> None:
     """`massgen-bot socket`'s coroutine: connect through apps.connections.open, serve, stop cleanly."""
     from bot.cli.serve import serve
+    from bot.playground.emulator import SlackEmulator
     from bot.settings import BotSettings
     from tests.bot.harness import SECRET, TOKEN, team_yaml
     from tests.fakes.provider_server import ProviderServer
-    from tests.fakes.slack_emulator import SlackEmulator
 
     async with (
         SlackEmulator(bot_token=TOKEN, allowed_mentions={REQUESTER}) as slack,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import aiohttp
 
+from bot.playground.payloads import encode_form, signed_request, slash_command
 from tests.bot.harness import SECRET, TOKEN
-from tests.fakes.slack_payloads import encode_form, signed_request, slash_command
 
 CLI = [sys.executable, "-m", "bot"]
 

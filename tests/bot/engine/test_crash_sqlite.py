@@ -13,13 +13,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from bot.playground.emulator import SlackEmulator
+from bot.playground.payloads import block_actions, encode_interactive, signed_request
 from bot.render import ids
 from tests.bot.engine.procs import BotProcess, bot_env
 from tests.bot.harness import APPROVER, CHANNEL, SECRET, TOKEN, team_yaml
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
-from tests.fakes.slack_emulator import SlackEmulator
-from tests.fakes.slack_payloads import block_actions, encode_interactive, signed_request
 
 SLOW = 3.0  # seconds per reply of the second agent: it is mid-turn when the bot is killed
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bot.playground.payloads import encode_form, slash_command
 from bot.runs.supervisor import run_id_for
 from tests.bot.harness import CHANNEL, REQUESTER, bot_harness
-from tests.fakes.slack_payloads import encode_form, slash_command
 
 
 def test_run_ids_derive_from_the_delivery_and_are_random_without_one() -> None:

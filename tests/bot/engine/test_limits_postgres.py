@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from approvals.sql import async_database_url
 from approvals.testing import scratch_postgres_database
+from bot.playground.emulator import SlackEmulator
 from tests.bot.engine.procs import BotProcess, bot_env, upgrade_schema
 from tests.bot.engine.test_crash_sqlite import _final_posts
 from tests.bot.engine.test_limits import most_in_a_window
@@ -26,7 +27,6 @@ from tests.bot.harness import APPROVER, TOKEN, team_yaml
 from tests.conftest import postgres_url
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
-from tests.fakes.slack_emulator import SlackEmulator
 
 RUNS = 2
 LIMIT, PERIOD = 4, 1.0

@@ -6,14 +6,14 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from bot.playground.emulator import SlackEmulator
+from bot.playground.payloads import block_actions, encode_interactive, signed_request
 from bot.render import ids
 from tests.bot.engine.procs import BotProcess, bot_env
 from tests.bot.engine.test_crash_sqlite import _status_posts
 from tests.bot.harness import APPROVER, CHANNEL, REQUESTER, SECRET, TOKEN, team_yaml
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
-from tests.fakes.slack_emulator import SlackEmulator
-from tests.fakes.slack_payloads import block_actions, encode_interactive, signed_request
 
 
 def _slow(request: ProviderRequest) -> Reply:

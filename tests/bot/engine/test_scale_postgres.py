@@ -21,6 +21,7 @@ import pytest
 
 from approvals import make_engine
 from approvals.testing import scratch_postgres_database
+from bot.playground.emulator import SlackEmulator
 from orchestrator import RunFinished, SqlRunStore
 from orchestrator.tools.wsync import MARKER
 from tests.bot.engine.procs import BotProcess, bot_env, upgrade_schema
@@ -29,7 +30,6 @@ from tests.bot.harness import APPROVER, TOKEN, team_yaml
 from tests.conftest import postgres_url
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
-from tests.fakes.slack_emulator import SlackEmulator
 
 RUNS = 4
 TURN = 0.5  # seconds per model reply: runs last a few seconds, so the kill lands mid-run

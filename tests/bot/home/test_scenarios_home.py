@@ -12,9 +12,9 @@ from approvals.models import Approvers
 from approvals.permissions.actions import Action, action_digest
 from approvals.permissions.decisions import Decision
 from bot.approval_ui import ThreadApprovalPort
+from bot.playground.payloads import block_actions, encode_interactive, encode_json
 from bot.render import ids
 from tests.bot.harness import APPROVER, CHANNEL, REQUESTER, BotHarness, bot_harness
-from tests.fakes.slack_payloads import block_actions, encode_interactive, encode_json
 
 
 def _home_opened(user: str) -> dict[str, Any]:

@@ -6,11 +6,11 @@ import asyncio
 from pathlib import Path
 
 from approvals.models import Approvers
+from bot.playground.payloads import encode_json
 from bot.render import ids
 from tests.bot.approval_ui.test_scenarios_modals import _ask_group
 from tests.bot.harness import APPROVER, BotHarness, bot_harness
 from tests.bot.home.test_scenarios_home import _home_opened, _published
-from tests.fakes.slack_payloads import encode_json
 
 
 def _home_text(bot: BotHarness, user: str) -> str:

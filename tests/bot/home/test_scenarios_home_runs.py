@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bot.playground.payloads import encode_json
 from tests.bot.harness import APPROVER, INTRUDER, REQUESTER, BotHarness, bot_harness
-from tests.fakes.slack_payloads import encode_json
 
 PRIVATE = "G0PRIVATE"
 DM = "D0REQUESTER"

@@ -11,11 +11,11 @@ from approvals.models import Approvers
 from approvals.permissions.actions import Action, action_digest
 from approvals.permissions.decisions import Decision
 from bot.approval_ui import ThreadApprovalPort
+from bot.playground.payloads import block_actions, encode_interactive
 from bot.render import ids
 from tests.bot.harness import APPROVER, CHANNEL, REQUESTER, BotHarness, bot_harness
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, Reply
-from tests.fakes.slack_payloads import block_actions, encode_interactive
 
 
 async def _ask(bot: BotHarness) -> str:

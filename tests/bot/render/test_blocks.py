@@ -11,6 +11,10 @@ from bot.approval_ui.blocks import (
     deny_reason_modal,
 )
 from bot.home.blocks import home_view
+from bot.playground.blockkit import (
+    find_mentions,
+)
+from bot.playground.emulator import SlackEmulator
 from bot.render import ids
 from bot.runs import help_text
 from bot.runs.blocks import (
@@ -26,10 +30,6 @@ from tests.bot.blockkit import (
     assert_valid_view,
     running_view,
 )
-from tests.fakes.slack_blockkit import (
-    find_mentions,
-)
-from tests.fakes.slack_emulator import SlackEmulator
 
 
 def test_modals_are_valid_views() -> None:

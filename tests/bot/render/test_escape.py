@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.playground.blockkit import find_mentions
 from bot.render import (
     code,
     code_block,
@@ -20,7 +21,6 @@ from bot.render import (
     truncate,
     user_mention,
 )
-from tests.fakes.slack_blockkit import find_mentions
 
 # Text that looks like Slack markup: angle brackets, bangs, ats and ids mixed with anything.
 slackish = st.lists(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from bot.playground.emulator import Limits
 from bot.wiring import OutboxOptions
 from tests.bot.harness import bot_harness
-from tests.fakes.slack_emulator import Limits
 
 # Slack's budgets on a clock compressed 100x (a "minute" lasts 0.6 s, one post per channel per 10 ms).
 SCALE = 0.01

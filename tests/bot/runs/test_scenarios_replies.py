@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from bot.playground.payloads import encode_form, slash_command
 from bot.render import ids
 from tests.bot.harness import INTRUDER, REQUESTER, bot_harness
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, Reply
-from tests.fakes.slack_payloads import encode_form, slash_command
 
 
 async def test_status_in_a_channel_the_bot_is_not_in_is_answered_through_response_url(tmp_path: Path) -> None:

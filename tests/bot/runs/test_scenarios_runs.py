@@ -6,13 +6,13 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from bot.playground.emulator import Fault
+from bot.playground.payloads import encode_form, slash_command
 from bot.render import ids
 from orchestrator.events import RunStarted
 from tests.bot.harness import APPROVER, CHANNEL, INTRUDER, REQUESTER, BotHarness, bot_harness
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, Reply
-from tests.fakes.slack_emulator import Fault
-from tests.fakes.slack_payloads import encode_form, slash_command
 
 
 def _root(bot: BotHarness) -> Any:
@@ -92,7 +92,7 @@ async def test_mention_starts_a_run_and_a_mention_in_its_thread_follows_up_with_
 
 
 async def test_duplicate_event_delivery_starts_one_run(tmp_path: Path) -> None:
-    from tests.fakes.slack_payloads import app_mention, encode_json
+    from bot.playground.payloads import app_mention, encode_json
 
     async with bot_harness(tmp_path) as bot:
         body = encode_json(app_mention("count the widgets"))

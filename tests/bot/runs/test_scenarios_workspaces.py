@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from bot.playground.payloads import app_mention, encode_form, encode_json, slash_command
 from tests.bot.harness import CHANNEL, REQUESTER, bot_harness
-from tests.fakes.slack_payloads import app_mention, encode_form, encode_json, slash_command
 
 OTHER = "T0OTHERCO"
 GUEST = "U0GUEST"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.fakes.slack_emulator import manifest_scopes
-from tests.fakes.slack_emulator_methods import METHOD_SCOPES, needed_scopes
+from bot.playground.emulator import manifest_scopes
+from bot.playground.methods import METHOD_SCOPES, needed_scopes
 
 BOT = Path(__file__).resolve().parents[3] / "bot"
 _FAMILIES = "auth|apps|chat|conversations|files|reactions|usergroups|users|views"

@@ -10,8 +10,8 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import OutboxError
+from bot.playground.emulator import Fault, Limits, SlackEmulator
 from bot.slack.outbox import PRIORITY_APPROVAL, MessageRef, Outbox
-from tests.fakes.slack_emulator import Fault, Limits, SlackEmulator
 
 CHANNEL = "C0RUNS"
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from bot.playground.emulator import Limits, SlackEmulator
 from bot.slack.outbox import PRIORITY_FINAL
 from tests.bot.slack.test_outbox import make_outbox
-from tests.fakes.slack_emulator import Limits, SlackEmulator
 
 CHANNEL = "C0BUSY"
 

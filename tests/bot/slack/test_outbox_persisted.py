@@ -14,9 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from approvals import make_engine
 from bot.errors import OutboxError
+from bot.playground.emulator import Fault, Limits, SlackEmulator
 from bot.slack.outbox import MARKER_EVENT, PRIORITY_APPROVAL, PRIORITY_FINAL, GiveUp, Outbox, split_text
 from bot.slack.store import OutboxStore
-from tests.fakes.slack_emulator import Fault, Limits, SlackEmulator
 
 CHANNEL = "C0RUNS"
 BUTTONS = [

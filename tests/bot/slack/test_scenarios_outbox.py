@@ -7,10 +7,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from approvals import make_engine
+from bot.playground.emulator import SlackEmulator
 from bot.slack.outbox import MARKER_EVENT, PRIORITY_FINAL
 from bot.slack.store import OutboxRow, OutboxStore
 from tests.bot.harness import APPROVER, CHANNEL, FAST, REQUESTER, TOKEN, bot_harness, scaled_limits
-from tests.fakes.slack_emulator import SlackEmulator
 
 
 async def outbox_rows(database_url: str) -> list[OutboxRow]:

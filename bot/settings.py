@@ -159,7 +159,7 @@ class BotSettings(BaseSettings):
         """Read the environment (and `env_file` when it exists, which also feeds the SDKs' keys)."""
         if env_file is not None:
             load_env_file(env_file)
-        return cls(_env_file=env_file)  # type: ignore[call-arg]
+        return cls(_env_file=None)  # type: ignore[call-arg]
 
     @classmethod
     def with_values(cls, **values: Any) -> BotSettings:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import hashlib
+import itertools
 import logging
 import secrets
 import time
@@ -324,8 +325,10 @@ class RunSupervisor:
     async def _resume(self, run_id: str, request: RunRequest, events: list[RunEvent]) -> ActiveRun | None:
         """Continue a run (parked, or left by a dead process): its renderer from the stored events."""
         assert self._run_store is not None  # events came from it
-        renderer = await self._renderer_for(run_id, request, RunView.of(events))
-        await self._restore_progress(run_id, renderer, events)
+        # One fold: the view after each event feeds the progress message, the last one the status.
+        views = list(itertools.accumulate(events, RunView.apply, initial=RunView()))
+        renderer = await self._renderer_for(run_id, request, views[-1])
+        await self._restore_progress(run_id, renderer, events, views[1:])
         renderer.refresh()  # its buttons (ids only) keep working: the run is alive again
         try:
             handle = await resume_run(
@@ -345,11 +348,14 @@ class RunSupervisor:
         log.info("run %s resumed", run_id)
         return ActiveRun(request=request, handle=handle, renderer=renderer)
 
-    async def _restore_progress(self, run_id: str, renderer: RunRenderer, events: list[RunEvent]) -> None:
-        """The progress message an earlier segment posted is edited on, with what it showed."""
-        view = RunView.initial(task=renderer.view.task, requester=renderer.view.requester)
-        for event in events:
-            view = view.apply(event)
+    async def _restore_progress(
+        self, run_id: str, renderer: RunRenderer, events: list[RunEvent], views: list[RunView]
+    ) -> None:
+        """The progress message an earlier segment posted is edited on, with what it showed.
+
+        `views`: the run's view after each of `events`.
+        """
+        for event, view in zip(events, views, strict=True):
             renderer.progress.add(event, view)
         renderer.progress_message = await self._outbox.run_root(run_id, priority=PRIORITY_THREAD)
 

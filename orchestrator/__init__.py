@@ -105,6 +105,7 @@ from orchestrator.store import InMemoryRunStore, RunQuery, RunStatus, RunSummary
 if TYPE_CHECKING:
     from orchestrator.llm.deferred import after_sdk_loads
     from orchestrator.llm.factory import preload_sdks
+    from orchestrator.llm.limits import CallLimit, LocalLimits
     from orchestrator.llm.stats import ProviderStats, provider_stats
     from orchestrator.llm.warmup import warm_up
     from orchestrator.sql import SqlRunStore, create_run_schema, run_metadata
@@ -114,6 +115,8 @@ if TYPE_CHECKING:
 # name -> module, imported on first access (PEP 562): SQLAlchemy, tree-sitter and httpx stay unloaded
 # until a command needs them.
 _LAZY = {
+    "CallLimit": "orchestrator.llm.limits",
+    "LocalLimits": "orchestrator.llm.limits",
     "ProviderStats": "orchestrator.llm.stats",
     "SnapshotLimits": "orchestrator.tools",
     "SqlRunStore": "orchestrator.sql",
@@ -149,11 +152,13 @@ __all__ = [
     "AnswerSubmitted",
     "BackendConfig",
     "CallAdmission",
+    "CallLimit",
     "ConsensusReached",
     "CoordinationState",
     "FinalDelta",
     "GrantAdded",
     "InMemoryRunStore",
+    "LocalLimits",
     "ManifestEntry",
     "ModelCallCompleted",
     "ModelClient",

@@ -66,8 +66,9 @@ class CallAdmission(Protocol):
     """Who may send a model request now: per-provider rate and concurrency limits, fleet-wide.
 
     Every attempt of a model call (each retry is a new request) is made inside `admit`. The
-    default (`orchestrator.llm.UNLIMITED`) admits at once; the bot's engine holds the whole fleet
-    of workers under each configured provider's limits.
+    default (`orchestrator.llm.UNLIMITED`) admits at once; `orchestrator.LocalLimits` holds one
+    process under them (the terminal runner; a worker whose engine stopped); the bot's engine holds
+    the whole fleet of workers under each configured provider's limits.
     """
 
     def admit(self, provider: str, *, within: float) -> AbstractAsyncContextManager[None]:

@@ -8,6 +8,10 @@ killed goes on with `massgen-bot run --resume RUN_ID`: completed model calls are
 an approved action runs once, and a pending approval is asked again at the prompt; `--cancel
 RUN_ID` ends such a run instead.
 
+With `MASSGEN_PROVIDER_LIMITS` set, this process's model requests stay under each limit by
+themselves (`orchestrator.LocalLimits`, no engine): the limit is this one process's, not shared
+with a bot fleet running at the same time (its workers hold theirs on their engine's queues).
+
 Exit codes: 0 done, 1 config or usage error (before the run starts), 2 run failed, 3 salvaged
 (timeout, budget, max_rounds: an answer without consensus), 4 cancelled, 5 interrupted (Ctrl-C:
 the run is kept for `--resume`). Imports stay inside functions so the first model request goes
@@ -24,9 +28,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from bot.settings import BotSettings
     from bot.wiring import Storage
-    from orchestrator import RunCancelled, RunFailed, RunFinished, TeamConfig
+    from orchestrator import ModelFactory, RunCancelled, RunFailed, RunFinished, TeamConfig
 
 EXIT_DONE, EXIT_CONFIG, EXIT_FAILED, EXIT_SALVAGED, EXIT_CANCELLED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5
 ENV_FILE = ".env"
@@ -97,9 +103,10 @@ def run_command(args: argparse.Namespace) -> int:
 
     preload_sdks(agent.backend.type for agent in team.agents)
     after_sdk_loads(gc.enable)
+    warming = _warm_up_if_limited(settings, team)
     for warning in team.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    return asyncio.run(_main(args, settings, team, task, team_name))
+    return asyncio.run(_main(args, settings, team, task, team_name, warming))
 
 
 def read_task(words: list[str], task_file: Path | None) -> str:
@@ -178,7 +185,12 @@ async def _open_storage(settings: BotSettings) -> Storage:
 
 
 async def _main(
-    args: argparse.Namespace, settings: BotSettings, team: TeamConfig, task: str | None, team_name: str
+    args: argparse.Namespace,
+    settings: BotSettings,
+    team: TeamConfig,
+    task: str | None,
+    team_name: str,
+    warming: Future[object] | None,
 ) -> int:
     import getpass
 
@@ -197,7 +209,9 @@ async def _main(
         workspaces = _workspace_root(settings)
         if args.cancel is not None:
             return await _cancel(args, storage, _terminal_approver(team, user), user, workspaces)
-        return await _run(args, storage, _terminal_approver(team, user), task, team_name, user, workspaces)
+        team = _terminal_approver(team, user)
+        models = await _models(settings, warming)
+        return await _run(args, storage, team, task, team_name, user, workspaces, models)
     except UsageError as exc:
         print(f"massgen-bot run: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -213,6 +227,7 @@ async def _run(
     team_name: str,
     user: str,
     workspaces: Path,
+    models: ModelFactory | None,
 ) -> int:
     import asyncio
     import secrets
@@ -241,6 +256,7 @@ async def _run(
         team,
         approvals=service,
         store=storage.run_store,
+        models=models,
         tools=_tools_factory(service, workspaces),
         subscribers=[view.on_event],
         on_handle=on_handle,
@@ -342,6 +358,38 @@ def _terminal_approver(team: TeamConfig, user: str) -> TeamConfig:
         update={"approvers": [*team.approvals.approvers, user], "allow_self_approval": True, "quorum": 1}
     )
     return team.model_copy(update={"approvals": approvals})
+
+
+def _warm_up_if_limited(settings: BotSettings, team: TeamConfig) -> Future[object] | None:
+    """Under limits, the SDKs' first-call costs are paid before the run, as the bot pays them at boot.
+
+    A first request slowed by them (a few hundred ms of schema building on the event loop) would
+    reach the provider well after its admission, past the margin its window allows (see
+    `orchestrator.LocalLimits`). In the loader thread, after the imports: it overlaps the start-up.
+    """
+    if not settings.limits():
+        return None
+    import functools
+
+    from orchestrator import after_sdk_loads, warm_up
+
+    return after_sdk_loads(functools.partial(warm_up, [agent.backend.type for agent in team.agents]))
+
+
+async def _models(settings: BotSettings, warming: Future[object] | None) -> ModelFactory | None:
+    """The agents' clients under `MASSGEN_PROVIDER_LIMITS`, held in this process (None: unlimited)."""
+    limits = settings.limits()
+    if not limits:
+        return None
+    import asyncio
+    import functools
+
+    from bot.settings import call_limits
+    from orchestrator import LocalLimits, default_models
+
+    if warming is not None:
+        await asyncio.wrap_future(warming)
+    return functools.partial(default_models, admission=LocalLimits(call_limits(limits)))
 
 
 def _tools_factory(service: Any, root: Path) -> Any:

@@ -10,6 +10,12 @@ limit are not queued and cost nothing.
 
 The caller learns of the start from the permit itself when the permit runs in its own process
 (the embedded default: no database round trip), else from the permit's `started` event.
+
+Once the engine stops (a graceful shutdown: short runs still finishing), nothing polls the queues:
+admissions then go to this process's own limiter (`orchestrator.LocalLimits`, the same limits held
+in process), never through unlimited. That limiter has noted every request the queues admitted
+here (its window entry, its slot for the block), so across the switch this process alone stays
+under each limit; what it cannot see is the other workers' requests (see the README).
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ from typing import Any, TypeVar
 
 from dbos import DBOS, Queue, SetWorkflowID
 
-from bot.settings import ProviderLimit
+from bot.settings import ProviderLimit, call_limits
+from orchestrator import LocalLimits
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +136,10 @@ class ProviderLimits:
         # Runs recovered at launch may call a model before the queues are registered: they wait.
         self._registered = asyncio.Event()
         self._stopped = False
+        # Set once the engine stops: a call waiting for a permit then goes to `fallback` instead.
+        self._stopping = asyncio.Event()
+        # What admits once the engine has stopped: these limits, held by this process alone.
+        self.fallback = LocalLimits(call_limits(self.limits))
 
     async def register(self, *, update: bool) -> None:
         """Register every limited provider's queue (every process must, or DBOS strands its permits).
@@ -151,27 +162,54 @@ class ProviderLimits:
         self._registered.set()
 
     def forget(self) -> None:
-        """The engine stopped: admit at once from now on (nothing polls the queues any more)."""
+        """The engine stopped: from now on (waiting calls too) `fallback` admits; nothing polls the queues."""
         self._stopped = True
+        self._stopping.set()
         self._registered.set()
 
     @contextlib.asynccontextmanager
     async def admit(self, provider: str, *, within: float) -> AsyncIterator[None]:
         """Wait for the provider's permit (at most `within` s), then hold it for the block."""
         limit = self.limits.get(provider)
-        if limit is None or self._stopped:  # not limited
+        if limit is None:  # not limited
             yield
             return
+        loop = asyncio.get_running_loop()
+        begun = loop.time()
+        try:
+            permit = await self._permit(provider, limit, within) if not self._stopped else None
+        except Exception:
+            if not self._stopped:  # `_Stopped`, or DBOS failing as it shuts down
+                raise
+            permit = None
+        if permit is None:  # the engine stopped: this process's own limiter, for the time left
+            async with self.fallback.admit(provider, within=begun + within - loop.time()):
+                self._observe(provider, loop.time() - begun)
+                yield
+            return
+        self._observe(provider, loop.time() - begun)
+        try:
+            with self.fallback.noted(provider):  # should the engine stop meanwhile
+                yield
+        finally:
+            if limit.concurrent is not None:
+                await self._release(permit)
+
+    def _observe(self, provider: str, waited: float) -> None:
+        if self.observe is not None:
+            self.observe(provider, waited)
+
+    async def _permit(self, provider: str, limit: ProviderLimit, within: float) -> str | None:
+        """A permit of the provider's queue that started in time; None if the engine stopped first."""
+        loop = asyncio.get_running_loop()
+        begun = loop.time()
         if not self._registered.is_set():
             async with asyncio.timeout(within):
                 await self._registered.wait()
         queue = self._queues.get(provider)
         if queue is None:  # the engine stopped meanwhile
-            yield
-            return
+            return None
         holds = limit.concurrent is not None
-        loop = asyncio.get_running_loop()
-        begun = loop.time()
         # A permit this caller learns of too late (its loop was busy) may no longer count for the
         # request: the request could reach the provider with the next window's. It takes another.
         late = margin(limit.period) / 2 if limit.period is not None else float("inf")
@@ -180,15 +218,8 @@ class ProviderLimits:
             started = await self._wait(queue, permit, begun + within - loop.time(), holds)
             seen = time.time() - started
             if seen <= late:
-                break
+                return permit
             log.info("%s: a permit seen %.3f s after it started; taking another", provider, seen)
-            if holds:
-                await self._release(permit)
-        if self.observe is not None:
-            self.observe(provider, loop.time() - begun)
-        try:
-            yield
-        finally:
             if holds:
                 await self._release(permit)
 
@@ -207,10 +238,9 @@ class ProviderLimits:
             until = time.time() + within if holds else 0.0
             await _outside(_enqueue(queue, permit, until))
             async with asyncio.timeout(within):
-                return await _started(permit, started, within)
-        except BaseException:  # not admitted in time, or the call was cancelled: the permit must not count
-            with contextlib.suppress(Exception):
-                await asyncio.shield(_outside(DBOS.cancel_workflow_async(permit)))
+                return await _started(permit, started, within, self._stopping)
+        except BaseException:  # not admitted in time, the call was cancelled, the engine stopped
+            await _cancel_permit(permit)  # the permit must not count
             raise
         finally:
             _waiting.pop(permit, None)
@@ -221,10 +251,8 @@ class ProviderLimits:
             loop, event = here
             loop.call_soon_threadsafe(event.set)
             return
-        try:
-            await asyncio.shield(_outside(DBOS.send_async(permit, "done", RELEASE)))
-        except Exception:  # the permit then holds its slot until its deadline
-            log.warning("could not release %s", permit, exc_info=True)
+        if not await _best_effort(DBOS.send_async(permit, "done", RELEASE)):
+            log.warning("could not release %s: it holds its slot until its deadline", permit)
 
 
 async def _enqueue(queue: Queue, permit: str, until: float) -> None:
@@ -232,28 +260,63 @@ async def _enqueue(queue: Queue, permit: str, until: float) -> None:
         await queue.enqueue_async(permit_workflow, until)
 
 
+async def _cancel_permit(permit: str) -> None:
+    if not await _best_effort(DBOS.cancel_workflow_async(permit)):
+        # It then counts once a queue runs it (one that holds a slot: until its deadline).
+        log.info("could not cancel %s", permit)
+
+
+async def _best_effort(call: Coroutine[Any, Any, object]) -> bool:
+    """Make a DBOS call outside any DBOS context; False if it failed.
+
+    DBOS shutting down meanwhile (it cancels its own tasks) is a failure, not a cancellation of
+    the caller, who goes on.
+    """
+    try:
+        await asyncio.shield(_outside(call))
+        return True
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():  # the caller itself is cancelled
+            raise
+    except Exception:
+        log.debug("a DBOS call failed", exc_info=True)
+    return False
+
+
 def _resolve(future: asyncio.Future[float], at: float) -> None:
     if not future.done():
         future.set_result(at)
 
 
-async def _started(permit: str, here: asyncio.Future[float], within: float) -> float:
-    """When the permit started: told by the permit itself here, or by its event from elsewhere."""
+class _Stopped(Exception):
+    """The engine stopped while a call waited for its permit."""
+
+
+async def _started(permit: str, here: asyncio.Future[float], within: float, stopping: asyncio.Event) -> float:
+    """When the permit started: told by the permit itself here, or by its event from elsewhere.
+
+    Raises `_Stopped` if the engine stops first (nothing will start the permit any more).
+    """
     there = asyncio.create_task(
         DBOS.get_event_async(permit, STARTED, timeout_seconds=within), context=contextvars.Context()
     )
+    stopped = asyncio.ensure_future(stopping.wait())
     try:
-        await asyncio.wait({here, there}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({here, there, stopped}, return_when=asyncio.FIRST_COMPLETED)
         if here.done():
             return here.result()
+        if stopped.done():
+            raise _Stopped(permit)
         at = there.result()
         if at is None:
             raise TimeoutError(f"permit {permit} did not start within {within:g} s")
         return float(at)
     finally:
-        there.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await there
+        for waiting in (there, stopped):
+            waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await waiting
 
 
 __all__ = ["PERMIT", "QUEUE_PREFIX", "ProviderLimits", "margin", "permit_workflow", "queue_period"]

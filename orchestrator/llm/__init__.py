@@ -29,11 +29,14 @@ from orchestrator.llm.retry import RetryPolicy
 if TYPE_CHECKING:
     from orchestrator.llm.deferred import after_sdk_loads
     from orchestrator.llm.factory import BACKEND_TYPES, make_model_client, preload_sdks, resolve_api_key
+    from orchestrator.llm.limits import CallLimit, LocalLimits
     from orchestrator.llm.warmup import warm_up
 
 _LAZY = {
     "after_sdk_loads": "orchestrator.llm.deferred",
     "BACKEND_TYPES": "orchestrator.llm.factory",
+    "CallLimit": "orchestrator.llm.limits",
+    "LocalLimits": "orchestrator.llm.limits",
     "make_model_client": "orchestrator.llm.factory",
     "preload_sdks": "orchestrator.llm.factory",
     "resolve_api_key": "orchestrator.llm.factory",
@@ -47,6 +50,8 @@ __getattr__ = lazy_exports(__name__, _LAZY)
 __all__ = [
     "BACKEND_TYPES",
     "AssistantMessage",
+    "CallLimit",
+    "LocalLimits",
     "Message",
     "OutputSchema",
     "RetryPolicy",

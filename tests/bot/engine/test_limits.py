@@ -56,6 +56,9 @@ async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
     limits = {
         "chatcompletion": ProviderLimit(requests=LIMIT, period=PERIOD),
         "anthropic": ProviderLimit(concurrent=2),
+        # The fallback's own window is the period plus a margin of a fifth: at 1 s, 0.2 s of slack
+        # between admission and arrival (a loaded machine needs it).
+        "groq": ProviderLimit(requests=3, period=1.0),
     }
     config = EngineConfig(
         system_database_url=f"sqlite:///{tmp_path / 'dbos.sqlite'}",
@@ -157,6 +160,8 @@ async def test_a_call_not_admitted_in_time_leaves_no_permit_behind(engine: Engin
 
 async def test_a_provider_without_a_limit_is_not_delayed(engine: Engine) -> None:
     async with ProviderServer(lambda _: Reply(text="ok")) as server:
+        await _warm("openai", server.openai_base_url)  # the SDK's first call is slow, limit or not
+        server.requests.clear()
         client = make_model_client(
             type="openai", model="m", base_url=server.openai_base_url, api_key="k", admission=engine.admission
         )
@@ -231,3 +236,54 @@ async def test_dbos_logs_go_through_the_process_logging(
         dbos_log.warning("from dbos xoxb-not-a-real-token")
     # Propagated to the root handlers (the JSON formatter and its redaction in the bot).
     assert [r.getMessage() for r in caplog.records if r.name == "dbos"] == ["from dbos xoxb-not-a-real-token"]
+
+
+async def test_calls_after_the_engine_stops_keep_the_rate(engine: Engine) -> None:
+    """Stopped mid-stream of calls: the ones still waiting go to this process's own limiter, which
+    also counts the calls the queue admitted before the stop; no burst, and every call ends."""
+    async with ProviderServer(lambda _: Reply(text="ok")) as server:
+        url = server.openai_base_url
+        await _warm("groq", url)
+        server.requests.clear()
+        admission = engine.admission
+        client = make_model_client(type="groq", model="m", base_url=url, api_key="k", admission=admission)
+        calls = asyncio.ensure_future(_turns(client, 9))
+        await server.wait_for(requests=3, timeout=20)  # the queue's first window
+        await engine.close()
+        await calls
+        await client.close()
+        times = _arrivals(server, "chat")
+    assert len(times) == 9
+    assert most_in_a_window(times, 1.0) <= 3
+    # Six more after the first three, three at most a period: they were held, not let through.
+    assert max(times) - min(times) >= 2.0
+
+
+async def test_calls_after_the_engine_stops_keep_the_calls_in_flight(engine: Engine) -> None:
+    in_flight, most = 0, 0
+
+    async def slow(_: ProviderRequest) -> Reply:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        try:
+            await asyncio.sleep(DELAY)  # the provider's latency, not a test wait
+        finally:
+            in_flight -= 1
+        return Reply(text="ok")
+
+    async with ProviderServer(slow) as server:
+        url = server.anthropic_base_url
+        await _warm("claude", url)
+        server.requests.clear()
+        most = 0
+        client = make_model_client(
+            type="claude", model="m", base_url=url, api_key="k", admission=engine.admission
+        )
+        calls = asyncio.ensure_future(_turns(client, 6))
+        await server.wait_for(requests=2, timeout=20)  # two in flight, admitted by the queue
+        await engine.close()
+        await calls
+        await client.close()
+        assert len(_arrivals(server, "messages")) == 6
+    assert most == 2  # the two admitted before the stop kept their slots in the fallback

@@ -25,6 +25,7 @@ from orchestrator.errors import (
     PatchConflict,
     ProviderConfigError,
     ProviderError,
+    RunBusy,
     RunNotResumable,
     RunStoreError,
     SandboxUnavailable,
@@ -100,7 +101,7 @@ from orchestrator.run import (
     start_run,
     stop_parked_run,
 )
-from orchestrator.store import InMemoryRunStore, RunQuery, RunStatus, RunSummary
+from orchestrator.store import InMemoryRunStore, LeaseHolder, RunQuery, RunStatus, RunSummary
 
 if TYPE_CHECKING:
     from orchestrator.llm.deferred import after_sdk_loads
@@ -154,6 +155,7 @@ __all__ = [
     "FinalDelta",
     "GrantAdded",
     "InMemoryRunStore",
+    "LeaseHolder",
     "ManifestEntry",
     "ModelCallCompleted",
     "ModelClient",
@@ -165,6 +167,7 @@ __all__ = [
     "ProviderConfigError",
     "ProviderError",
     "ProviderStats",
+    "RunBusy",
     "RunCancelled",
     "RunConcluded",
     "RunContext",

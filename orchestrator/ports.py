@@ -299,6 +299,13 @@ class RunStore(Protocol):
         """The runs matching every filter of `query` (status, requester, channel), newest first."""
         ...
 
+    def lease(self, run_id: str) -> AbstractAsyncContextManager[None]:
+        """Hold the run exclusively while the block drives it; `RunBusy` at once if another holder has it.
+
+        The lease ends with its holder (a killed process included), never by a timeout.
+        """
+        ...
+
 
 # ---- the runner's own seams ----------------------------------------------------------------------
 

@@ -8,6 +8,8 @@ sets WAL and a busy timeout on SQLite) and shares it; the tables are this packag
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import fields
 from typing import Any
 
@@ -20,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from approvals import ConversationRef
 from orchestrator.errors import RunStoreError
 from orchestrator.events import RunEvent, from_json, to_json
+from orchestrator.lease import hold_run
 from orchestrator.store import RunQuery, RunStatus, RunSummary, summarise
 
 metadata = MetaData()
@@ -171,6 +174,12 @@ class SqlRunStore:
         """One run's summary, or None."""
         async with self.engine.connect() as conn:
             return await self._get(conn, run_id)
+
+    @asynccontextmanager
+    async def lease(self, run_id: str) -> AsyncIterator[None]:
+        """Hold the run against every other process on this database (`orchestrator.lease`)."""
+        async with hold_run(self.engine, run_id):
+            yield
 
     @staticmethod
     async def _get(conn: AsyncConnection, run_id: str) -> RunSummary | None:

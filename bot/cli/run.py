@@ -17,6 +17,7 @@ out quickly (`make bench` measures it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from bot.settings import BotSettings
     from bot.wiring import Storage
     from orchestrator import RunCancelled, RunFailed, RunFinished, TeamConfig
@@ -181,6 +184,7 @@ async def _main(
     args: argparse.Namespace, settings: BotSettings, team: TeamConfig, task: str | None, team_name: str
 ) -> int:
     import getpass
+    import secrets
 
     from orchestrator import sandbox_status
 
@@ -195,9 +199,13 @@ async def _main(
         return EXIT_CONFIG
     try:
         workspaces = _workspace_root(settings)
-        if args.cancel is not None:
-            return await _cancel(args, storage, _terminal_approver(team, user), user, workspaces)
-        return await _run(args, storage, _terminal_approver(team, user), task, team_name, user, workspaces)
+        run_id = args.cancel or args.resume or f"run-{secrets.token_hex(6)}"
+        async with _lease(storage, run_id):  # this process alone drives the run until it returns
+            if args.cancel is not None:
+                return await _cancel(args, storage, _terminal_approver(team, user), user, workspaces)
+            return await _run(
+                args, storage, _terminal_approver(team, user), task, team_name, user, workspaces, run_id
+            )
     except UsageError as exc:
         print(f"massgen-bot run: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -213,9 +221,9 @@ async def _run(
     team_name: str,
     user: str,
     workspaces: Path,
+    run_id: str,
 ) -> int:
     import asyncio
-    import secrets
     import signal
 
     from bot.cli.run_view import JsonView, LiveView, TerminalApprover
@@ -223,7 +231,6 @@ async def _run(
 
     service = storage.approvals
     view = JsonView() if args.json else LiveView()
-    run_id = args.resume or f"run-{secrets.token_hex(6)}"
     if args.resume is not None:  # before anything runs: a run that cannot go on is one line, exit 1
         view.replay(await _resumable(storage, run_id))
     # The task read from stdin used it up: nobody is left to answer there, so asks are denied.
@@ -297,8 +304,23 @@ async def _cancel(
     return exit_code(terminal)
 
 
+@contextlib.asynccontextmanager
+async def _lease(storage: Storage, run_id: str) -> AsyncIterator[None]:
+    """The run's lease for this process (it ends with the process, `kill -9` included); else one line."""
+    from orchestrator import RunBusy
+
+    held = contextlib.AsyncExitStack()
+    try:
+        await held.enter_async_context(storage.run_store.lease(run_id))
+    except RunBusy as exc:
+        advice = "wait for it to end, or stop it there (Ctrl-C keeps the run) and try again"
+        raise UsageError(f"{exc}; {advice}") from None
+    async with held:
+        yield
+
+
 async def _resumable(storage: Storage, run_id: str, verb: str = "resume") -> list[Any]:
-    """The stored events of a run that has not ended; else a `UsageError` saying why not."""
+    """The stored events of a run that has not ended and is this CLI's; else a `UsageError` saying why not."""
     from orchestrator import TERMINAL_KINDS
 
     events = await storage.run_store.events(run_id)
@@ -306,6 +328,10 @@ async def _resumable(storage: Storage, run_id: str, verb: str = "resume") -> lis
         raise UsageError(f"no run {run_id} in this database")
     if events[-1].kind in TERMINAL_KINDS:
         raise UsageError(f"run {run_id} already ended ({events[-1].kind}); nothing to {verb}")
+    summary = await storage.run_store.get(run_id)
+    if summary is not None and summary.conversation is not None:  # the bot's engine drives it
+        where = summary.conversation.surface
+        raise UsageError(f"run {run_id} belongs to {where} (the bot drives it); {verb} it there, not here")
     return list(events)
 
 

@@ -29,10 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import RunBusy, RunStoreError
-from orchestrator.store import LeaseHolder
+from orchestrator.store import KeptLease, LeaseHolder
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+    from orchestrator.ports import RunLease
 
 _NAMESPACE = b"massgen-chatops/run-lease/v1:"  # fixed: every version of the code derives the same key
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
@@ -56,22 +58,25 @@ def lock_file(database: str | Path, run_id: str) -> Path:
     return path.parent / f"{path.name}.runs" / f"{name}.lock"
 
 
+CHECK_EVERY = 1.0  # seconds between two looks at whether a held lease is still held
+
+
 @contextlib.asynccontextmanager
-async def hold_run(engine: AsyncEngine, run_id: str) -> AsyncIterator[None]:
+async def hold_run(engine: AsyncEngine, run_id: str) -> AsyncIterator[RunLease]:
     """Hold `run_id` for as long as the block runs; `RunBusy` at once when another holder has it."""
     dialect, database = engine.dialect.name, engine.url.database
     if dialect == "postgresql":
-        async with _advisory_lock(engine, run_id):
-            yield
+        async with _advisory_lock(engine, run_id) as lease:
+            yield lease
     elif dialect == "sqlite" and database and database != ":memory:" and "mode=memory" not in database:
         path = lock_file(database, run_id)
         fd = await asyncio.to_thread(_take, path, run_id)
         try:
-            yield
+            yield _FileLease(path, fd)
         finally:
             _give_back(path, fd)
     elif dialect == "sqlite":
-        yield  # an in-memory database: no other process can see the run
+        yield KeptLease()  # an in-memory database: no other process can see the run
     else:  # fail closed: an unknown database gets no run driven without a lease
         raise RunStoreError(f"run {run_id}: no lease on a {dialect} database")
 
@@ -98,6 +103,20 @@ def _take(path: Path, run_id: str) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps({"pid": holder.pid, "host": holder.host, "since": holder.since}).encode(), 0)
     return fd
+
+
+class _FileLease:
+    """Held while the lock file at the path is the one this process locked."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self._path, self._fd = path, fd
+
+    async def lost(self) -> str:
+        """Return once the file at the path is gone or another one (someone removed the lock)."""
+        while True:  # a look at the file system, nothing to wait on
+            await asyncio.sleep(CHECK_EVERY)
+            if not _same_file(self._path, self._fd):
+                return f"its lock file {self._path} was removed"
 
 
 def _same_file(path: Path, fd: int) -> bool:
@@ -128,13 +147,11 @@ def _file_holder(path: Path) -> LeaseHolder | None:
 
 # The lease connection must not be closed by the server for being idle: that would end the lease
 # silently. Keepalives make the server notice a holder whose machine (not only process) died.
-_SESSION = (
-    "SELECT set_config('idle_session_timeout', '0', false),"
-    " set_config('idle_in_transaction_session_timeout', '0', false),"
-    " set_config('tcp_keepalives_idle', '30', false),"
-    " set_config('tcp_keepalives_interval', '10', false),"
-    " set_config('tcp_keepalives_count', '3', false),"
-    " set_config('application_name', :name, false)"
+_SESSION = (  # through pg_settings: a server without a setting (idle_session_timeout: 14+) skips it
+    "SELECT set_config(s.name, v.value, false) FROM pg_settings s JOIN (VALUES"
+    " ('idle_session_timeout', '0'), ('idle_in_transaction_session_timeout', '0'),"
+    " ('tcp_keepalives_idle', '30'), ('tcp_keepalives_interval', '10'), ('tcp_keepalives_count', '3'),"
+    " ('application_name', CAST(:name AS text))) AS v(name, value) ON s.name = v.name"
 )
 _DEAD_HOLDER_GRACE = 0.25
 _HOLDER = (
@@ -145,7 +162,7 @@ _HOLDER = (
 
 
 @contextlib.asynccontextmanager
-async def _advisory_lock(engine: AsyncEngine, run_id: str) -> AsyncIterator[None]:
+async def _advisory_lock(engine: AsyncEngine, run_id: str) -> AsyncIterator[_AdvisoryLease]:
     from sqlalchemy import text
 
     key, holder = lease_key(run_id), LeaseHolder.here()
@@ -157,13 +174,40 @@ async def _advisory_lock(engine: AsyncEngine, run_id: str) -> AsyncIterator[None
             await conn.rollback()
             raise RunBusy(run_id, other)
         await conn.commit()  # never idle in a transaction: the lock is the session's, not the transaction's
+        lease = _AdvisoryLease(conn)
         try:
-            yield
+            yield lease
         finally:
-            try:  # the lock is let go before this returns: the next lease here must find it free
-                await conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
-            finally:  # discarded, not pooled: its session ends, with the settings above (and the lock)
-                await conn.invalidate()
+            async with lease.using:  # not while a check is on the wire
+                # The lock is let go before this returns: the next lease here must find it free. A
+                # session that failed has lost it already; either way the connection is discarded,
+                # not pooled, so its session ends with the settings above (and the lock, if still held).
+                try:
+                    with contextlib.suppress(Exception):
+                        await conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+                finally:
+                    await conn.invalidate()
+
+
+class _AdvisoryLease:
+    """Held while the session that took the lock is alive."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+        self.using = asyncio.Lock()
+
+    async def lost(self) -> str:
+        """Return once the lease's connection fails (the server, or something between, dropped it)."""
+        from sqlalchemy import text
+
+        while True:
+            await asyncio.sleep(CHECK_EVERY)
+            async with self.using:
+                try:
+                    await self._conn.execute(text("SELECT 1"))
+                    await self._conn.commit()
+                except Exception as exc:  # any failure: the session, and the lock with it, may be gone
+                    return f"its database connection failed: {type(exc).__name__}"
 
 
 async def _try_lock(conn: AsyncConnection, key: int) -> bool:

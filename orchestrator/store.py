@@ -8,6 +8,7 @@ own coordinates beside it (the bot: message timestamps). `LeaseHolder` says who 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
@@ -129,6 +130,15 @@ def summarise(summary: RunSummary | None, event: RunEvent) -> RunSummary | None:
             return summary
 
 
+class KeptLease:
+    """A lease nothing outside this process can take away (the in-memory stores')."""
+
+    async def lost(self) -> str:
+        """Never returns."""
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
 class InMemoryRunStore:
     """A dict-backed `RunStore` for tests and the terminal runner without a database."""
 
@@ -163,12 +173,12 @@ class InMemoryRunStore:
         return self._summaries.get(run_id)
 
     @contextlib.asynccontextmanager
-    async def lease(self, run_id: str) -> AsyncIterator[None]:
+    async def lease(self, run_id: str) -> AsyncIterator[KeptLease]:
         """Hold the run in this store (one process: the holder is always this one)."""
         if run_id in self._leased:
             raise RunBusy(run_id, self._leased[run_id])
         self._leased[run_id] = LeaseHolder.here()
         try:
-            yield
+            yield KeptLease()
         finally:
             del self._leased[run_id]

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from bot.settings import BotSettings
     from bot.wiring import Storage
-    from orchestrator import RunCancelled, RunFailed, RunFinished, TeamConfig
+    from orchestrator import RunCancelled, RunFailed, RunFinished, RunLease, TeamConfig
 
 EXIT_DONE, EXIT_CONFIG, EXIT_FAILED, EXIT_SALVAGED, EXIT_CANCELLED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5
 ENV_FILE = ".env"
@@ -200,12 +200,11 @@ async def _main(
     try:
         workspaces = _workspace_root(settings)
         run_id = args.cancel or args.resume or f"run-{secrets.token_hex(6)}"
-        async with _lease(storage, run_id):  # this process alone drives the run until it returns
+        async with _lease(storage, run_id) as lease:  # this process alone drives the run until it returns
             if args.cancel is not None:
                 return await _cancel(args, storage, _terminal_approver(team, user), user, workspaces)
-            return await _run(
-                args, storage, _terminal_approver(team, user), task, team_name, user, workspaces, run_id
-            )
+            approving = _terminal_approver(team, user)
+            return await _run(args, storage, approving, task, team_name, user, workspaces, (run_id, lease))
     except UsageError as exc:
         print(f"massgen-bot run: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -221,7 +220,7 @@ async def _run(
     team_name: str,
     user: str,
     workspaces: Path,
-    run_id: str,
+    held: tuple[str, RunLease],
 ) -> int:
     import asyncio
     import signal
@@ -229,6 +228,7 @@ async def _run(
     from bot.cli.run_view import JsonView, LiveView, TerminalApprover
     from orchestrator import RunDriver, RunHandle, RunNotResumable
 
+    run_id, lease = held
     service = storage.approvals
     view = JsonView() if args.json else LiveView()
     if args.resume is not None:  # before anything runs: a run that cannot go on is one line, exit 1
@@ -264,16 +264,18 @@ async def _run(
     interrupted = asyncio.Event()
     loop.add_signal_handler(signal.SIGINT, interrupted.set)
     stop = asyncio.ensure_future(interrupted.wait())
+    lost = asyncio.ensure_future(lease.lost())
     try:
-        await asyncio.wait({driving, stop}, return_when=asyncio.FIRST_COMPLETED)
-        if not driving.done():
-            _interrupted(args, view, run_id)
+        await asyncio.wait({driving, stop, lost}, return_when=asyncio.FIRST_COMPLETED)
+        if not driving.done():  # Ctrl-C, or another process may take the run now: stop driving it here
+            _interrupted(args, view, run_id, lost.result() if lost.done() else None)
         terminal = driving.result()
     except RunNotResumable as exc:  # e.g. `--resume` with another team than the run was started with
         raise UsageError(f"cannot resume: {exc}") from None
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         stop.cancel()
+        lost.cancel()
         await approver.close()
     view.finish(terminal)
     return exit_code(terminal)
@@ -305,18 +307,18 @@ async def _cancel(
 
 
 @contextlib.asynccontextmanager
-async def _lease(storage: Storage, run_id: str) -> AsyncIterator[None]:
+async def _lease(storage: Storage, run_id: str) -> AsyncIterator[RunLease]:
     """The run's lease for this process (it ends with the process, `kill -9` included); else one line."""
     from orchestrator import RunBusy
 
     held = contextlib.AsyncExitStack()
     try:
-        await held.enter_async_context(storage.run_store.lease(run_id))
+        lease = await held.enter_async_context(storage.run_store.lease(run_id))
     except RunBusy as exc:
         advice = "wait for it to end, or stop it there (Ctrl-C keeps the run) and try again"
         raise UsageError(f"{exc}; {advice}") from None
     async with held:
-        yield
+        yield lease
 
 
 async def _resumable(storage: Storage, run_id: str, verb: str = "resume") -> list[Any]:
@@ -335,13 +337,14 @@ async def _resumable(storage: Storage, run_id: str, verb: str = "resume") -> lis
     return list(events)
 
 
-def _interrupted(args: argparse.Namespace, view: Any, run_id: str) -> None:
-    """Ctrl-C: leave the run exactly as a kill would (it is all in the database), say how to go on."""
+def _interrupted(args: argparse.Namespace, view: Any, run_id: str, lost: str | None = None) -> None:
+    """Ctrl-C or a lost lease: leave the run as a kill would (it is all in the database), say how to go on."""
     view.pause()
     team = f" --team {args.team}" if args.team is not None else ""
     same_db = " (with the same --database-url)" if args.database_url is not None else ""
+    why = "interrupted" if lost is None else f"stopped (lease lost, another process may take the run: {lost})"
     print(
-        f"interrupted: run {run_id} is kept; continue it with `massgen-bot run --resume {run_id}{team}`"
+        f"{why}: run {run_id} is kept; continue it with `massgen-bot run --resume {run_id}{team}`"
         f"{same_db}, or end it with `massgen-bot run --cancel {run_id}{team}`",
         file=sys.stderr,
     )

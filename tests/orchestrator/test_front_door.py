@@ -52,6 +52,7 @@ DOORS = {
         "RunFinished",
         "RunHandle",
         "RunIsParked",
+        "RunLease",
         "RunNotResumable",
         "RunOutcome",
         "RunParked",

@@ -181,3 +181,52 @@ def test_the_holder_says_the_date_only_when_it_is_not_today() -> None:
     holder = LeaseHolder(pid=1234, host="h", since=since)
     assert holder.describe(now=since + 60) == "pid 1234 on host h, since 18:40:02 UTC"
     assert holder.describe(now=since + 86_400) == "pid 1234 on host h, since 2026-12-01 18:40:02 UTC"
+
+
+async def backend_of(database: str, run_id: str) -> int:
+    """The PostgreSQL server process holding `run_id`'s lease."""
+    from sqlalchemy import text
+
+    unsigned = lease_key(run_id) & 0xFFFF_FFFF_FFFF_FFFF
+    engine = make_engine(database)
+    try:
+        async with engine.connect() as conn:
+            where = "locktype = 'advisory' AND classid = :high AND objid = :low"
+            found = await conn.execute(
+                text(f"SELECT pid FROM pg_locks WHERE {where}"),
+                {"high": unsigned >> 32, "low": unsigned & 0xFFFF_FFFF},
+            )
+            return int(found.scalar_one())
+    finally:
+        await engine.dispose()
+
+
+async def take_away(database: str, run_id: str) -> None:
+    """What can end a lease while its holder lives: its session killed, or its lock file removed."""
+    if database.startswith("sqlite"):
+        lock_file(database.removeprefix("sqlite:///"), run_id).unlink()
+        return
+    from sqlalchemy import text
+
+    backend = await backend_of(database, run_id)
+    engine = make_engine(database)
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": backend})
+    finally:
+        await engine.dispose()
+
+
+async def test_a_lease_taken_away_from_a_live_holder_says_so(
+    store: SqlRunStore, database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("orchestrator.lease.CHECK_EVERY", 0.05)
+    async with store.lease("run-abc") as lease:
+        with pytest.raises(TimeoutError):  # held: nothing to say
+            await asyncio.wait_for(lease.lost(), 0.3)
+        await take_away(database, "run-abc")
+        why = await asyncio.wait_for(lease.lost(), 10)
+        async with SqlRunStore(store.engine).lease("run-abc"):  # another holder may take it now
+            pass
+    expected = "its database connection failed: " if "postgres" in database else "its lock file "
+    assert why.startswith(expected), why

@@ -24,6 +24,7 @@ from tests.bot.cli.test_run import massgen_bot, team_file
 from tests.bot.cli.test_run_resume import Cli, command_first, repeated
 from tests.conftest import postgres_url
 from tests.fakes.provider_server import ProviderServer
+from tests.orchestrator.test_lease import take_away
 
 ADVICE = "wait for it to end, or stop it there (Ctrl-C keeps the run) and try again"
 
@@ -140,3 +141,27 @@ async def test_a_slack_run_is_the_bots_to_drive_not_the_cli(tmp_path: Path) -> N
                 f"massgen-bot run: {said}; {verb} it there, not here"
             ]
         assert server.requests == []
+
+
+async def test_a_lease_taken_away_stops_the_holder_and_keeps_the_run(
+    tmp_path: Path, database: list[str]
+) -> None:
+    count = tmp_path / "count.txt"
+    url = database[1] if database else f"sqlite:///{tmp_path / 'state' / 'massgen.db'}"
+    async with ProviderServer(command_first(count)) as server:
+        team = ["--team", str(team_file(tmp_path, server, "sandbox: none\n", both_sdks=False)), *database]
+        first = await Cli.start(*team, "write the report")
+        await first.until("err", "Approve?")
+        run_id = first.run_id()
+        await take_away(url, run_id)  # its session killed, or its lock file removed
+        code = await first.ended()  # it stops by itself: another process may take the run now
+        assert code == 5, first.err
+        assert "stopped (lease lost, another process may take the run: its " in first.err
+        assert f"run {run_id} is kept; continue it with `massgen-bot run --resume {run_id}" in first.err
+        second = await Cli.start(*team, "--resume", run_id)
+        await second.until("err", "Approve?")
+        second.type("y")
+        code = await second.ended()
+    assert code == 0, second.err
+    assert count.read_text() == "ran\n"
+    assert repeated(server) == []

@@ -11,7 +11,9 @@ with the holder, `kill -9` included, so a resume after a crash needs no clean-up
   the kernel drops it with the process. The file holds its holder's pid, host and start time.
 - An in-memory database lives in one process only: there is nothing to share, so no lease.
 
-The holder's details are advisory (for the refusal's message); the lock is what counts.
+The holder's details are advisory (for the refusal's message); the lock is what counts. While the
+holder lives, its lease can still be taken away from outside (its session killed, its lock file
+removed); `RunLease.lost()` looks every `CHECK_EVERY` seconds and says so, and the holder must stop.
 """
 
 from __future__ import annotations

@@ -6,12 +6,13 @@ approval request and the run parks once nothing can progress without it; the pro
 decision resumes the run by id. Everything is in the database, so a run interrupted (Ctrl-C) or
 killed goes on with `massgen-bot run --resume RUN_ID`: completed model calls are not made again,
 an approved action runs once, and a pending approval is asked again at the prompt; `--cancel
-RUN_ID` ends such a run instead.
+RUN_ID` ends such a run instead. One process at a time drives a run: each of these holds the run's
+lease (`RunStore.lease`) while it acts, and another asking for the same run is refused at once.
 
-Exit codes: 0 done, 1 config or usage error (before the run starts), 2 run failed, 3 salvaged
-(timeout, budget, max_rounds: an answer without consensus), 4 cancelled, 5 interrupted (Ctrl-C:
-the run is kept for `--resume`). Imports stay inside functions so the first model request goes
-out quickly (`make bench` measures it).
+Exit codes: 0 done, 1 config or usage error (before the run starts; a run another process drives),
+2 run failed, 3 salvaged (timeout, budget, max_rounds: an answer without consensus), 4 cancelled,
+5 interrupted (Ctrl-C, or the lease taken away: the run is kept for `--resume`). Imports stay
+inside functions so the first model request goes out quickly (`make bench` measures it).
 """
 
 from __future__ import annotations

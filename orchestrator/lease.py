@@ -54,8 +54,9 @@ def lock_file(database: str | Path, run_id: str) -> Path:
 
     Run ids are user input (`--resume`): an id that is not a plain name becomes its hash, so a
     lock never lands outside that folder (and `_` never starts a plain name, so they cannot meet).
+    The database's real path counts: processes reaching one file by two paths share its locks.
     """
-    path = Path(database)
+    path = Path(os.path.realpath(database))
     name = run_id if _SAFE_ID.fullmatch(run_id) else "_" + hashlib.blake2b(run_id.encode()).hexdigest()[:40]
     return path.parent / f"{path.name}.runs" / f"{name}.lock"
 

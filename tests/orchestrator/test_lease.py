@@ -230,3 +230,17 @@ async def test_a_lease_taken_away_from_a_live_holder_says_so(
             pass
     expected = "its database connection failed: " if "postgres" in database else "its lock file "
     assert why.startswith(expected), why
+
+
+async def test_one_database_by_two_paths_has_one_lock(tmp_path: Path) -> None:
+    (tmp_path / "state").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "alias.db").symlink_to(tmp_path / "state" / "massgen.db")
+    real = make_engine(f"sqlite:///{tmp_path / 'state' / 'massgen.db'}")
+    alias = make_engine(f"sqlite:///{tmp_path / 'elsewhere' / 'alias.db'}")
+    try:
+        async with SqlRunStore(real).lease("run-abc"):
+            await refused(SqlRunStore(alias), "run-abc")
+    finally:
+        await real.dispose()
+        await alias.dispose()

@@ -25,6 +25,7 @@ from orchestrator.errors import (
     PatchConflict,
     ProviderConfigError,
     ProviderError,
+    RunBusy,
     RunNotResumable,
     RunStoreError,
     SandboxUnavailable,
@@ -72,6 +73,7 @@ from orchestrator.ports import (
     ManifestEntry,
     ModelClient,
     RunContext,
+    RunLease,
     RunStore,
     RunTools,
     RunToolsFactory,
@@ -100,7 +102,7 @@ from orchestrator.run import (
     start_run,
     stop_parked_run,
 )
-from orchestrator.store import InMemoryRunStore, RunQuery, RunStatus, RunSummary
+from orchestrator.store import InMemoryRunStore, LeaseHolder, RunQuery, RunStatus, RunSummary
 
 if TYPE_CHECKING:
     from orchestrator.llm.deferred import after_sdk_loads
@@ -158,6 +160,7 @@ __all__ = [
     "FinalDelta",
     "GrantAdded",
     "InMemoryRunStore",
+    "LeaseHolder",
     "LocalLimits",
     "ManifestEntry",
     "ModelCallCompleted",
@@ -170,6 +173,7 @@ __all__ = [
     "ProviderConfigError",
     "ProviderError",
     "ProviderStats",
+    "RunBusy",
     "RunCancelled",
     "RunConcluded",
     "RunContext",
@@ -179,6 +183,7 @@ __all__ = [
     "RunFinished",
     "RunHandle",
     "RunIsParked",
+    "RunLease",
     "RunNotResumable",
     "RunOutcome",
     "RunParked",

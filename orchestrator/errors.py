@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.store import LeaseHolder
+
 
 class OrchestratorError(Exception):
     """Root of every error raised by `orchestrator`."""
@@ -85,3 +90,13 @@ class ToolParked(OrchestratorError):
     def __init__(self, request_id: str) -> None:
         super().__init__(f"parked on approval {request_id}")
         self.request_id = request_id
+
+
+class RunBusy(RunStoreError):
+    """Another process drives this run (it holds the run's lease); `holder` says who, when known."""
+
+    def __init__(self, run_id: str, holder: LeaseHolder | None = None) -> None:
+        self.run_id = run_id
+        self.holder = holder
+        who = f" ({holder.describe()})" if holder is not None else ""
+        super().__init__(f"run {run_id} is being driven by another process{who}")

@@ -277,6 +277,19 @@ class Evaluator(Protocol):
 # ---- run store -----------------------------------------------------------------------------------
 
 
+class RunLease(Protocol):
+    """A run held by this process (`RunStore.lease`)."""
+
+    async def lost(self) -> str:
+        """Return, saying why, only once the lease is no longer held (checked every second or so).
+
+        A lease ends with its holder; while the holder lives it can still be lost from outside (the
+        database dropped its connection, its lock file was removed): then another process may take
+        the run, and this one must stop driving it at once.
+        """
+        ...
+
+
 class RunStore(Protocol):
     """Where runs are persisted. Events arrive in `seq` order per run."""
 
@@ -298,6 +311,13 @@ class RunStore(Protocol):
 
     async def find(self, query: RunQuery) -> list[RunSummary]:
         """The runs matching every filter of `query` (status, requester, channel), newest first."""
+        ...
+
+    def lease(self, run_id: str) -> AbstractAsyncContextManager[RunLease]:
+        """Hold the run exclusively while the block drives it; `RunBusy` at once if another holder has it.
+
+        The lease ends with its holder (a killed process included), never by a timeout.
+        """
         ...
 
 

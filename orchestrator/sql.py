@@ -8,8 +8,10 @@ sets WAL and a busy timeout on SQLite) and shares it; the tables are this packag
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, insert, select, update
 from sqlalchemy import inspect as sa_inspect
@@ -20,7 +22,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from approvals import ConversationRef
 from orchestrator.errors import RunStoreError
 from orchestrator.events import RunEvent, from_json, to_json
+from orchestrator.lease import hold_run
 from orchestrator.store import RunQuery, RunStatus, RunSummary, summarise
+
+if TYPE_CHECKING:
+    from orchestrator.ports import RunLease
 
 metadata = MetaData()
 
@@ -171,6 +177,12 @@ class SqlRunStore:
         """One run's summary, or None."""
         async with self.engine.connect() as conn:
             return await self._get(conn, run_id)
+
+    @asynccontextmanager
+    async def lease(self, run_id: str) -> AsyncIterator[RunLease]:
+        """Hold the run against every other process on this database (`orchestrator.lease`)."""
+        async with hold_run(self.engine, run_id) as lease:
+            yield lease
 
     @staticmethod
     async def _get(conn: AsyncConnection, run_id: str) -> RunSummary | None:

@@ -2,15 +2,23 @@
 
 The summary is the one truth about a run's state: who asked, which team, the task, where it lives
 (an opaque `ConversationRef`), its status, final answer, spend and timestamps. Surfaces keep only their
-own coordinates beside it (the bot: message timestamps).
+own coordinates beside it (the bot: message timestamps). `LeaseHolder` says who drives a run now
+(the SQL store's lease lives in `orchestrator.lease`; the in-memory one here, for one process).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import socket
+import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from approvals import ConversationRef
+from orchestrator.errors import RunBusy
 from orchestrator.events import RunEvent, RunFailed, RunFinished, RunStarted, UsageUpdated
 
 RunStatus = Literal["running", "finished", "failed", "cancelled"]
@@ -63,6 +71,26 @@ class RunQuery:
         )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseHolder:
+    """Who holds a run: a process on a host, since a time (seconds since the epoch)."""
+
+    pid: int
+    host: str
+    since: float
+
+    @classmethod
+    def here(cls) -> LeaseHolder:
+        """This process, now."""
+        return cls(pid=os.getpid(), host=socket.gethostname(), since=time.time())
+
+    def describe(self, now: float | None = None) -> str:
+        """`pid 1234 on host h, since 18:40:02 UTC` (the date too when it is not today's)."""
+        today = time.gmtime(time.time() if now is None else now)[:3]
+        shape = "%H:%M:%S UTC" if time.gmtime(self.since)[:3] == today else "%Y-%m-%d %H:%M:%S UTC"
+        return f"pid {self.pid} on host {self.host}, since {time.strftime(shape, time.gmtime(self.since))}"
+
+
 def summarise(summary: RunSummary | None, event: RunEvent) -> RunSummary | None:
     """The summary after `event` (pure; both adapters use it)."""
     if isinstance(event, RunStarted):
@@ -102,12 +130,22 @@ def summarise(summary: RunSummary | None, event: RunEvent) -> RunSummary | None:
             return summary
 
 
+class KeptLease:
+    """A lease nothing outside this process can take away (the in-memory stores')."""
+
+    async def lost(self) -> str:
+        """Never returns."""
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
 class InMemoryRunStore:
     """A dict-backed `RunStore` for tests and the terminal runner without a database."""
 
     def __init__(self) -> None:
         self._events: dict[str, list[RunEvent]] = {}
         self._summaries: dict[str, RunSummary] = {}
+        self._leased: dict[str, LeaseHolder] = {}
 
     async def append(self, *events: RunEvent) -> None:
         """Keep the events and fold them into their run's summary."""
@@ -133,3 +171,14 @@ class InMemoryRunStore:
     async def get(self, run_id: str) -> RunSummary | None:
         """The run's summary or None."""
         return self._summaries.get(run_id)
+
+    @contextlib.asynccontextmanager
+    async def lease(self, run_id: str) -> AsyncIterator[KeptLease]:
+        """Hold the run in this store (one process: the holder is always this one)."""
+        if run_id in self._leased:
+            raise RunBusy(run_id, self._leased[run_id])
+        self._leased[run_id] = LeaseHolder.here()
+        try:
+            yield KeptLease()
+        finally:
+            del self._leased[run_id]

@@ -6,21 +6,23 @@ approval request and the run parks once nothing can progress without it; the pro
 decision resumes the run by id. Everything is in the database, so a run interrupted (Ctrl-C) or
 killed goes on with `massgen-bot run --resume RUN_ID`: completed model calls are not made again,
 an approved action runs once, and a pending approval is asked again at the prompt; `--cancel
-RUN_ID` ends such a run instead.
+RUN_ID` ends such a run instead. One process at a time drives a run: each of these holds the run's
+lease (`RunStore.lease`) while it acts, and another asking for the same run is refused at once.
 
 With `MASSGEN_PROVIDER_LIMITS` set, this process's model requests stay under each limit by
 themselves (`orchestrator.LocalLimits`, no engine): the limit is this one process's, not shared
 with a bot fleet running at the same time (its workers hold theirs on their engine's queues).
 
-Exit codes: 0 done, 1 config or usage error (before the run starts), 2 run failed, 3 salvaged
-(timeout, budget, max_rounds: an answer without consensus), 4 cancelled, 5 interrupted (Ctrl-C:
-the run is kept for `--resume`). Imports stay inside functions so the first model request goes
-out quickly (`make bench` measures it).
+Exit codes: 0 done, 1 config or usage error (before the run starts; a run another process drives),
+2 run failed, 3 salvaged (timeout, budget, max_rounds: an answer without consensus), 4 cancelled,
+5 interrupted (Ctrl-C, or the lease taken away: the run is kept for `--resume`). Imports stay
+inside functions so the first model request goes out quickly (`make bench` measures it).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -28,11 +30,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
     from concurrent.futures import Future
 
     from bot.settings import BotSettings
     from bot.wiring import Storage
-    from orchestrator import ModelFactory, RunCancelled, RunFailed, RunFinished, TeamConfig
+    from orchestrator import ModelFactory, RunCancelled, RunFailed, RunFinished, RunLease, TeamConfig
 
 EXIT_DONE, EXIT_CONFIG, EXIT_FAILED, EXIT_SALVAGED, EXIT_CANCELLED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5
 ENV_FILE = ".env"
@@ -193,6 +196,7 @@ async def _main(
     warming: Future[object] | None,
 ) -> int:
     import getpass
+    import secrets
 
     from orchestrator import sandbox_status
 
@@ -207,11 +211,14 @@ async def _main(
         return EXIT_CONFIG
     try:
         workspaces = _workspace_root(settings)
-        if args.cancel is not None:
-            return await _cancel(args, storage, _terminal_approver(team, user), user, workspaces)
-        team = _terminal_approver(team, user)
-        models = await _models(settings, warming)
-        return await _run(args, storage, team, task, team_name, user, workspaces, models)
+        run_id = args.cancel or args.resume or f"run-{secrets.token_hex(6)}"
+        async with _lease(storage, run_id) as lease:  # this process alone drives the run until it returns
+            if args.cancel is not None:
+                return await _cancel(args, storage, _terminal_approver(team, user), user, workspaces)
+            approving = _terminal_approver(team, user)
+            models = await _models(settings, warming)
+            held = (run_id, lease)
+            return await _run(args, storage, approving, task, team_name, user, workspaces, models, held)
     except UsageError as exc:
         print(f"massgen-bot run: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -228,17 +235,17 @@ async def _run(
     user: str,
     workspaces: Path,
     models: ModelFactory | None,
+    held: tuple[str, RunLease],
 ) -> int:
     import asyncio
-    import secrets
     import signal
 
     from bot.cli.run_view import JsonView, LiveView, TerminalApprover
     from orchestrator import RunDriver, RunHandle, RunNotResumable
 
+    run_id, lease = held
     service = storage.approvals
     view = JsonView() if args.json else LiveView()
-    run_id = args.resume or f"run-{secrets.token_hex(6)}"
     if args.resume is not None:  # before anything runs: a run that cannot go on is one line, exit 1
         view.replay(await _resumable(storage, run_id))
     # The task read from stdin used it up: nobody is left to answer there, so asks are denied.
@@ -273,16 +280,18 @@ async def _run(
     interrupted = asyncio.Event()
     loop.add_signal_handler(signal.SIGINT, interrupted.set)
     stop = asyncio.ensure_future(interrupted.wait())
+    lost = asyncio.ensure_future(lease.lost())
     try:
-        await asyncio.wait({driving, stop}, return_when=asyncio.FIRST_COMPLETED)
-        if not driving.done():
-            _interrupted(args, view, run_id)
+        await asyncio.wait({driving, stop, lost}, return_when=asyncio.FIRST_COMPLETED)
+        if not driving.done():  # Ctrl-C, or another process may take the run now: stop driving it here
+            _interrupted(args, view, run_id, lost.result() if lost.done() else None)
         terminal = driving.result()
     except RunNotResumable as exc:  # e.g. `--resume` with another team than the run was started with
         raise UsageError(f"cannot resume: {exc}") from None
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         stop.cancel()
+        lost.cancel()
         await approver.close()
     view.finish(terminal)
     return exit_code(terminal)
@@ -313,8 +322,23 @@ async def _cancel(
     return exit_code(terminal)
 
 
+@contextlib.asynccontextmanager
+async def _lease(storage: Storage, run_id: str) -> AsyncIterator[RunLease]:
+    """The run's lease for this process (it ends with the process, `kill -9` included); else one line."""
+    from orchestrator import RunBusy
+
+    held = contextlib.AsyncExitStack()
+    try:
+        lease = await held.enter_async_context(storage.run_store.lease(run_id))
+    except RunBusy as exc:
+        advice = "wait for it to end, or stop it there (Ctrl-C keeps the run) and try again"
+        raise UsageError(f"{exc}; {advice}") from None
+    async with held:
+        yield lease
+
+
 async def _resumable(storage: Storage, run_id: str, verb: str = "resume") -> list[Any]:
-    """The stored events of a run that has not ended; else a `UsageError` saying why not."""
+    """The stored events of a run that has not ended and is this CLI's; else a `UsageError` saying why not."""
     from orchestrator import TERMINAL_KINDS
 
     events = await storage.run_store.events(run_id)
@@ -322,16 +346,21 @@ async def _resumable(storage: Storage, run_id: str, verb: str = "resume") -> lis
         raise UsageError(f"no run {run_id} in this database")
     if events[-1].kind in TERMINAL_KINDS:
         raise UsageError(f"run {run_id} already ended ({events[-1].kind}); nothing to {verb}")
+    summary = await storage.run_store.get(run_id)
+    if summary is not None and summary.conversation is not None:  # the bot's engine drives it
+        where = summary.conversation.surface
+        raise UsageError(f"run {run_id} belongs to {where} (the bot drives it); {verb} it there, not here")
     return list(events)
 
 
-def _interrupted(args: argparse.Namespace, view: Any, run_id: str) -> None:
-    """Ctrl-C: leave the run exactly as a kill would (it is all in the database), say how to go on."""
+def _interrupted(args: argparse.Namespace, view: Any, run_id: str, lost: str | None = None) -> None:
+    """Ctrl-C or a lost lease: leave the run as a kill would (it is all in the database), say how to go on."""
     view.pause()
     team = f" --team {args.team}" if args.team is not None else ""
     same_db = " (with the same --database-url)" if args.database_url is not None else ""
+    why = "interrupted" if lost is None else f"stopped (lease lost, another process may take the run: {lost})"
     print(
-        f"interrupted: run {run_id} is kept; continue it with `massgen-bot run --resume {run_id}{team}`"
+        f"{why}: run {run_id} is kept; continue it with `massgen-bot run --resume {run_id}{team}`"
         f"{same_db}, or end it with `massgen-bot run --cancel {run_id}{team}`",
         file=sys.stderr,
     )

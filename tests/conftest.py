@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -39,3 +42,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def postgres_url() -> str | None:
     """The throwaway server `.ci/run` starts; tests marked `postgres` skip without it."""
     return os.environ.get("DATABASE_URL_POSTGRES")
+
+
+# The databases a store test runs on: `@pytest.fixture(params=SQL_DATABASES)` with `empty_database`.
+SQL_DATABASES: list[Any] = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@contextlib.asynccontextmanager
+async def empty_database(kind: str, sqlite_url: str) -> AsyncIterator[str]:
+    """The URL of an empty database of `kind`: `sqlite_url`, or a scratch PostgreSQL database on the
+    server `.ci/run` starts (dropped afterwards); the test is skipped without that server."""
+    if kind == "sqlite":
+        yield sqlite_url
+        return
+    from approvals.testing import scratch_postgres_database
+
+    server = postgres_url()
+    if server is None:
+        pytest.skip("no PostgreSQL server (DATABASE_URL_POSTGRES unset)")
+    async with scratch_postgres_database(server) as url:
+        yield url

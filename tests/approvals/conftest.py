@@ -7,18 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from approvals.testing import scratch_postgres_database
-from tests.conftest import postgres_url
+from tests.conftest import SQL_DATABASES, empty_database
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=SQL_DATABASES)
 async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
     """A fresh database per test: a SQLite file, and a scratch PostgreSQL database when a server runs."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/approvals.db"
-        return
-    server = postgres_url()
-    if server is None:
-        pytest.skip("no PostgreSQL server (DATABASE_URL_POSTGRES unset)")
-    async with scratch_postgres_database(server) as url:
+    async with empty_database(request.param, f"sqlite:///{tmp_path}/approvals.db") as url:
         yield url

@@ -17,10 +17,9 @@ from pathlib import Path
 import pytest
 
 from approvals.sql import make_engine
-from approvals.testing import scratch_postgres_database
 from orchestrator import InMemoryRunStore, LeaseHolder, RunBusy, RunStore, SqlRunStore
 from orchestrator.lease import lease_key, lock_file
-from tests.conftest import postgres_url
+from tests.conftest import SQL_DATABASES, empty_database
 
 ROOT = Path(__file__).resolve().parents[2]
 HOLD = """
@@ -38,16 +37,10 @@ asyncio.run(main())
 """
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=SQL_DATABASES)
 async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
     """The URL of an empty database: a SQLite file under tmp_path, or a scratch PostgreSQL database."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'state' / 'massgen.db'}"
-        return
-    server = postgres_url()
-    if server is None:
-        pytest.skip("no DATABASE_URL_POSTGRES")
-    async with scratch_postgres_database(server) as url:
+    async with empty_database(request.param, f"sqlite:///{tmp_path / 'state' / 'massgen.db'}") as url:
         yield url
 
 

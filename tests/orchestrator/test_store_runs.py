@@ -12,7 +12,6 @@ from pydantic import ValidationError
 
 from approvals import ConversationRef
 from approvals.sql import make_engine
-from approvals.testing import scratch_postgres_database
 from orchestrator.errors import RunNotResumable, RunStoreError
 from orchestrator.events import (
     AnswerSubmitted,
@@ -29,23 +28,16 @@ from orchestrator.run.supervisor import resume_run, start_run
 from orchestrator.sql import SqlRunStore
 from orchestrator.store import InMemoryRunStore, RunQuery
 from orchestrator.testing import ScriptedModels, hang, scripted_team
-from tests.conftest import postgres_url
+from tests.conftest import SQL_DATABASES, empty_database
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=["memory", *SQL_DATABASES])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[RunStore]:
     if request.param == "memory":
         yield InMemoryRunStore()
         return
-    if request.param == "sqlite":
-        engine = make_engine(f"sqlite:///{tmp_path / 'runs.db'}")
-        yield await SqlRunStore.create(engine)
-        await engine.dispose()
-        return
-    server = postgres_url()
-    if server is None:
-        pytest.skip("no DATABASE_URL_POSTGRES")
-    async with scratch_postgres_database(server) as url:  # a fresh database: no rows of earlier runs
+    # A fresh database: no rows of earlier runs.
+    async with empty_database(request.param, f"sqlite:///{tmp_path / 'runs.db'}") as url:
         engine = make_engine(url)
         yield await SqlRunStore.create(engine)
         await engine.dispose()

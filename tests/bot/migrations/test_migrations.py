@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from approvals import SqlApprovalStore, create_schema, make_engine
-from approvals.testing import sample_request, scratch_postgres_database
+from approvals.testing import sample_request
 from bot.cli import main
 from bot.migrations import (
     BASELINE,
@@ -38,21 +38,13 @@ from bot.migrations import (
 from bot.migrations.schema import target_metadata
 from bot.slack import BotStore
 from orchestrator import create_run_schema
-from tests.conftest import postgres_url
+from tests.conftest import SQL_DATABASES, empty_database
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=SQL_DATABASES)
 async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AsyncEngine]:
     """An empty database: a SQLite file, or a scratch PostgreSQL database when a server runs."""
-    if request.param == "sqlite":
-        engine = make_engine(f"sqlite:///{tmp_path / 'm.db'}")
-        yield engine
-        await engine.dispose()
-        return
-    server = postgres_url()
-    if server is None:
-        pytest.skip("no PostgreSQL server (DATABASE_URL_POSTGRES unset)")
-    async with scratch_postgres_database(server) as url:
+    async with empty_database(request.param, f"sqlite:///{tmp_path / 'm.db'}") as url:
         engine = make_engine(url)
         yield engine
         await engine.dispose()

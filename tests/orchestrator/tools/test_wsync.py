@@ -18,28 +18,17 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from approvals import make_engine
-from approvals.testing import scratch_postgres_database
 from orchestrator import ManifestEntry, SpaceUpdate, SqlWorkspaceStore, prune_unused_blobs, workspace_metadata
 from orchestrator.tools import RunWorkspaces, SnapshotLimits, WorkspaceSync
 from orchestrator.tools.wsync import MARKER
-from tests.conftest import postgres_url
+from tests.conftest import SQL_DATABASES, empty_database
 
 AGENTS = ("a0", "a1")
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=SQL_DATABASES)
 async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    if request.param == "sqlite":
-        made = make_engine(f"sqlite:///{tmp_path / 'ws.db'}")
-        async with made.begin() as conn:
-            await conn.run_sync(workspace_metadata.create_all)
-        yield made
-        await made.dispose()
-        return
-    server = postgres_url()
-    if server is None:
-        pytest.skip("no PostgreSQL (DATABASE_URL_POSTGRES)")
-    async with scratch_postgres_database(server) as url:
+    async with empty_database(request.param, f"sqlite:///{tmp_path / 'ws.db'}") as url:
         made = make_engine(url)
         async with made.begin() as conn:
             await conn.run_sync(workspace_metadata.create_all)

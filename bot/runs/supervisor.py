@@ -25,13 +25,14 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from approvals import ApprovalService, ConversationRef
 from bot.approval_ui.port import ThreadApprovalPort
+from bot.batched import Batched
 from bot.engine.config import PARKED
 from bot.errors import OutboxError
 from bot.ops import bind_request, bind_run, bound_request
 from bot.runs.blocks import status_blocks
 from bot.runs.presenter import RunRenderer
 from bot.runs.teams import TeamCatalog, TeamChoice
-from bot.slack.outbox import PRIORITY_THREAD, MessageRef, Outbox
+from bot.slack.outbox import MessageRef, Outbox
 from bot.slack.parse import StartRun
 from bot.slack.store import BotStore
 from bot.tasks import TaskSupervisor
@@ -54,6 +55,7 @@ from orchestrator import (
 
 if TYPE_CHECKING:
     from bot.engine import Control, Engine
+    from bot.slack.store import OutboxRow, RunCoordinates
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +143,15 @@ class ActiveRun:
         return self.request.choice.team
 
 
+@dataclass(frozen=True, slots=True)
+class _Saved:
+    """What Slack-side state a run has, read in one go: where it lives, its status and progress posts."""
+
+    where: RunCoordinates | None
+    status: OutboxRow | None
+    progress: OutboxRow | None
+
+
 class RunSupervisor:
     """Starts and drives the runs of this process; their tasks belong to `tasks`."""
 
@@ -181,6 +192,9 @@ class RunSupervisor:
         self._progress_after = progress_after
         self._ticker: asyncio.Task[Any] | None = None
         self._controls: asyncio.Task[Any] | None = None
+        # Looked up for many resumes at once after a restart (one query each, not one per run).
+        self._coordinates = Batched(store.coordinates)
+        self._controls_of = Batched(self._take_controls)
         self._begun: dict[str, asyncio.Event] = {}  # runs submitted here, until they begin here
         self._submitted: dict[str, None] = {}  # the latest run ids submitted here, oldest first
         self._no_runs = asyncio.Event()  # wakes the ticker when the last run ends
@@ -267,23 +281,39 @@ class RunSupervisor:
         events = [] if self._run_store is None else await self._run_store.events(run_id)
         if events and events[-1].kind in TERMINAL_KINDS:
             return events[-1].kind  # it ended, and the process died before the engine heard
-        if events and (stopped := await self._stop_if_asked(run_id, request, events)) is not None:
-            return stopped
-        active = await (self._resume(run_id, request, events) if events else self._run(run_id, request))
+        if events:
+            # Read together, not one after another: after a restart every resume waits on one busy
+            # event loop, and each round trip in a row adds that wait again.
+            controls, saved = await asyncio.gather(self._clicked(run_id), self._saved(run_id))
+            if controls:
+                return await self._stop(run_id, request, events, controls[0], saved)
+            active = await self._resume(run_id, request, events, saved)
+        else:
+            active = await self._run(run_id, request)
         if active is None:
             return "failed"
         outcome = await self._drive(active)
         return PARKED if isinstance(outcome, Parked) else outcome.kind
 
-    async def _stop_if_asked(self, run_id: str, request: RunRequest, events: list[RunEvent]) -> str | None:
-        """A parked run woken by a Cancel / Finish now: end it without resuming its agents."""
+    async def _clicked(self, run_id: str) -> list[Control]:
+        """A Cancel / Finish clicked for a parked run (taken: it is acted on once)."""
         if self.engine is None or self._run_store is None:
-            return None
-        controls = await self.engine.take_controls([run_id])
-        if not controls:
-            return None
-        control = controls[0]
-        renderer = await self._renderer_for(run_id, request, RunView.of(events))
+            return []
+        return await self._controls_of.get(run_id) or []
+
+    async def _take_controls(self, run_ids: list[str]) -> dict[str, list[Control]]:
+        assert self.engine is not None  # `_clicked` asks only then
+        taken: dict[str, list[Control]] = {}
+        for control in await self.engine.take_controls(run_ids):
+            taken.setdefault(control.run_id, []).append(control)
+        return taken
+
+    async def _stop(
+        self, run_id: str, request: RunRequest, events: list[RunEvent], control: Control, saved: _Saved
+    ) -> str:
+        """A parked run woken by a Cancel / Finish now: end it without resuming its agents."""
+        assert self._run_store is not None  # `_clicked` found one
+        renderer = await self._renderer_for(run_id, request, RunView.of(events), saved)
         terminal = await stop_parked_run(
             run_id,
             request.choice.team,
@@ -296,17 +326,26 @@ class RunSupervisor:
         await renderer.finish()
         return terminal.kind
 
-    async def _renderer_for(self, run_id: str, request: RunRequest, view: RunView | None) -> RunRenderer:
+    async def _saved(self, run_id: str) -> _Saved:
+        """The run's coordinates and its saved status and progress posts, read concurrently."""
+        where, (status, progress) = await asyncio.gather(
+            self._coordinates.get(run_id), self._outbox.first_posts(run_id)
+        )
+        return _Saved(where, status, progress)
+
+    async def _renderer_for(
+        self, run_id: str, request: RunRequest, view: RunView | None, saved: _Saved
+    ) -> RunRenderer:
         """The run's renderer: over the status message a previous process posted, else a new one.
 
         A crash can come at any point of a start: after the run's coordinates were recorded, or
         its status message saved or posted, but before the ts was written. Each is reused.
         """
-        where = (await self._store.coordinates([run_id])).get(run_id)
+        where = saved.where
         root = (
             MessageRef.existing(request.channel, where.root_ts)
             if where is not None and where.root_ts
-            else await self._outbox.run_root(run_id)  # posted (or saved) before its ts was recorded
+            else self._outbox.root_of(saved.status)  # posted (or saved) before its ts was recorded
         )
         if root is not None:
             initial = view or dataclasses.replace(
@@ -322,13 +361,15 @@ class RunSupervisor:
             self.spawn(self._remember_root(run_id, renderer), name=f"root-ts:{run_id}")
         return renderer
 
-    async def _resume(self, run_id: str, request: RunRequest, events: list[RunEvent]) -> ActiveRun | None:
+    async def _resume(
+        self, run_id: str, request: RunRequest, events: list[RunEvent], saved: _Saved
+    ) -> ActiveRun | None:
         """Continue a run (parked, or left by a dead process): its renderer from the stored events."""
         assert self._run_store is not None  # events came from it
         # One fold: the view after each event feeds the progress message, the last one the status.
         views = list(itertools.accumulate(events, RunView.apply, initial=RunView()))
-        renderer = await self._renderer_for(run_id, request, views[-1])
-        await self._restore_progress(run_id, renderer, events, views[1:])
+        renderer = await self._renderer_for(run_id, request, views[-1], saved)
+        self._restore_progress(renderer, events, views[1:], saved)
         renderer.refresh()  # its buttons (ids only) keep working: the run is alive again
         try:
             handle = await resume_run(
@@ -348,8 +389,8 @@ class RunSupervisor:
         log.info("run %s resumed", run_id)
         return ActiveRun(request=request, handle=handle, renderer=renderer)
 
-    async def _restore_progress(
-        self, run_id: str, renderer: RunRenderer, events: list[RunEvent], views: list[RunView]
+    def _restore_progress(
+        self, renderer: RunRenderer, events: list[RunEvent], views: list[RunView], saved: _Saved
     ) -> None:
         """The progress message an earlier segment posted is edited on, with what it showed.
 
@@ -357,7 +398,7 @@ class RunSupervisor:
         """
         for event, view in zip(events, views, strict=True):
             renderer.progress.add(event, view)
-        renderer.progress_message = await self._outbox.run_root(run_id, priority=PRIORITY_THREAD)
+        renderer.progress_message = self._outbox.root_of(saved.progress)
 
     async def _run(self, run_id: str, request: RunRequest) -> ActiveRun | None:
         if self.engine is None:  # inline: nothing of this run exists yet
@@ -365,7 +406,7 @@ class RunSupervisor:
             await self._store.record_run(run_id, request.channel, thread_ts=request.thread_ts)
             self.spawn(self._remember_root(run_id, renderer), name=f"root-ts:{run_id}")
         else:  # a step re-run after a crash before the run's first event: reuse what was made
-            renderer = await self._renderer_for(run_id, request, None)
+            renderer = await self._renderer_for(run_id, request, None, await self._saved(run_id))
         log.info("run started in %s for %s", request.channel, request.requester)
         try:
             handle = await start_run(

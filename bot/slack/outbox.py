@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import logging
 import time
 import uuid
@@ -56,6 +57,7 @@ from bot.slack.outbox_state import (
 )
 
 if TYPE_CHECKING:
+    from bot.batched import Batched
     from bot.slack.store import OutboxRow, OutboxStore, PendingUpdate
 
 __all__ = [
@@ -109,6 +111,8 @@ class Outbox:
             self._client.timeout = call_timeout  # type: ignore[assignment]  # annotated int, used as float
         self._store = store
         self._resumed: dict[str, MessageRef] = {}  # posts a previous process saved, by id, once resumed
+        # A run's status and progress posts, looked up in batches (`first_posts`), made on first use.
+        self._firsts: tuple[Batched[str, OutboxRow], Batched[str, OutboxRow]] | None = None
         self._saves: set[asyncio.Task[None]] = set()
         self.on_give_up: list[Callable[[GiveUp], None]] = []
         self._update_states: dict[str, PendingUpdate] = {}
@@ -292,7 +296,26 @@ class Outbox:
         """
         if self._store is None:
             return None
-        row = await self._store.first_post(run_id, priority=priority)
+        return self.root_of(await self._store.first_post(run_id, priority=priority))
+
+    async def first_posts(self, run_id: str) -> tuple[OutboxRow | None, OutboxRow | None]:
+        """The run's saved status message and progress message (for `root_of`), read with those of
+        every other run asking meanwhile (the resumes after a restart: one query, not hundreds)."""
+        store = self._store
+        if store is None:
+            return None, None
+        if self._firsts is None:
+            from bot.batched import Batched
+
+            self._firsts = (
+                Batched(store.first_posts),
+                Batched(functools.partial(store.first_posts, priority=PRIORITY_THREAD)),
+            )
+        status, progress = self._firsts
+        return await asyncio.gather(status.get(run_id), progress.get(run_id))
+
+    def root_of(self, row: OutboxRow | None) -> MessageRef | None:
+        """`run_root` for a row already read: the message Slack has, or the saved post, sent from here."""
         if row is None:
             return None
         if row.ts:

@@ -15,8 +15,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from approvals import make_engine
 from bot.errors import OutboxError
 from bot.playground.emulator import Fault, Limits, SlackEmulator
-from bot.slack.outbox import MARKER_EVENT, PRIORITY_APPROVAL, PRIORITY_FINAL, GiveUp, Outbox, split_text
-from bot.slack.store import OutboxStore
+from bot.slack.outbox import (
+    MARKER_EVENT,
+    PRIORITY_APPROVAL,
+    PRIORITY_FINAL,
+    PRIORITY_STATUS,
+    PRIORITY_THREAD,
+    GiveUp,
+    Outbox,
+    split_text,
+)
+from bot.slack.store import OutboxRow, OutboxStore
 
 CHANNEL = "C0RUNS"
 BUTTONS = [
@@ -272,3 +281,34 @@ async def test_a_restart_sends_only_its_own_backlog_and_a_takeover_adopts_a_dead
     assert await restarted.take_over(["w2"]) == 0  # nothing is taken twice
     await restarted.close()
     assert [r.status for r in await OutboxStore(engine).rows()] == ["sent"] * (1 + len(queued))
+
+
+async def test_first_posts_of_many_runs_are_each_runs_first_post_in_one_query(engine: AsyncEngine) -> None:
+    store = OutboxStore(engine)
+
+    def row(seq: int, run_id: str, priority: int, status: str = "pending") -> OutboxRow:
+        return OutboxRow(
+            id=f"p{seq}", seq=seq, channel=CHANNEL, kwargs={"text": str(seq)}, root_id=None, thread_ts=None,
+            priority=priority, run_id=run_id, status=status, attempts=0, ts=None,
+        )  # fmt: skip
+
+    rows = [
+        row(1, "run-a", PRIORITY_STATUS),
+        row(2, "run-b", PRIORITY_STATUS, status="failed"),
+        row(3, "run-a", PRIORITY_THREAD),
+        row(4, "run-b", PRIORITY_THREAD),
+        row(5, "run-a", PRIORITY_THREAD),
+        row(6, "run-c", PRIORITY_THREAD),
+    ]
+    for saved in rows:
+        await store.save(saved)
+    runs = ["run-a", "run-b", "run-c", "run-none"]
+    for priority in (None, PRIORITY_THREAD):
+        batch = await store.first_posts(runs, priority=priority)
+        one_by_one = {r: await store.first_post(r, priority=priority) for r in runs}
+        assert {r: (p.id if p else None) for r, p in one_by_one.items()} == {
+            r: (batch[r].id if r in batch else None) for r in runs
+        }
+    assert {r: p.id for r, p in (await store.first_posts(runs)).items()} == {"run-a": "p1", "run-c": "p6"}
+    threads = await store.first_posts(runs, priority=PRIORITY_THREAD)
+    assert {r: p.id for r, p in threads.items()} == {"run-a": "p3", "run-b": "p4", "run-c": "p6"}

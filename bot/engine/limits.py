@@ -34,6 +34,7 @@ from dbos import DBOS, Queue, SetWorkflowID
 
 from bot.settings import ProviderLimit, call_limits
 from orchestrator import LocalLimits
+from orchestrator.llm import margin
 
 log = logging.getLogger(__name__)
 
@@ -50,19 +51,11 @@ _waiting: dict[str, Callable[[float], None]] = {}
 _held: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Event]] = {}
 
 
-def margin(period: float) -> float:
-    """How much longer the queue's period is than the provider's.
-
-    The queue counts a request when its permit starts, the provider when the request arrives:
-    later, and not equally so for each (a busy event loop, the SDK's own work). A request that
-    reaches the provider within this margin of its permit's start keeps every window of the
-    provider's period under the limit: the permits of its requests then fit in one queue period.
-    """
-    return min(0.5, 0.2 * period)
-
-
 def queue_period(period: float, *, whole_seconds: bool = False) -> float:
-    """The queue's period for a provider's `period`: the margin longer.
+    """The queue's period for a provider's `period`: the margin longer (`orchestrator.llm.margin`: the
+    queue counts a request when its permit starts, the provider when it arrives, a little later and
+    not equally later for each; a request that arrives within the margin keeps every window of the
+    provider's period under the limit).
 
     `whole_seconds`: the system database stamps starts in whole seconds (DBOS on SQLite under
     Python 3.11), so a window of `p` s ending now may reach back to a start stamped up to one
@@ -319,4 +312,4 @@ async def _started(permit: str, here: asyncio.Future[float], within: float, stop
                 await waiting
 
 
-__all__ = ["PERMIT", "QUEUE_PREFIX", "ProviderLimits", "margin", "permit_workflow", "queue_period"]
+__all__ = ["PERMIT", "QUEUE_PREFIX", "ProviderLimits", "permit_workflow", "queue_period"]

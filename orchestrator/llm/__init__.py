@@ -29,7 +29,7 @@ from orchestrator.llm.retry import RetryPolicy
 if TYPE_CHECKING:
     from orchestrator.llm.deferred import after_sdk_loads
     from orchestrator.llm.factory import BACKEND_TYPES, make_model_client, preload_sdks, resolve_api_key
-    from orchestrator.llm.limits import CallLimit, LocalLimits
+    from orchestrator.llm.limits import CallLimit, LocalLimits, margin
     from orchestrator.llm.warmup import warm_up
 
 _LAZY = {
@@ -38,6 +38,7 @@ _LAZY = {
     "CallLimit": "orchestrator.llm.limits",
     "LocalLimits": "orchestrator.llm.limits",
     "make_model_client": "orchestrator.llm.factory",
+    "margin": "orchestrator.llm.limits",
     "preload_sdks": "orchestrator.llm.factory",
     "resolve_api_key": "orchestrator.llm.factory",
     "warm_up": "orchestrator.llm.warmup",
@@ -67,6 +68,7 @@ __all__ = [
     "UserMessage",
     "after_sdk_loads",
     "make_model_client",
+    "margin",
     "preload_sdks",
     "resolve_api_key",
     "warm_up",

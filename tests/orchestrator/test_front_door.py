@@ -163,6 +163,7 @@ DOORS = {
         "UserMessage",
         "after_sdk_loads",
         "make_model_client",
+        "margin",
         "preload_sdks",
         "resolve_api_key",
         "warm_up",

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.batched import Batched
 from bot.errors import OutboxError
 from bot.slack.outbox_budget import Budgets, classify
 from bot.slack.outbox_state import (
@@ -57,7 +58,6 @@ from bot.slack.outbox_state import (
 )
 
 if TYPE_CHECKING:
-    from bot.batched import Batched
     from bot.slack.store import OutboxRow, OutboxStore, PendingUpdate
 
 __all__ = [
@@ -111,8 +111,12 @@ class Outbox:
             self._client.timeout = call_timeout  # type: ignore[assignment]  # annotated int, used as float
         self._store = store
         self._resumed: dict[str, MessageRef] = {}  # posts a previous process saved, by id, once resumed
-        # A run's status and progress posts, looked up in batches (`first_posts`), made on first use.
-        self._firsts: tuple[Batched[str, OutboxRow], Batched[str, OutboxRow]] | None = None
+        # A run's saved status and progress posts, looked up in batches (`first_posts`).
+        self._status_rows: Batched[str, OutboxRow] | None = None
+        self._progress_rows: Batched[str, OutboxRow] | None = None
+        if store is not None:
+            self._status_rows = Batched(store.first_posts)
+            self._progress_rows = Batched(functools.partial(store.first_posts, priority=PRIORITY_THREAD))
         self._saves: set[asyncio.Task[None]] = set()
         self.on_give_up: list[Callable[[GiveUp], None]] = []
         self._update_states: dict[str, PendingUpdate] = {}
@@ -287,35 +291,19 @@ class Outbox:
         self.stats.resumed_posts += 1
         return ref
 
-    async def run_root(self, run_id: str, *, priority: int | None = None) -> MessageRef | None:
-        """The status message a previous process posted (or saved, and this one sends) for a run.
-
-        With `priority`, the run's first post of that priority (its progress message). A run
-        resumed after a crash or a park keeps it instead of posting another: Slack has it, or the
-        resumed backlog will post it exactly once.
-        """
-        if self._store is None:
-            return None
-        return self.root_of(await self._store.first_post(run_id, priority=priority))
-
     async def first_posts(self, run_id: str) -> tuple[OutboxRow | None, OutboxRow | None]:
         """The run's saved status message and progress message (for `root_of`), read with those of
         every other run asking meanwhile (the resumes after a restart: one query, not hundreds)."""
-        store = self._store
-        if store is None:
+        if self._status_rows is None or self._progress_rows is None:
             return None, None
-        if self._firsts is None:
-            from bot.batched import Batched
-
-            self._firsts = (
-                Batched(store.first_posts),
-                Batched(functools.partial(store.first_posts, priority=PRIORITY_THREAD)),
-            )
-        status, progress = self._firsts
-        return await asyncio.gather(status.get(run_id), progress.get(run_id))
+        return await asyncio.gather(self._status_rows.get(run_id), self._progress_rows.get(run_id))
 
     def root_of(self, row: OutboxRow | None) -> MessageRef | None:
-        """`run_root` for a row already read: the message Slack has, or the saved post, sent from here."""
+        """The message a previous process posted (or saved, and this one sends) for a run's `row`.
+
+        A run resumed after a crash or a park keeps its status and progress messages instead of
+        posting others: Slack has them, or the resumed backlog posts each exactly once.
+        """
         if row is None:
             return None
         if row.ts:

@@ -441,8 +441,8 @@ class OutboxStore:
     async def first_posts(
         self, run_ids: Sequence[str], *, priority: int | None = None
     ) -> dict[str, OutboxRow]:
-        """`first_post` of each of these runs, in one query (runs without one, or whose one failed,
-        are left out)."""
+        """Each of these runs' first saved post (its status message; of `priority`: e.g. its progress
+        message), in one query; runs without one, or whose first one failed, are left out."""
         query = select(slack_outbox).where(
             slack_outbox.c.run_id.in_(list(run_ids)), slack_outbox.c.kind == "post"
         )
@@ -454,16 +454,6 @@ class OutboxStore:
             for row in (await conn.execute(query)).all():
                 firsts.setdefault(row.run_id, row)
         return {run_id: _row(row) for run_id, row in firsts.items() if row.status != "failed"}
-
-    async def first_post(self, run_id: str, *, priority: int | None = None) -> OutboxRow | None:
-        """The run's first saved post (its status message; of `priority`: e.g. its progress message)."""
-        query = select(slack_outbox).where(slack_outbox.c.run_id == run_id, slack_outbox.c.kind == "post")
-        if priority is not None:
-            query = query.where(slack_outbox.c.priority == priority)
-        query = query.order_by(slack_outbox.c.seq).limit(1)
-        async with self._engine.connect() as conn:
-            row = (await conn.execute(query)).first()
-        return None if row is None or row.status == "failed" else _row(row)
 
     async def rows(self) -> list[OutboxRow]:
         """Every row, for tests and diagnostics."""

@@ -128,7 +128,6 @@ class ProviderLimits:
         self._queues: dict[str, Queue] = {}
         # Runs recovered at launch may call a model before the queues are registered: they wait.
         self._registered = asyncio.Event()
-        self._stopped = False
         # Set once the engine stops: a call waiting for a permit then goes to `fallback` instead.
         self._stopping = asyncio.Event()
         # What admits once the engine has stopped: these limits, held by this process alone.
@@ -156,7 +155,6 @@ class ProviderLimits:
 
     def forget(self) -> None:
         """The engine stopped: from now on (waiting calls too) `fallback` admits; nothing polls the queues."""
-        self._stopped = True
         self._stopping.set()
         self._registered.set()
 
@@ -169,10 +167,11 @@ class ProviderLimits:
             return
         loop = asyncio.get_running_loop()
         begun = loop.time()
+        stopped = self._stopping.is_set
         try:
-            permit = await self._permit(provider, limit, within) if not self._stopped else None
+            permit = None if stopped() else await self._permit(provider, limit, within)
         except Exception:
-            if not self._stopped:  # `_Stopped`, or DBOS failing as it shuts down
+            if not stopped():  # `_Stopped`, or DBOS failing as it shuts down
                 raise
             permit = None
         if permit is None:  # the engine stopped: this process's own limiter, for the time left

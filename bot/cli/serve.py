@@ -128,6 +128,9 @@ def _main(
         log.info("mode: Slack over %s", "Socket Mode" if picked == "socket" else "HTTP")
     port = getattr(args, "port", None)
     port = settings.port if port is None else port
+    if not 0 <= port <= 65535:
+        print(f"massgen-bot: the port must be 0-65535, not {port}", file=sys.stderr)
+        return 1
     try:
         return asyncio.run(
             serve(settings, mode=chosen, team_file=args.team, port=port, freeze_gc=True, hard_exit=True)
@@ -154,6 +157,9 @@ def _playground(args: argparse.Namespace, settings: BotSettings) -> int:
     from bot.playground import serve_playground
 
     port = settings.playground_port if args.playground_port is None else args.playground_port
+    if not 0 <= port <= 65535:
+        print(f"massgen-bot: the playground port must be 0-65535, not {port}", file=sys.stderr)
+        return 1
 
     async def main() -> int:
         stop = _stop_on_signals()
@@ -196,6 +202,9 @@ async def serve(
     unwinding them, which would record their end), pending in the engine, to resume elsewhere or
     at the next start.
     """
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from approvals import ApprovalsError
     from bot.app import build_app
     from bot.wiring import build_services
     from orchestrator import TeamConfigError
@@ -206,6 +215,10 @@ async def serve(
         services = await build_services(settings, team_file=team_file)
     except TeamConfigError as exc:
         print(f"massgen-bot: {exc}", file=sys.stderr)
+        return 1
+    except (OSError, ApprovalsError, SQLAlchemyError) as exc:  # the database: a bad URL, unreachable
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"massgen-bot: cannot open the database (DATABASE_URL): {first}", file=sys.stderr)
         return 1
     async with contextlib.AsyncExitStack() as stack:
         # Unwound in reverse: stop taking requests first, then drain runs and close the services.

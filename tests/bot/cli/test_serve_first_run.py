@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
+import socket
 from pathlib import Path
 
 import pytest
@@ -93,3 +95,61 @@ async def test_a_stop_signal_ends_socket_mode_that_never_connects(
         code, stderr = await _finish(proc, 20)
         assert code == 0, stderr[-2000:]
         assert "stopped before the connection to Slack was made" in stderr
+
+
+_LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z]+ ")
+
+
+async def _one_line(tmp_path: Path, *args: str, **env: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        *CLI,
+        *args,
+        cwd=tmp_path,
+        env=_env(MASSGEN_STATE_DIR=str(tmp_path / "state"), **env),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    code, stderr = await _finish(proc, 60)
+    said = [line for line in stderr.strip().splitlines() if not _LOG_LINE.match(line)]  # not log lines
+    assert (code, len(said)) == (1, 1), stderr[-3000:]
+    return said[0]
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [("nosuch://x", "unsupported database URL scheme"), ("postgresql://nobody@127.0.0.1:1/x", "127.0.0.1")],
+    ids=["scheme", "unreachable"],
+)
+async def test_a_bad_database_url_is_one_line(tmp_path: Path, url: str, says: str) -> None:
+    line = await _one_line(
+        tmp_path,
+        "start",
+        SLACK_BOT_TOKEN="xoxb-1",
+        SLACK_SIGNING_SECRET="s",
+        SLACK_API_URL="http://127.0.0.1:9/api/",
+        DATABASE_URL=url,
+    )
+    assert "DATABASE_URL" in line
+    assert says in line
+
+
+async def test_a_bad_playground_port_is_one_line(tmp_path: Path) -> None:
+    assert "0-65535, not 99999" in await _one_line(tmp_path, "start", "--playground-port", "99999")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = await asyncio.create_subprocess_exec(
+            *CLI,
+            "start",
+            "--playground-port",
+            str(port),
+            cwd=tmp_path,
+            env=_env(MASSGEN_STATE_DIR=str(tmp_path / "state")),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        code, stderr = await _finish(proc, 60)
+    assert code == 1
+    assert "Traceback" not in stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in stderr

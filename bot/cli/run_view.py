@@ -234,7 +234,7 @@ def final_panel(terminal: Terminal, view: RunView | None) -> Panel:
     from rich.panel import Panel
     from rich.text import Text
 
-    from bot.runs import apply_line  # only when the panel is drawn (`--json` skips it)
+    from bot.runs import apply_line, salvage_phrase  # only when the panel is drawn (`--json` skips it)
 
     parts: list[Any] = []
     if isinstance(terminal, RunCancelled):
@@ -249,7 +249,7 @@ def final_panel(terminal: Terminal, view: RunView | None) -> Panel:
         tally = ", ".join(f"{labels.get(a, a)} ({a}): {n}" for a, n in terminal.tally.items()) or "no votes"
         header = f"winner: {terminal.winner} · votes: {tally} · ${terminal.cost_usd:.4f}"
         if terminal.salvage:
-            header += f"\nNO CONSENSUS — salvaged ({terminal.salvage})"
+            header += f"\nNO CONSENSUS — {salvage_phrase(terminal.salvage)}"
         if terminal.applied is not None:
             header += f"\n{apply_line(terminal)}"
         parts.append(Text(header, style="bold"))

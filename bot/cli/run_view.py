@@ -14,6 +14,7 @@ from orchestrator import RunCancelled, RunEvent, RunFailed, RunFinished, RunView
 if TYPE_CHECKING:  # rich is imported only when something is drawn: `--json` runs never load it
     from rich.console import Console
     from rich.live import Live
+    from rich.markdown import Markdown
     from rich.panel import Panel
     from rich.table import Table
     from rich.text import Text
@@ -230,11 +231,10 @@ def _count(tokens: int) -> str:
 def final_panel(terminal: Terminal, view: RunView | None) -> Panel:
     """The tally and the answer (or why there is none), and every action asked for that was not done."""
     from rich.console import Group
-    from rich.markdown import Markdown
     from rich.panel import Panel
     from rich.text import Text
 
-    from bot.runs import apply_line  # only when the panel is drawn (`--json` skips it)
+    from bot.runs import apply_line, salvage_phrase  # only when the panel is drawn (`--json` skips it)
 
     parts: list[Any] = []
     if isinstance(terminal, RunCancelled):
@@ -249,7 +249,7 @@ def final_panel(terminal: Terminal, view: RunView | None) -> Panel:
         tally = ", ".join(f"{labels.get(a, a)} ({a}): {n}" for a, n in terminal.tally.items()) or "no votes"
         header = f"winner: {terminal.winner} · votes: {tally} · ${terminal.cost_usd:.4f}"
         if terminal.salvage:
-            header += f"\nNO CONSENSUS — salvaged ({terminal.salvage})"
+            header += f"\nNO CONSENSUS — {salvage_phrase(terminal.salvage)}"
         if terminal.applied is not None:
             header += f"\n{apply_line(terminal)}"
         parts.append(Text(header, style="bold"))
@@ -258,8 +258,21 @@ def final_panel(terminal: Terminal, view: RunView | None) -> Panel:
         parts.append(Text("asked for but not done, or failed:", style="bold red"))
         parts.extend(unmet)
     if isinstance(terminal, RunFinished):
-        parts.append(Markdown(terminal.answer))
+        parts.append(answer_markdown(terminal.answer))
     return Panel(Group(*parts), title=title, style=style)
+
+
+def answer_markdown(answer: str) -> Markdown:
+    """The answer as Markdown with HTML shown as written: rich drops tags (`<task>`, `<div>`) and all
+    the text of an HTML block, so an answer that opens with a tag would print empty."""
+    from markdown_it import MarkdownIt
+    from rich.markdown import Markdown
+
+    markdown = Markdown(answer)
+    markdown.parsed = (
+        MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table").parse(answer)
+    )
+    return markdown
 
 
 def unmet_lines(view: RunView | None) -> list[Text]:

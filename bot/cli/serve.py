@@ -15,6 +15,7 @@ import contextlib
 import gc
 import logging
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -98,6 +99,13 @@ def _main(
     from bot.ops import configure_logging
 
     tokens = (settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret)
+    if mode != "playground" and (placeholders := placeholder_settings(settings)):
+        print(
+            f"massgen-bot: {', '.join(placeholders)} still hold the placeholders from .env.example: "
+            "put your Slack app's values in .env, or remove these lines to use the playground",
+            file=sys.stderr,
+        )
+        return 1
     configure_logging(args.log_level, fmt=settings.log_format, secrets=[secret(t) for t in tokens])
     role = role or getattr(args, "role", None)
     if role is not None:
@@ -120,6 +128,9 @@ def _main(
         log.info("mode: Slack over %s", "Socket Mode" if picked == "socket" else "HTTP")
     port = getattr(args, "port", None)
     port = settings.port if port is None else port
+    if not 0 <= port <= 65535:
+        print(f"massgen-bot: the port must be 0-65535, not {port}", file=sys.stderr)
+        return 1
     try:
         return asyncio.run(
             serve(settings, mode=chosen, team_file=args.team, port=port, freeze_gc=True, hard_exit=True)
@@ -128,10 +139,27 @@ def _main(
         return 0
 
 
+# The values `.env.example` ships: copied unchanged they select a Slack mode that can never connect.
+_PLACEHOLDER = re.compile(r"x{8,}|^0{16,}$|your-", re.IGNORECASE)
+
+
+def placeholder_settings(settings: BotSettings) -> list[str]:
+    """Names of the Slack settings that still hold `.env.example`'s placeholder values."""
+    values = {
+        "SLACK_BOT_TOKEN": settings.slack_bot_token,
+        "SLACK_APP_TOKEN": settings.slack_app_token,
+        "SLACK_SIGNING_SECRET": settings.slack_signing_secret,
+    }
+    return [name for name, value in values.items() if _PLACEHOLDER.search(secret(value))]
+
+
 def _playground(args: argparse.Namespace, settings: BotSettings) -> int:
     from bot.playground import serve_playground
 
     port = settings.playground_port if args.playground_port is None else args.playground_port
+    if not 0 <= port <= 65535:
+        print(f"massgen-bot: the playground port must be 0-65535, not {port}", file=sys.stderr)
+        return 1
 
     async def main() -> int:
         stop = _stop_on_signals()
@@ -174,17 +202,24 @@ async def serve(
     unwinding them, which would record their end), pending in the engine, to resume elsewhere or
     at the next start.
     """
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from approvals import ApprovalsError
     from bot.app import build_app
     from bot.wiring import build_services
     from orchestrator import TeamConfigError
 
+    if stop is None:
+        stop = _stop_on_signals()  # before anything that can wait: a signal stops every state
     try:
         services = await build_services(settings, team_file=team_file)
     except TeamConfigError as exc:
         print(f"massgen-bot: {exc}", file=sys.stderr)
         return 1
-    if stop is None:
-        stop = _stop_on_signals()
+    except (OSError, ApprovalsError, SQLAlchemyError) as exc:  # the database: a bad URL, unreachable
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"massgen-bot: cannot open the database (DATABASE_URL): {first}", file=sys.stderr)
+        return 1
     async with contextlib.AsyncExitStack() as stack:
         # Unwound in reverse: stop taking requests first, then drain runs and close the services.
         stack.push_async_callback(services.close, grace=settings.shutdown_grace)
@@ -194,23 +229,40 @@ async def serve(
             # out of the collector's view so a full collection cannot stall an ack for ~100 ms.
             gc.collect()
             gc.freeze()
-        if mode == "http":
-            await _listen_http(stack, app, services, settings.host, settings.port if port is None else port)
-        elif mode == "worker":
-            await _listen_health(stack, services, settings.host, settings.port if port is None else port)
+        port = settings.port if port is None else port
+        # Connecting may never succeed (Socket Mode retries an unreachable Slack for ever): a stop
+        # signal ends the wait whatever the state.
+        listening = asyncio.ensure_future(_listen(stack, app, services, mode, settings, port))
+        stopping = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({listening, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if listening.done():
+            listening.result()
+            if ready is not None:
+                ready.set()
+            await stopping
         else:
-            await _listen_socket(stack, app, secret(settings.slack_app_token))
-            # Health checks (Docker, Kubernetes) need HTTP in Socket Mode too: /healthz and /readyz only.
-            await _listen_health(stack, services, settings.host, settings.port if port is None else port)
-        if ready is not None:
-            ready.set()
-        await stop.wait()
+            listening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listening
+            log.info("stopped before the connection to Slack was made")
         log.info("shutting down: no new runs; draining short ones")
     if hard_exit and services.left_running:
         log.info("%d run(s) left pending in the engine; they resume on restart", services.left_running)
         logging.shutdown()
         os._exit(0)
     return 0
+
+
+async def _listen(
+    stack: contextlib.AsyncExitStack, app: Any, services: Any, mode: Serving, settings: BotSettings, port: int
+) -> None:
+    if mode == "http":
+        await _listen_http(stack, app, services, settings.host, port)
+        return
+    if mode != "worker":
+        await _listen_socket(stack, app, secret(settings.slack_app_token))
+    # Health checks (Docker, Kubernetes) need HTTP in Socket Mode too: /healthz and /readyz only.
+    await _listen_health(stack, services, settings.host, port)
 
 
 async def _listen_http(
@@ -243,6 +295,6 @@ async def _listen_socket(stack: contextlib.AsyncExitStack, app: Any, app_token: 
     from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
     handler: Any = AsyncSocketModeHandler(app, app_token=app_token)  # untyped in slack_bolt
+    stack.push_async_callback(handler.close_async)  # also ends a connection still being retried
     await handler.connect_async()
-    stack.push_async_callback(handler.close_async)
     log.info("connected to Slack over Socket Mode")

@@ -105,14 +105,17 @@ class Page:
         )
         await response.prepare(request)
         seen = -1
-        while not self.slack.closing:
-            if self.slack.revision != seen:
-                seen = self.slack.revision
-                await response.write(f"event: change\ndata: {seen}\n\n".encode())
-            try:
-                await self.slack.wait_for(functools.partial(self._moved, seen), KEEPALIVE)
-            except TimeoutError:
-                await response.write(b": keepalive\n\n")
+        try:
+            while not self.slack.closing:
+                if self.slack.revision != seen:
+                    seen = self.slack.revision
+                    await response.write(f"event: change\ndata: {seen}\n\n".encode())
+                try:
+                    await self.slack.wait_for(functools.partial(self._moved, seen), KEEPALIVE)
+                except TimeoutError:
+                    await response.write(b": keepalive\n\n")
+        except ConnectionError:  # the tab was closed or reloaded: an ordinary end, not an error
+            log.debug("playground: a page closed its event stream")
         return response
 
     def _moved(self, seen: int) -> bool:

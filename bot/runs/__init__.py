@@ -1,6 +1,6 @@
 """A run in Slack: its supervisor, status message (view, presenter, blocks) and use cases."""
 
-from bot.runs.blocks import ANSWER_GONE, apply_line, help_text
+from bot.runs.blocks import ANSWER_GONE, apply_line, help_text, salvage_phrase
 from bot.runs.history import RunHistory, SlackRun
 from bot.runs.models import SharedModels
 from bot.runs.presenter import retire_status
@@ -25,4 +25,5 @@ __all__ = [
     "apply_line",
     "help_text",
     "retire_status",
+    "salvage_phrase",
 ]

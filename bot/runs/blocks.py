@@ -51,11 +51,31 @@ _STATUS_ICON = {
 }
 _PHASE = {"starting": "Starting", "coordinating": "Coordinating", "presenting": "Presenting", "done": "Done"}
 _OUTCOME_ICON = {"finished": "✅", "failed": "❌", "cancelled": "🚫"}
+_OUTCOME = {"finished": "Finished", "failed": "Failed", "cancelled": "Cancelled"}
+# An agent still in one of these when the run is over was stopped with it.
+_WORKING = {"waiting", "thinking", "tool", "awaiting_approval", "presenting"}
+_SALVAGE_WHY = {"finish_now": "finished early", "timeout": "timed out"}
+_SALVAGE_SOURCE = {
+    "most_voted": "the most-voted answer",
+    "latest_answer": "the latest answer",
+    "consensus": "the agreed answer",
+}
 
 
-def _agent_field(card: AgentCard) -> str:
+def salvage_phrase(salvage: str) -> str:
+    """`RunFinished.salvage` (`finish_now:latest_answer`) in words: finished early, with the latest answer."""
+    why, _, source = salvage.partition(":")
+    words = _SALVAGE_WHY.get(why, why.replace("_", " "))
+    if source:
+        words += f", with {_SALVAGE_SOURCE.get(source, source.replace('_', ' '))}"
+    return words
+
+
+def _agent_field(card: AgentCard, *, over: bool = False) -> str:
     model = f" {code(card.model, 60)}" if card.model else ""
-    parts = [f"{_STATUS_ICON.get(card.status, '•')} {safe(card.status.replace('_', ' '), 40)}"]
+    status = "stopped" if over and card.status in _WORKING else card.status
+    icon = "⏹️" if status == "stopped" else _STATUS_ICON.get(status, "•")
+    parts = [f"{icon} {safe(status.replace('_', ' '), 40)}"]
     if card.answers:
         parts.append(f"{card.answers} answer{'s' if card.answers != 1 else ''}")
     if card.voted_for:
@@ -69,7 +89,7 @@ def _outcome(view: RunView) -> str:
     icon = _OUTCOME_ICON.get(view.outcome or "", "")
     if view.outcome == "finished":
         who = f" — winner *{safe(view.label(view.winner), 40)}*" if view.winner else ""
-        salvage = f" (salvaged: {safe(view.salvage, 80)})" if view.salvage else ""
+        salvage = f" ({safe(salvage_phrase(view.salvage), 120)})" if view.salvage else ""
         return f"{icon} *Finished*{who}{salvage}. The answer is in the thread."
     if view.outcome == "cancelled":
         by = f" by {user_mention(view.cancelled_by)}" if view.cancelled_by else ""
@@ -80,7 +100,7 @@ def _outcome(view: RunView) -> str:
 
 def status_blocks(view: RunView, *, now: float) -> Rendered:
     """The root status message: task, requester, agent cards, progress, and controls while running."""
-    phase = _PHASE.get(view.phase, safe(view.phase, 40))
+    phase = _OUTCOME.get(view.outcome or "") or _PHASE.get(view.phase, safe(view.phase, 40))
     task = safe(" ".join(view.task.split()), 500)
     blocks: list[Block] = [section(f"*MassGen* · {phase}\n*Task:* {task}")]
     facts = [f"⏱ {duration(view.elapsed(now))}"]
@@ -92,7 +112,7 @@ def status_blocks(view: RunView, *, now: float) -> Rendered:
         facts.append(f"run {code(view.run_id, 64)}")
     blocks.append(context(" · ".join(facts)))
     for start in range(0, min(len(view.agents), 30), 10):
-        cards = [_agent_field(a) for a in view.agents[start : start + 10]]
+        cards = [_agent_field(a, over=view.outcome is not None) for a in view.agents[start : start + 10]]
         blocks.append(section("*Agents*" if start == 0 else "", fields=cards))
     if not view.agents and view.running:
         blocks.append(context("Starting agents…"))
@@ -137,7 +157,7 @@ def _final_facts(event: RunFinished, view: RunView) -> str:
     spent_tokens = event.input_tokens + event.output_tokens or view.input_tokens + view.output_tokens
     facts.append(f"{tokens(spent_tokens)} tokens · {cost(event.cost_usd or view.cost_usd)}")
     if event.salvage:
-        facts.append(f"salvaged: {safe(event.salvage, 80)}")
+        facts.append(safe(salvage_phrase(event.salvage), 120))
     return " · ".join(facts)
 
 

@@ -64,6 +64,7 @@ DOORS = {
         "apply_line",
         "help_text",
         "retire_status",
+        "salvage_phrase",
     ],
     "bot.slack": [
         "BotStore",

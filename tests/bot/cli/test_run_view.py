@@ -210,3 +210,20 @@ def test_a_resumed_run_folds_its_stored_events_without_saying_them_again() -> No
     for event in events:
         fresh.on_event(event)
     assert view.view == fresh.view  # the cards are where an unbroken run would have them
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "<task>summarise the logs</task>\nThe logs show two restarts.",  # an answer opening with a tag
+        "Wrap it in a <div>box</div> and use `a < b`.",  # inline tags
+        "<details>\n\nhidden?\n\n</details>",  # an HTML block
+    ],
+)
+def test_the_final_answer_shows_tags_as_written(answer: str) -> None:
+    console = Console(record=True, width=100, color_system=None)
+    console.print(final_panel(RunFinished(winner="alpha", answer=answer), None))
+    text = console.export_text()
+    for line in answer.replace("`", "").splitlines():
+        if line:
+            assert line in text

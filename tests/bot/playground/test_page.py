@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +135,22 @@ async def test_details_modal_closes_and_the_home_tab_opens(tmp_path: Path) -> No
             },
         )
         await pg.slack.wait_for(lambda: _approval(pg) is None, 10)
+
+
+async def test_a_closed_tab_ends_its_event_stream_without_a_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="bot.playground.page")
+    async with playground(tmp_path) as pg:
+        session = aiohttp.ClientSession()
+        response = await session.get(pg.url + "/ui/events")
+        assert (await response.content.readline()).startswith(b"event: change")
+        response.close()  # the tab closes: the connection goes, the server's stream is still open
+        await session.close()
+        await ui_post(pg, "/ui/send", {"user": REQUESTER.id, "text": "/massgen help"})  # a change to send
+
+        def ended() -> bool:
+            return any("closed its event stream" in r.getMessage() for r in caplog.records)
+
+        await pg.slack.wait_for(ended, 10)
+    assert [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR] == []

@@ -143,3 +143,34 @@ def test_final_answer_is_split_across_valid_messages() -> None:
 
 def test_empty_final_answer_still_renders() -> None:
     assert_valid_message(final_answer_messages(ev.RunFinished(winner=None, answer=""), RunView())[0])
+
+
+@pytest.mark.parametrize(
+    ("terminal", "header"),
+    [
+        (ev.RunCancelled(at=NOW, by="U0BOSS"), "*MassGen* · Cancelled"),
+        (ev.RunFailed(at=NOW, reasons={"a1": "quota"}), "*MassGen* · Failed"),
+        (ev.RunFinished(at=NOW, winner="a2", answer="x"), "*MassGen* · Finished"),
+    ],
+)
+def test_an_ended_run_says_how_it_ended_and_no_agent_is_still_working(
+    terminal: ev.RunEvent, header: str
+) -> None:
+    view = running_view().apply(ev.AgentStatus(agent_id="a3", status="thinking", detail="")).apply(terminal)
+    rendered = status_blocks(view, now=NOW + 100)
+    assert_valid_message(rendered)
+    shown = str(rendered[1])
+    assert header in shown
+    assert "Done" not in shown
+    for working in ("thinking", "awaiting approval", "🛠️ tool"):
+        assert working not in shown, working
+    assert "stopped" in shown
+
+
+def test_finish_now_reads_as_words_without_stray_italics() -> None:
+    finished = ev.RunFinished(at=NOW, winner="a2", answer="x", salvage="finish_now:latest_answer")
+    view = running_view().apply(finished)
+    shown = str(status_blocks(view, now=NOW + 100)[1]) + str(final_answer_messages(finished, view))
+    assert "finish_now" not in shown
+    assert "latest_answer" not in shown
+    assert "finished early, with the latest answer" in shown

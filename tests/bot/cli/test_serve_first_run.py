@@ -1,0 +1,155 @@
+"""A newcomer's first `make run`: placeholder tokens, and a stop signal before Slack ever answers."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import socket
+from pathlib import Path
+
+import pytest
+
+from bot.playground.emulator import SlackEmulator
+from tests.bot.cli.test_serve import CLI, _env
+from tests.bot.harness import TOKEN, team_yaml
+from tests.fakes.provider_server import ProviderServer
+
+ENV_EXAMPLE = Path(__file__).resolve().parents[3] / ".env.example"
+
+
+def _example_values() -> dict[str, str]:
+    values = {}
+    for line in ENV_EXAMPLE.read_text().splitlines():
+        name, sep, value = line.partition("=")
+        if sep and not line.startswith("#") and name.startswith("SLACK_"):
+            values[name] = value
+    return values
+
+
+async def _finish(proc: asyncio.subprocess.Process, within: float) -> tuple[int, str]:
+    try:
+        _, stderr = await asyncio.wait_for(proc.communicate(), within)
+    except TimeoutError:
+        proc.kill()
+        await proc.communicate()
+        raise AssertionError(f"still running {within} s later") from None
+    assert proc.returncode is not None
+    return proc.returncode, stderr.decode()
+
+
+async def test_placeholder_tokens_from_env_example_are_one_line(tmp_path: Path) -> None:
+    values = _example_values()
+    assert {"SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET"} <= set(values)
+    (tmp_path / ".env").write_text(ENV_EXAMPLE.read_text())  # `cp .env.example .env`
+    proc = await asyncio.create_subprocess_exec(
+        *CLI,
+        "start",
+        cwd=tmp_path,
+        env=_env(MASSGEN_STATE_DIR=str(tmp_path / "state")),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    code, stderr = await _finish(proc, 30)
+    assert code == 1
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert ".env.example" in lines[0]
+    for name in ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET"):
+        assert name in lines[0]
+    assert "playground" in lines[0]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_a_stop_signal_ends_socket_mode_that_never_connects(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """apps.connections.open keeps failing (the SDK retries for ever); the signal still stops the bot."""
+    async with SlackEmulator(bot_token=TOKEN) as slack, ProviderServer() as provider:
+        team = tmp_path / "team.yaml"
+        team.write_text(team_yaml(provider, agents=1))
+        env = _env(
+            SLACK_BOT_TOKEN=TOKEN,
+            SLACK_APP_TOKEN="xapp-1-revoked",  # the emulator answers invalid_auth
+            SLACK_API_URL=slack.api_url,
+            DATABASE_URL=f"sqlite:///{tmp_path / 'bot.db'}",
+            MASSGEN_HOST="127.0.0.1",
+            PORT="0",
+            MASSGEN_SHUTDOWN_GRACE="2",
+        )
+        proc = await asyncio.create_subprocess_exec(
+            *CLI,
+            "socket",
+            "--team",
+            str(team),
+            cwd=tmp_path,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            await slack.wait_for(lambda: bool(slack.calls_to("apps.connections.open", ok=False)), 60)
+        finally:
+            if proc.returncode is None:
+                proc.send_signal(sig)
+        code, stderr = await _finish(proc, 20)
+        assert code == 0, stderr[-2000:]
+        assert "stopped before the connection to Slack was made" in stderr
+
+
+_LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z]+ ")
+
+
+async def _one_line(tmp_path: Path, *args: str, **env: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        *CLI,
+        *args,
+        cwd=tmp_path,
+        env=_env(MASSGEN_STATE_DIR=str(tmp_path / "state"), **env),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    code, stderr = await _finish(proc, 60)
+    said = [line for line in stderr.strip().splitlines() if not _LOG_LINE.match(line)]  # not log lines
+    assert (code, len(said)) == (1, 1), stderr[-3000:]
+    return said[0]
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [("nosuch://x", "unsupported database URL scheme"), ("postgresql://nobody@127.0.0.1:1/x", "127.0.0.1")],
+    ids=["scheme", "unreachable"],
+)
+async def test_a_bad_database_url_is_one_line(tmp_path: Path, url: str, says: str) -> None:
+    line = await _one_line(
+        tmp_path,
+        "start",
+        SLACK_BOT_TOKEN="xoxb-1",
+        SLACK_SIGNING_SECRET="s",
+        SLACK_API_URL="http://127.0.0.1:9/api/",
+        DATABASE_URL=url,
+    )
+    assert "DATABASE_URL" in line
+    assert says in line
+
+
+async def test_a_bad_playground_port_is_one_line(tmp_path: Path) -> None:
+    assert "0-65535, not 99999" in await _one_line(tmp_path, "start", "--playground-port", "99999")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = await asyncio.create_subprocess_exec(
+            *CLI,
+            "start",
+            "--playground-port",
+            str(port),
+            cwd=tmp_path,
+            env=_env(MASSGEN_STATE_DIR=str(tmp_path / "state")),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        code, stderr = await _finish(proc, 60)
+    assert code == 1
+    assert "Traceback" not in stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in stderr

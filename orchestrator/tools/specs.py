@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from approvals.permissions import Action, ActionKind
 from orchestrator.llm.base import ToolSpec
 from orchestrator.tools.fetch import fetch_text
+from orchestrator.tools.proxy import DEFAULT_EGRESS, EgressRules
 from orchestrator.tools.sandbox import Sandbox, SandboxSpec
 
 _MAX_SEARCH_FILE = 2_000_000  # bytes; larger files are skipped by search_files
@@ -188,6 +189,7 @@ class ToolEnv:
     command_timeout_s: float = 120.0
     output_limit: int = 65536
     fetch_timeout_s: float = 30.0
+    egress: EgressRules = DEFAULT_EGRESS  # how fetch_url resolves and which addresses it may reach
 
 
 def cap(text: str, limit: int) -> str:
@@ -198,8 +200,13 @@ def cap(text: str, limit: int) -> str:
     return data[:limit].decode(errors="ignore") + f"\n[truncated {len(data) - limit} bytes]"
 
 
-async def execute(args: _Args, env: ToolEnv, *, network: bool = False, real: str | None = None) -> str:
-    """Run a validated, permitted call (file tools on the pinned `real` path); may raise `OSError`."""
+async def execute(
+    args: _Args, env: ToolEnv, *, network: bool = False, real: str | None = None, hosts: tuple[str, ...] = ()
+) -> str:
+    """Run a validated, permitted call (file tools on the pinned `real` path); may raise `OSError`.
+
+    With `network`, a command reaches only `hosts` (the approval's), through the egress proxy.
+    """
     if real is None:
         real = pin(args, env.workspace)
     match args:
@@ -218,12 +225,14 @@ async def execute(args: _Args, env: ToolEnv, *, network: bool = False, real: str
                 read_only=env.peers,
                 hidden=env.hidden,
                 network=network,
+                hosts=hosts,
                 timeout_s=env.command_timeout_s,
                 output_limit=env.output_limit,
             )
             return (await env.sandbox.run(args.command, spec)).render()
         case FetchUrlArgs():
-            return await fetch_text(args.url, timeout_s=env.fetch_timeout_s, limit=env.output_limit)
+            limit = env.output_limit
+            return await fetch_text(args.url, timeout_s=env.fetch_timeout_s, limit=limit, rules=env.egress)
     raise ToolArgumentError(f"cannot execute {type(args).__name__}")
 
 

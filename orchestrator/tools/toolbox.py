@@ -35,6 +35,7 @@ from orchestrator.events import (
 from orchestrator.llm.base import ToolCall, ToolSpec
 from orchestrator.ports import ApprovalPort, Evaluator, RunContext, ToolOutcome, ToolPhase, WorkspaceStore
 from orchestrator.tools.gate import GateCall, GateResult, PermissionGate, RunGrants
+from orchestrator.tools.proxy import DEFAULT_EGRESS, EgressRules
 from orchestrator.tools.sandbox import Sandbox, rendered_exit_code
 from orchestrator.tools.specs import (
     ToolArgumentError,
@@ -74,6 +75,7 @@ async def build_run_tools(
     hide: Sequence[Path] = (),
     snapshots: WorkspaceStore | None = None,
     limits: SnapshotLimits = DEFAULT_LIMITS,
+    egress: EgressRules = DEFAULT_EGRESS,
 ) -> WorkspaceRunTools:
     """Create the run's workspaces (copies of `workspace.source`) and the per-agent toolboxes.
 
@@ -128,7 +130,7 @@ async def build_run_tools(
         ctx=ctx,
         spaces=spaces,
         gate=gate,
-        sandbox=Sandbox(team.sandbox, bwrap_path=bwrap_path),
+        sandbox=Sandbox(team.sandbox, bwrap_path=bwrap_path, egress=egress),
         engines=engines,
         owned_root=owned_root,
         hidden=hidden,
@@ -205,6 +207,7 @@ class WorkspaceRunTools:
                     sandbox=sandbox,
                     command_timeout_s=limits.command_timeout_seconds,
                     output_limit=limits.output_limit_bytes,
+                    egress=sandbox.egress,
                 ),
             )
             for agent_id in ctx.agent_ids
@@ -424,7 +427,9 @@ class AgentTools:
         )
         await self._ctx.persist(started)
         try:
-            content = await execute(bound, self.env, network=result.network, real=real)
+            content = await execute(
+                bound, self.env, network=result.network, real=real, hosts=result.decision.hosts
+            )
             is_error = False
         except (OSError, OrchestratorError) as exc:
             content, is_error = f"{name} failed: {exc}", True

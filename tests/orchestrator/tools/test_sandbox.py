@@ -14,6 +14,7 @@ import pytest
 
 import orchestrator.tools.sandbox as sandbox_module
 from orchestrator.errors import SandboxUnavailable
+from orchestrator.tools.proxy import EgressRules
 from orchestrator.tools.sandbox import (
     NONE_WARNING,
     Sandbox,
@@ -46,7 +47,7 @@ def _connect(url: str) -> str:
         ("touch /usr/escaped 2>&1; echo rc=$?", "rc=1"),
         ("ls -A /root | wc -l", "0"),  # home (keys, tokens, history) is an empty tmpfs
         ("pwd", "{ws}"),
-        ("echo $HOME", "{ws}"),
+        ("echo $HOME", "/tmp/home"),  # a fresh scratch folder, never the workspace
     ],
 )
 async def test_bwrap_confines_writes_to_the_workspace(tmp_path: Path, command: str, expect: str) -> None:
@@ -58,11 +59,17 @@ async def test_bwrap_confines_writes_to_the_workspace(tmp_path: Path, command: s
 
 @needs_bwrap
 async def test_network_only_when_egress_was_approved(tmp_path: Path, http_server: str) -> None:
-    sandbox = Sandbox("bwrap")
+    # Its own network namespace always: approved egress goes through the proxy, never directly.
+    sandbox = Sandbox("bwrap", egress=EgressRules(allow_private=True))
     closed = await sandbox.run(_connect(http_server), _spec(tmp_path))
-    opened = await sandbox.run(_connect(http_server), _spec(tmp_path, network=True))
+    direct = await sandbox.run(_connect(http_server), _spec(tmp_path, network=True, hosts=("127.0.0.1",)))
+    curl = f"curl -s --max-time 5 {http_server}/hello"
+    proxied = await sandbox.run(curl, _spec(tmp_path, network=True, hosts=("127.0.0.1",)))
+    unapproved = await sandbox.run(curl, _spec(tmp_path))
     assert "UNREACHABLE" in closed.output.decode()
-    assert "CONNECTED" in opened.output.decode()
+    assert "UNREACHABLE" in direct.output.decode()
+    assert "hello from loopback" in proxied.output.decode()
+    assert "hello from loopback" not in unapproved.output.decode()
 
 
 @pytest.mark.parametrize("mode", [pytest.param("bwrap", marks=needs_bwrap), "none"])

@@ -199,6 +199,7 @@ _NO_MEMORY = re.compile(r"MemoryError|Cannot allocate memory|cannot allocate|bad
 _FILE_SIZE = re.compile(r"File size limit exceeded|File too large")
 _CPU = re.compile(r"CPU time limit exceeded")
 _OPEN_FILES = re.compile(r"Too many open files")
+_NO_SPACE = re.compile(r"No space left on device")
 _SIGXCPU, _SIGXFSZ = int(signal.SIGXCPU), int(signal.SIGXFSZ)
 
 
@@ -218,4 +219,8 @@ def limits_hit(
         hit.append(f"CPU time limit ({limits.cpu_seconds} s) reached")
     if _OPEN_FILES.search(output):
         hit.append(f"open files limit ({limits.open_files}) reached")
+    if _NO_SPACE.search(output):
+        hit.append(
+            f"no space left on a device (the sandbox's /tmp and HOME hold {limits.tmp_bytes // _MIB} MiB)"
+        )
     return tuple(hit)

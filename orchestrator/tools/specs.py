@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from approvals.permissions import Action, ActionKind
 from orchestrator.llm.base import ToolSpec
 from orchestrator.tools.fetch import fetch_text
+from orchestrator.tools.limits import DEFAULT_LIMITS, Limits
 from orchestrator.tools.proxy import DEFAULT_EGRESS, EgressRules
 from orchestrator.tools.sandbox import Sandbox, SandboxSpec
 
@@ -190,6 +191,7 @@ class ToolEnv:
     output_limit: int = 65536
     fetch_timeout_s: float = 30.0
     egress: EgressRules = DEFAULT_EGRESS  # how fetch_url resolves and which addresses it may reach
+    limits: Limits = DEFAULT_LIMITS  # what one command's process tree may use
 
 
 def cap(text: str, limit: int) -> str:
@@ -226,6 +228,7 @@ async def execute(
                 hidden=env.hidden,
                 network=network,
                 hosts=hosts,
+                limits=env.limits,
                 timeout_s=env.command_timeout_s,
                 output_limit=env.output_limit,
             )

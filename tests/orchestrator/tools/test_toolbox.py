@@ -482,3 +482,34 @@ async def test_an_always_approval_allows_the_same_command_in_later_runs(
     await harness.service.decide(again.id, APPROVER, approve=False)
     assert (await other).content
     await later.close("the run ended")
+
+
+@needs_bwrap
+async def test_a_run_grant_keeps_the_approved_host_list(
+    harness: Harness, source: Path, tmp_path: Path, http_server: str
+) -> None:
+    # Approved "for this run": later identical commands reach the request's hosts, and only those.
+    command = f"curl -s --max-time 5 {http_server}/hello; curl -s --max-time 5 http://localhost:1/"
+    ask = Decision(
+        verdict="ask",
+        resolved="ask",
+        risk="high",
+        layer="risk",
+        reason="egress",
+        egress=True,
+        hosts=("127.0.0.1",),
+    )
+    engine = ScriptedEngine({command: ask})
+    tools = await build(harness, team(source), tmp_path / "ws", engine_factory=lambda config: engine)
+    first = asyncio.create_task(
+        tools.for_agent("alpha").call(call("run_command", {"command": command}), phase="coordination")
+    )
+    await harness.service.decide((await harness.next_request()).id, APPROVER, approve=True, scope="run")
+    second = await tools.for_agent("beta").call(
+        call("run_command", {"command": command}), phase="coordination"
+    )
+    for outcome in (await first, second):
+        assert "hello from loopback" in outcome.content
+        assert "[egress refused: localhost:1 (not on the approval)]" in outcome.content
+    assert harness.requested.empty()
+    await tools.close("the run ended")

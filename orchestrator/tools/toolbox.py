@@ -48,7 +48,7 @@ from orchestrator.tools.specs import (
     resolve,
     tool_specs,
 )
-from orchestrator.tools.workspace import RunWorkspaces, apply_patch_to_source, patch_paths
+from orchestrator.tools.workspace import RunWorkspaces, apply_patch_to_source, patch_paths, secret_patterns
 from orchestrator.tools.wsync import DEFAULT_LIMITS, SnapshotLimits, WorkspaceSync
 
 log = logging.getLogger(__name__)
@@ -143,12 +143,17 @@ async def _open_workspaces(
 ) -> tuple[RunWorkspaces, WorkspaceSync | None]:
     """The run's workspaces: created, reopened as this disk has them, or restored from the store."""
     run, agents, source = ctx.run_id, ctx.agent_ids, ctx.team.workspace.source
+    secrets = secret_patterns(ctx.team.workspace)  # left out of the copies
     if store is None:
         opened = RunWorkspaces.reopen if ctx.resumed else RunWorkspaces.create
-        made = functools.partial(opened, root=base, run_id=run, agent_ids=agents, source=source)
+        made = functools.partial(
+            opened, root=base, run_id=run, agent_ids=agents, source=source, secrets=secrets
+        )
         return await asyncio.to_thread(made), None
     if not ctx.resumed:
-        new = functools.partial(RunWorkspaces.create, root=base, run_id=run, agent_ids=agents, source=source)
+        new = functools.partial(
+            RunWorkspaces.create, root=base, run_id=run, agent_ids=agents, source=source, secrets=secrets
+        )
         spaces = await asyncio.to_thread(new)
         sync = WorkspaceSync(store, spaces, limits)
         await sync.snapshot_source()

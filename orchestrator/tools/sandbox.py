@@ -52,7 +52,9 @@ _USERNS_SYSCTLS = (  # a value of 0 (1 for AppArmor's) blocks unprivileged user 
 )
 NONE_WARNING = (
     "sandbox: none — agents' commands run UNCONFINED: they can write anywhere this process can, "
-    "reach the network and read files outside the workspace. Use it only where the host is itself a sandbox."
+    "reach the network and read files outside the workspace, so every command asks for approval "
+    "(MASSGEN_UNCONFINED_OK=1 skips that, for development only). Use it only where the host is itself "
+    "a sandbox."
 )
 
 

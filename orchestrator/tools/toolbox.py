@@ -48,6 +48,7 @@ from orchestrator.tools.specs import (
     resolve,
     tool_specs,
 )
+from orchestrator.tools.unconfined import confine_engines
 from orchestrator.tools.workspace import RunWorkspaces, apply_patch_to_source, patch_paths, secret_patterns
 from orchestrator.tools.wsync import DEFAULT_LIMITS, SnapshotLimits, WorkspaceSync
 
@@ -131,7 +132,7 @@ async def build_run_tools(
         spaces=spaces,
         gate=gate,
         sandbox=Sandbox(team.sandbox, bwrap_path=bwrap_path, egress=egress),
-        engines=engines,
+        engines=confine_engines(engines, team.sandbox),  # sandbox: none -> every command asks
         owned_root=owned_root,
         hidden=hidden,
         sync=sync,

@@ -514,3 +514,27 @@ async def test_a_run_grant_keeps_the_approved_host_list(
         assert "[egress refused: localhost:1 (not on the approval)]" in outcome.content
     assert harness.requested.empty()
     await tools.close("the run ended")
+
+
+async def test_unconfined_commands_ask_with_the_reason_unless_the_dev_flag_is_set(
+    harness: Harness, source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MASSGEN_UNCONFINED_OK", raising=False)
+    tools = await build(harness, team(source, sandbox="none"), tmp_path / "ws", bwrap_path="/nonexistent")
+    first = asyncio.create_task(
+        tools.for_agent("alpha").call(call("run_command", {"command": "echo hi"}), phase="coordination")
+    )
+    request = await harness.next_request()
+    assert "UNCONFINED" in request.reason
+    assert "MASSGEN_UNCONFINED_OK" in request.reason
+    await harness.service.decide(request.id, APPROVER, approve=True, scope="run")
+    assert (await first).content == "hi\n[exit code 0]"
+    # The run grant covers the repeat; file tools are judged as before (not asked).
+    again = await tools.for_agent("alpha").call(
+        call("run_command", {"command": "echo hi"}), phase="coordination"
+    )
+    assert again.content == "hi\n[exit code 0]"
+    read = await tools.for_agent("alpha").call(call("read_file", {"path": "app.py"}), phase="coordination")
+    assert read.content == "print('v1')\n"
+    assert harness.requested.empty()
+    await tools.close("the run ended")

@@ -23,6 +23,7 @@ from orchestrator.tools.sandbox import (
     sandbox_status,
     scrubbed_env,
 )
+from orchestrator.tools.unconfined import OK_WARNING
 from tests.orchestrator.tools.conftest import needs_bwrap
 
 pytestmark = pytest.mark.sandbox
@@ -281,7 +282,11 @@ async def test_no_bubblewrap_anywhere_is_refused_clearly(
         await Sandbox("bwrap").check()
 
 
-async def test_sandbox_none_warns_loudly(caplog: pytest.LogCaptureFixture) -> None:
+async def test_sandbox_none_warns_loudly(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert await sandbox_status("none") == OK_WARNING  # the suite's development flag
+    monkeypatch.delenv("MASSGEN_UNCONFINED_OK")
     with caplog.at_level(logging.WARNING, logger="orchestrator.tools.sandbox"):
         Sandbox("none")
     (record,) = [r for r in caplog.records if r.name == "orchestrator.tools.sandbox"]

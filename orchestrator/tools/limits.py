@@ -1,9 +1,11 @@
 """Resource limits for a command's whole process tree, and naming the one a command ran into.
 
 bubblewrap sets none itself. The limits are set in the child before it executes bubblewrap, so
-bubblewrap and everything the command starts inherit them: `RLIMIT_NPROC` (processes), `RLIMIT_AS`
-(address space), `RLIMIT_FSIZE` (largest file written), `RLIMIT_CPU` (CPU seconds per process) and
-`RLIMIT_NOFILE`. Inside the sandbox's user namespace the command cannot raise them back.
+bubblewrap and everything the command starts inherit them: `RLIMIT_NPROC` (processes),
+`RLIMIT_DATA` (private writable memory per process: what a memory bomb allocates; not `RLIMIT_AS`,
+which also counts address space merely reserved, so Node's WebAssembly or a JVM would not start),
+`RLIMIT_FSIZE` (largest file written), `RLIMIT_CPU` (CPU seconds per process) and `RLIMIT_NOFILE`.
+Inside the sandbox's user namespace the command cannot raise them back.
 
 `RLIMIT_NPROC` counts the processes of a user, and the kernel exempts the global root user from
 it; so where the host delegates a cgroup (v2, or v1's `pids` hierarchy writable), each command also
@@ -43,7 +45,7 @@ class Limits:
         """(resource, value) pairs for `setrlimit`, soft and hard alike."""
         pairs = [
             (resource.RLIMIT_NPROC, self.processes),
-            (resource.RLIMIT_AS, self.memory_bytes),
+            (resource.RLIMIT_DATA, self.memory_bytes),
             (resource.RLIMIT_FSIZE, self.file_bytes),
             (resource.RLIMIT_CPU, self.cpu_seconds),
             (resource.RLIMIT_NOFILE, self.open_files),

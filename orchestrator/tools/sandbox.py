@@ -227,7 +227,8 @@ class Sandbox:
         for folder in socket_dirs():
             argv += ["--tmpfs", folder]
         for sock in host_sockets():
-            argv += ["--ro-bind", "/dev/null", sock]
+            if os.path.lexists(sock):  # scanned once per process; one gone since is not mounted over
+                argv += ["--ro-bind", "/dev/null", sock]
         for hidden in _hidden_dirs(spec):
             argv += ["--tmpfs", str(hidden)]
         for peer in spec.read_only:

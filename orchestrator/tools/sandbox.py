@@ -72,14 +72,15 @@ class CommandResult:
     egress_refused: tuple[str, ...] = ()  # connections the egress proxy refused
 
     def render(self) -> str:
-        """The tool result the model sees: output, a truncation marker, then the exit status."""
-        text = self.output.decode("utf-8", errors="replace")
+        """The tool result the model sees: notes, output, a truncation marker, then the exit status.
+
+        Limits hit and egress refused come first, so the thread's short preview shows them too.
+        """
+        notes = [f"[stopped: {limit}]" for limit in self.limits_hit]
+        notes += [f"[egress refused: {refused}]" for refused in self.egress_refused]
+        text = "".join(f"{note}\n" for note in notes) + self.output.decode("utf-8", errors="replace")
         if self.dropped_bytes:
             text += f"\n[truncated {self.dropped_bytes} bytes]"
-        for refused in self.egress_refused:
-            text += f"\n[egress refused: {refused}]"
-        for limit in self.limits_hit:
-            text += f"\n[stopped: {limit}]"
         if self.timed_out:
             status = f"[timed out after {self.duration_s:.1f}s; process group killed]"
         else:

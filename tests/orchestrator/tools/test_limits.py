@@ -123,3 +123,10 @@ async def test_runtimes_that_reserve_address_space_still_start(tmp_path: Path) -
     script = "new WebAssembly.Memory({initial: 1}); console.log('wasm ok')"
     result = await _run(f'node -e "{script}"', _env(tmp_path))
     assert result == "wasm ok\n[exit code 0]"
+
+
+@needs_bwrap
+async def test_the_limit_leads_the_result_so_a_short_preview_shows_it(tmp_path: Path) -> None:
+    result = await _run("seq 1 100000; yes > fill.txt", _env(tmp_path))
+    assert result.startswith("[stopped: file size limit (8 MiB) reached]\n1\n2\n")
+    assert result.endswith("]")  # still ends with the exit status line

@@ -1,6 +1,7 @@
 """Sandbox and tool overhead: what bubblewrap adds to a command, and file-tool latency.
 
-Prints p50/p99 per call for `true` run unconfined vs under bubblewrap, the ratio, the latency
+Prints p50/p99 per call for `true` run unconfined vs under bubblewrap (with its limits), the
+ratio, the same with the egress proxy and its bridge (and a GET through them), the latency
 of read_file/write_file/search_files on a small workspace, what per-agent workspace copies
 and the winner's patch cost for a 2,000-file source, and what its snapshots in the database
 (SQLite here) cost: the source stored at the start, a checkpoint after a tool call changed 3
@@ -14,10 +15,14 @@ import logging
 import os
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from orchestrator.tools.proxy import EgressRules
 from orchestrator.tools.sandbox import Sandbox, SandboxSpec, sandbox_status
 from orchestrator.tools.specs import ToolEnv, execute, parse_args
 from orchestrator.tools.workspace import RunWorkspaces
@@ -57,6 +62,7 @@ async def _run(ws: Path) -> None:
         await boxed.check()
         confined = _report("command, bubblewrap", await _time(lambda: boxed.run("true", spec)))
         print(f"   bubblewrap overhead ratio   {confined / plain:.2f}x")
+        await _egress(ws, boxed, spec, confined)
     else:
         print(f"   bubblewrap unusable here, skipped: {problem}")
     for i in range(200):
@@ -74,6 +80,39 @@ async def _run(ws: Path) -> None:
             return await execute(args, env)  # type: ignore[arg-type]
 
         _report(label, await _time(once))
+
+
+async def _egress(ws: Path, boxed: Sandbox, closed: SandboxSpec, confined: float) -> None:
+    """What approved egress adds: the per-command proxy and the bridge in the sandbox (limits included)."""
+    opened = replace(closed, network=True, hosts=("docs.example.test",))
+    proxied = _report(
+        "command, bwrap + egress proxy", await _time(lambda: boxed.run("true", opened), runs=30)
+    )
+    print(f"   egress proxy overhead ratio {proxied / confined:.2f}x (vs bubblewrap alone)")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Ok)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    async def to_local(host: str, port: int) -> list[str]:
+        return ["127.0.0.1"]
+
+    local = Sandbox("bwrap", egress=EgressRules(resolver=to_local, allow_private=True))
+    url = f"http://docs.example.test:{server.server_address[1]}/"
+    get = f"python3 -c \"import urllib.request; urllib.request.urlopen('{url}').read()\""
+    _report("GET through the proxy (python)", await _time(lambda: local.run(get, opened), runs=20))
+    server.shutdown()
+    server.server_close()
+
+
+class _Ok(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
 
 
 def _workspaces(tmp: Path, files: int = 2000, agents: int = 3) -> None:

@@ -180,6 +180,10 @@ class WorkspaceConfig(_Model):
     # `ask`: at the end of the run the winner's patch is written back to `source` if the permission
     # gate allows it (a write outside the run, so usually an approval request); `never`: only shown.
     apply: Literal["never", "ask"] = "never"
+    # Secrets files of the source (`.env*`, keys, credentials) are not copied into the workspaces;
+    # `secrets` adds name patterns to that list, `copy_secrets: true` copies them all the same.
+    secrets: list[str] = Field(default_factory=list)
+    copy_secrets: bool = False
 
 
 class ToolsConfig(_Model):

@@ -4,6 +4,8 @@
 """
 
 from orchestrator.tools.gate import DEFERRED, GateCall, GateResult, PermissionGate, RunGrants
+from orchestrator.tools.limits import Limits
+from orchestrator.tools.proxy import EgressProxy, EgressRules
 from orchestrator.tools.sandbox import CommandResult, Sandbox, SandboxSpec, sandbox_status, scrubbed_env
 from orchestrator.tools.specs import (
     TOOL_NAMES,
@@ -30,9 +32,12 @@ __all__ = [
     "TOOL_NAMES",
     "AgentTools",
     "CommandResult",
+    "EgressProxy",
+    "EgressRules",
     "EngineFactory",
     "GateCall",
     "GateResult",
+    "Limits",
     "PermissionGate",
     "Rebuilt",
     "RunGrants",

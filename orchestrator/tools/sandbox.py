@@ -15,12 +15,17 @@ import os
 import re
 import shutil
 import signal
+import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 from orchestrator.errors import SandboxUnavailable
+from orchestrator.tools.limits import DEFAULT_LIMITS, CommandCgroup, Limits, limits_hit, preexec
+from orchestrator.tools.proxy import BRIDGE, DEFAULT_EGRESS, PROXY_PORT, EgressRules
+from orchestrator.tools.sockets import host_sockets, socket_dirs
+from orchestrator.tools.unconfined import OK_WARNING, unconfined_ok
 
 SandboxMode = Literal["bwrap", "none"]
 
@@ -33,6 +38,8 @@ _SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL",
 _PASSTHROUGH = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "COLUMNS")
 _KILL_GRACE_S = 0.5
 _SANDBOX_TMP = "/tmp"  # noqa: S108 - a fresh tmpfs inside the sandbox, not the host's /tmp
+SANDBOX_HOME = "/tmp/home"  # noqa: S108 - HOME: fresh per command, on that tmpfs, never the workspace
+_PROXY_SOCKET = "/run/massgen-proxy.sock"  # where the egress proxy's socket appears inside
 _READ_CHUNK = 65536
 _SYSTEM_DIRS = ("/", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt", "/var", "/dev")
 _NEVER_HIDDEN = frozenset(Path(p) for p in _SYSTEM_DIRS)
@@ -46,7 +53,9 @@ _USERNS_SYSCTLS = (  # a value of 0 (1 for AppArmor's) blocks unprivileged user 
 )
 NONE_WARNING = (
     "sandbox: none — agents' commands run UNCONFINED: they can write anywhere this process can, "
-    "reach the network and read files outside the workspace. Use it only where the host is itself a sandbox."
+    "reach the network and read files outside the workspace, so every command asks for approval "
+    "(MASSGEN_UNCONFINED_OK=1 skips that, for development only). Use it only where the host is itself "
+    "a sandbox."
 )
 
 
@@ -59,10 +68,17 @@ class CommandResult:
     dropped_bytes: int = 0
     timed_out: bool = False
     duration_s: float = 0.0
+    limits_hit: tuple[str, ...] = ()  # e.g. "process limit (512) reached"
+    egress_refused: tuple[str, ...] = ()  # connections the egress proxy refused
 
     def render(self) -> str:
-        """The tool result the model sees: output, a truncation marker, then the exit status."""
-        text = self.output.decode("utf-8", errors="replace")
+        """The tool result the model sees: notes, output, a truncation marker, then the exit status.
+
+        Limits hit and egress refused come first, so the thread's short preview shows them too.
+        """
+        notes = [f"[stopped: {limit}]" for limit in self.limits_hit]
+        notes += [f"[egress refused: {refused}]" for refused in self.egress_refused]
+        text = "".join(f"{note}\n" for note in notes) + self.output.decode("utf-8", errors="replace")
         if self.dropped_bytes:
             text += f"\n[truncated {self.dropped_bytes} bytes]"
         if self.timed_out:
@@ -88,15 +104,20 @@ class SandboxSpec:
     workspace: Path
     read_only: Sequence[Path] = ()
     hidden: Sequence[Path] = ()  # directories replaced by an empty tmpfs (other runs, home)
-    network: bool = False
+    network: bool = False  # egress approved: through the proxy, to `hosts` only
+    hosts: Sequence[str] = ()
     timeout_s: float = 120.0
     output_limit: int = 65536
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    limits: Limits = DEFAULT_LIMITS
 
 
 def scrubbed_env(source: Mapping[str, str], *, home: Path, extra: Mapping[str, str] = {}) -> dict[str, str]:
     """A fresh environment: fixed PATH and HOME, a few harmless variables, never a credential."""
     env = {"PATH": _SAFE_PATH, "HOME": str(home), "TMPDIR": _SANDBOX_TMP, "LANG": "C.UTF-8"}
+    # Git reads no system config, and its global config only from this fresh HOME (never the workspace).
+    env |= {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": str(home / ".gitconfig")}
+    env |= {"XDG_CONFIG_HOME": str(home / ".config"), "GIT_TERMINAL_PROMPT": "0"}
     for name in _PASSTHROUGH:
         if name in source:
             env[name] = source[name]
@@ -114,8 +135,15 @@ def _looks_secret(name: str) -> bool:
 class Sandbox:
     """Runs commands under bubblewrap (`mode="bwrap"`) or, only when the team says so, unconfined."""
 
-    def __init__(self, mode: SandboxMode = "bwrap", *, bwrap_path: str | None = None) -> None:
+    def __init__(
+        self,
+        mode: SandboxMode = "bwrap",
+        *,
+        bwrap_path: str | None = None,
+        egress: EgressRules = DEFAULT_EGRESS,
+    ) -> None:
         self.mode: SandboxMode = mode
+        self.egress = egress  # makes one command's egress proxy from the approved hosts
         # An explicit path is used as given; otherwise the first candidate that passes the trial run.
         self._candidates = [bwrap_path] if bwrap_path is not None else bwrap_candidates()
         self._bwrap = self._candidates[0] if self._candidates else "bwrap"
@@ -152,40 +180,70 @@ class Sandbox:
     async def run(self, command: str, spec: SandboxSpec) -> CommandResult:
         """Run `command` with bash in the workspace; kill the whole group at the time limit."""
         await self.check()
-        home = spec.workspace
-        env = scrubbed_env(os.environ, home=home, extra=spec.extra_env)
         if self.mode == "none":
-            argv = ["/bin/bash", "-c", command]
-            return await _execute(argv, env=env, cwd=spec.workspace, spec=spec)
-        argv = self.bwrap_argv(command, spec, env)
-        return await _execute(argv, env={}, cwd=spec.workspace, spec=spec)
+            with tempfile.TemporaryDirectory(prefix="massgen-home-") as home:
+                env = scrubbed_env(os.environ, home=Path(home), extra=spec.extra_env)
+                argv = ["/bin/bash", "-c", command]
+                return await _execute(argv, env=env, cwd=spec.workspace, spec=spec)
+        env = scrubbed_env(os.environ, home=Path(SANDBOX_HOME), extra=spec.extra_env)
+        if not spec.network:
+            return await _execute(self.bwrap_argv(command, spec, env), env={}, cwd=spec.workspace, spec=spec)
+        bridge = _bridge_python()
+        if bridge is None:
+            argv = self.bwrap_argv(command, spec, env)
+            result = await _execute(argv, env={}, cwd=spec.workspace, spec=spec)
+            return replace(result, egress_refused=("no python3 on this host to bridge the egress proxy",))
+        with tempfile.TemporaryDirectory(prefix="massgen-proxy-") as folder:  # mode 0700: the bot's only
+            socket_path = Path(folder) / "proxy.sock"
+            proxy = self.egress.proxy(tuple(spec.hosts))
+            await proxy.start(socket_path)
+            try:
+                url = f"http://127.0.0.1:{PROXY_PORT}"
+                env |= dict.fromkeys(("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"), url)
+                env |= {"NO_PROXY": "", "no_proxy": ""}
+                argv = self.bwrap_argv(command, spec, env, bridge=(bridge, socket_path))
+                result = await _execute(argv, env={}, cwd=spec.workspace, spec=spec)
+            finally:
+                await proxy.close()
+        return replace(result, egress_refused=tuple(proxy.refused)) if proxy.refused else result
 
-    def bwrap_argv(self, command: str, spec: SandboxSpec, env: Mapping[str, str]) -> list[str]:
-        """The bubblewrap command line; mount order matters (later mounts cover earlier ones)."""
+    def bwrap_argv(
+        self,
+        command: str,
+        spec: SandboxSpec,
+        env: Mapping[str, str],
+        *,
+        bridge: tuple[str, Path] | None = None,
+    ) -> list[str]:
+        """The bubblewrap command line; mount order matters (later mounts cover earlier ones).
+
+        Always its own network namespace (only loopback inside); with `bridge` (python, proxy socket)
+        the proxy's socket is mounted and a relay on 127.0.0.1 starts before the command.
+        """
         ws = str(spec.workspace)
-        argv = [
-            self._bwrap,
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--tmpfs",
-            _SANDBOX_TMP,
-        ]
+        argv = [self._bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        if spec.limits.tmp_bytes > 0:
+            argv += ["--size", str(spec.limits.tmp_bytes)]
+        argv += ["--tmpfs", _SANDBOX_TMP, "--dir", SANDBOX_HOME]
+        for folder in socket_dirs():
+            argv += ["--tmpfs", folder]
+        for sock in host_sockets():
+            if os.path.lexists(sock):  # scanned once per process; one gone since is not mounted over
+                argv += ["--ro-bind", "/dev/null", sock]
         for hidden in _hidden_dirs(spec):
             argv += ["--tmpfs", str(hidden)]
         for peer in spec.read_only:
             argv += ["--ro-bind", str(peer), str(peer)]
-        argv += ["--bind", ws, ws, "--unshare-all"]
-        if spec.network:
-            argv.append("--share-net")
-        argv += ["--die-with-parent", "--new-session", "--chdir", ws, "--clearenv"]
+        argv += ["--bind", ws, ws]
+        if bridge is not None:
+            argv += ["--bind", str(bridge[1]), _PROXY_SOCKET]
+        argv += ["--unshare-all", "--die-with-parent", "--new-session", "--chdir", ws, "--clearenv"]
         for name, value in env.items():
             argv += ["--setenv", name, value]
-        argv += ["--", "/bin/bash", "-c", command]
+        argv.append("--")
+        if bridge is not None:
+            argv += [bridge[0], "-I", "-S", "-c", BRIDGE, _PROXY_SOCKET, str(PROXY_PORT)]
+        argv += ["/bin/bash", "-c", command]
         return argv
 
 
@@ -221,7 +279,7 @@ async def sandbox_status(mode: SandboxMode, *, bwrap_path: str | None = None) ->
     runs that follow do not repeat it.
     """
     if mode == "none":
-        return NONE_WARNING
+        return OK_WARNING if unconfined_ok() else NONE_WARNING
     try:
         await Sandbox(mode, bwrap_path=bwrap_path).check()
     except SandboxUnavailable as exc:
@@ -233,7 +291,8 @@ async def _trial_run(bwrap: str) -> str | None:
     """Why `bwrap` cannot sandbox a command here, or None when it can."""
     if not _is_executable(bwrap):
         return f"bubblewrap not found at {bwrap}"
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all"]
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--size", "1048576"]
+    argv += ["--tmpfs", _SANDBOX_TMP, "--unshare-all"]
     argv += ["--die-with-parent", "--clearenv", "--", "/bin/true"]
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -297,9 +356,35 @@ def _hidden_dirs(spec: SandboxSpec) -> list[Path]:
     return seen
 
 
+def _bridge_python() -> str | None:
+    """A python3 outside every folder the sandbox hides (the bot's own may live in a hidden one)."""
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"):
+        if _is_executable(candidate):
+            return candidate
+    return None
+
+
 async def _execute(argv: list[str], *, env: Mapping[str, str], cwd: Path, spec: SandboxSpec) -> CommandResult:
     loop = asyncio.get_running_loop()
     started = loop.time()
+    cgroup = await asyncio.to_thread(CommandCgroup.create, spec.limits)
+    try:
+        return await _supervise(argv, env=env, cwd=cwd, spec=spec, cgroup=cgroup, started=started)
+    finally:
+        if cgroup is not None:
+            await asyncio.to_thread(cgroup.remove)
+
+
+async def _supervise(
+    argv: list[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    spec: SandboxSpec,
+    cgroup: CommandCgroup | None,
+    started: float,
+) -> CommandResult:
+    loop = asyncio.get_running_loop()
     proc = await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.DEVNULL,
@@ -308,6 +393,7 @@ async def _execute(argv: list[str], *, env: Mapping[str, str], cwd: Path, spec: 
         cwd=cwd,
         env=dict(env),
         start_new_session=True,  # its own process group, so a timeout kills every descendant
+        preexec_fn=preexec(spec.limits, cgroup),  # limits for the whole tree, set before exec
     )
     assert proc.stdout is not None
     capture = _Capture(spec.output_limit)
@@ -336,12 +422,15 @@ async def _execute(argv: list[str], *, env: Mapping[str, str], cwd: Path, spec: 
             await asyncio.shield(reader)
     except TimeoutError:
         reader.cancel()
+    exit_code = None if timed_out else proc.returncode
+    tail = bytes(capture.kept[-8192:]).decode(errors="replace")
     return CommandResult(
-        exit_code=None if timed_out else proc.returncode,
+        exit_code=exit_code,
         output=bytes(capture.kept),
         dropped_bytes=capture.dropped,
         timed_out=timed_out,
         duration_s=loop.time() - started,
+        limits_hit=limits_hit(spec.limits, tail, exit_code, cgroup),
     )
 
 

@@ -10,7 +10,6 @@ symlink swapped in after the engine judged the path cannot redirect the read or 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fnmatch
 import functools
 import os
@@ -25,16 +24,45 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from approvals.permissions import Action, ActionKind
 from orchestrator.llm.base import ToolSpec
+from orchestrator.tools.beneath import open_real
 from orchestrator.tools.fetch import fetch_text
+from orchestrator.tools.limits import DEFAULT_LIMITS, Limits
+from orchestrator.tools.proxy import DEFAULT_EGRESS, EgressRules
 from orchestrator.tools.sandbox import Sandbox, SandboxSpec
 
 _MAX_SEARCH_FILE = 2_000_000  # bytes; larger files are skipped by search_files
 _MAX_LINE = 400  # characters of one matching line shown by search_files
 _MAX_READ = 10_000_000  # bytes read_file loads before windowing and capping
+_PATH_MAX = 4096
+_NAME_MAX = 255
 
 
 class _Args(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)
+
+    @field_validator("*")
+    @classmethod
+    def _clean_text(cls, value: Any) -> Any:
+        """Every string: no NUL byte and valid Unicode (a lone surrogate cannot be encoded)."""
+        if isinstance(value, str):
+            if "\x00" in value:
+                raise ValueError("contains a NUL byte")
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                raise ValueError("is not valid Unicode (a lone surrogate)") from None
+        return value
+
+    @field_validator("path", check_fields=False)
+    @classmethod
+    def _path_fits(cls, value: str) -> str:
+        """A path the kernel can take: at most PATH_MAX bytes, each component at most NAME_MAX."""
+        encoded = value.encode(errors="replace")
+        if len(encoded) >= _PATH_MAX:
+            raise ValueError(f"is longer than {_PATH_MAX - 1} bytes")
+        if any(len(part) > _NAME_MAX for part in encoded.split(b"/")):
+            raise ValueError(f"has a component longer than {_NAME_MAX} bytes")
+        return value
 
 
 class ReadFileArgs(_Args):
@@ -188,6 +216,8 @@ class ToolEnv:
     command_timeout_s: float = 120.0
     output_limit: int = 65536
     fetch_timeout_s: float = 30.0
+    egress: EgressRules = DEFAULT_EGRESS  # how fetch_url resolves and which addresses it may reach
+    limits: Limits = DEFAULT_LIMITS  # what one command's process tree may use
 
 
 def cap(text: str, limit: int) -> str:
@@ -198,8 +228,13 @@ def cap(text: str, limit: int) -> str:
     return data[:limit].decode(errors="ignore") + f"\n[truncated {len(data) - limit} bytes]"
 
 
-async def execute(args: _Args, env: ToolEnv, *, network: bool = False, real: str | None = None) -> str:
-    """Run a validated, permitted call (file tools on the pinned `real` path); may raise `OSError`."""
+async def execute(
+    args: _Args, env: ToolEnv, *, network: bool = False, real: str | None = None, hosts: tuple[str, ...] = ()
+) -> str:
+    """Run a validated, permitted call (file tools on the pinned `real` path); may raise `OSError`.
+
+    With `network`, a command reaches only `hosts` (the approval's), through the egress proxy.
+    """
     if real is None:
         real = pin(args, env.workspace)
     match args:
@@ -218,12 +253,15 @@ async def execute(args: _Args, env: ToolEnv, *, network: bool = False, real: str
                 read_only=env.peers,
                 hidden=env.hidden,
                 network=network,
+                hosts=hosts,
+                limits=env.limits,
                 timeout_s=env.command_timeout_s,
                 output_limit=env.output_limit,
             )
             return (await env.sandbox.run(args.command, spec)).render()
         case FetchUrlArgs():
-            return await fetch_text(args.url, timeout_s=env.fetch_timeout_s, limit=env.output_limit)
+            limit = env.output_limit
+            return await fetch_text(args.url, timeout_s=env.fetch_timeout_s, limit=limit, rules=env.egress)
     raise ToolArgumentError(f"cannot execute {type(args).__name__}")
 
 
@@ -232,23 +270,8 @@ async def execute(args: _Args, env: ToolEnv, *, network: bool = False, real: str
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _open_real(real: str, flags: int, *, create_dirs: bool = False) -> int:
-    """Open a symlink-free absolute path one component at a time, refusing any symlink met."""
-    parts = [p for p in real.split("/") if p]
-    fd = os.open("/", _DIR_FLAGS)
-    try:
-        for part in parts[:-1]:
-            if create_dirs:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, 0o755, dir_fd=fd)
-            child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = child
-        if not parts:
-            return os.dup(fd)
-        return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fd)
-    finally:
-        os.close(fd)
+def _roots(env: ToolEnv) -> tuple[str, ...]:
+    return (str(env.workspace), *map(str, env.peers))
 
 
 def _inside(real: str, root: Path) -> bool:
@@ -265,7 +288,7 @@ def _display(real: str, env: ToolEnv) -> str:
 def read_file(args: ReadFileArgs, env: ToolEnv, real: str | None = None) -> str:
     """Text content (optionally a line window); binary files are reported, not dumped."""
     real = real or os.path.realpath(resolve(args.path, env.workspace))
-    fd = _open_real(real, os.O_RDONLY)
+    fd = open_real(real, os.O_RDONLY, roots=_roots(env))
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
             raise IsADirectoryError(f"{args.path} is not a regular file (use list_files for directories)")
@@ -288,7 +311,7 @@ def write_file(args: WriteFileArgs, env: ToolEnv, real: str | None = None) -> st
     if not _inside(real, env.workspace) or real == os.path.realpath(env.workspace):
         raise PermissionError(f"refused: write_file writes only inside your own workspace, not {target}")
     data = args.content.encode()
-    fd = _open_real(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, create_dirs=True)
+    fd = open_real(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, roots=_roots(env), create_dirs=True)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
     return f"wrote {len(data)} bytes to {_display(real, env)}"
@@ -315,7 +338,7 @@ def _walk(fd: int, prefix: str, recursive: bool) -> Iterator[tuple[str, os.stat_
 def list_files(args: ListFilesArgs, env: ToolEnv, real: str | None = None) -> str:
     """One entry per line: `dir/`, `file (N bytes)`, `link -> target`."""
     real = real or os.path.realpath(resolve(args.path, env.workspace))
-    fd = _open_real(real, _DIR_FLAGS)
+    fd = open_real(real, _DIR_FLAGS, roots=_roots(env))
     lines: list[str] = []
     try:
         for rel, info in _walk(fd, "", args.recursive):
@@ -341,7 +364,7 @@ def search_files(args: SearchFilesArgs, env: ToolEnv, real: str | None = None) -
     except re.error as exc:
         return f"invalid regular expression: {exc}"
     real = real or os.path.realpath(resolve(args.path, env.workspace))
-    fd = _open_real(real, _DIR_FLAGS)
+    fd = open_real(real, _DIR_FLAGS, roots=_roots(env))
     hits: list[str] = []
     try:
         for rel, info in _walk(fd, "", True):
@@ -349,7 +372,9 @@ def search_files(args: SearchFilesArgs, env: ToolEnv, real: str | None = None) -
                 continue
             if args.glob and not fnmatch.fnmatch(os.path.basename(rel), args.glob):
                 continue
-            hits += _search_one(os.path.join(real, rel), rel, needle, args.max_results - len(hits))
+            hits += _search_one(
+                os.path.join(real, rel), rel, needle, args.max_results - len(hits), _roots(env)
+            )
             if len(hits) >= args.max_results:
                 hits.append(f"[stopped after {args.max_results} matches]")
                 break
@@ -358,9 +383,9 @@ def search_files(args: SearchFilesArgs, env: ToolEnv, real: str | None = None) -
     return "\n".join(hits) if hits else "no matches"
 
 
-def _search_one(real: str, rel: str, needle: re.Pattern[str], room: int) -> list[str]:
+def _search_one(real: str, rel: str, needle: re.Pattern[str], room: int, roots: tuple[str, ...]) -> list[str]:
     try:
-        fd = _open_real(real, os.O_RDONLY)
+        fd = open_real(real, os.O_RDONLY, roots=roots)
     except OSError:
         return []
     with os.fdopen(fd, "rb") as handle:

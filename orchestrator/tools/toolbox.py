@@ -35,6 +35,7 @@ from orchestrator.events import (
 from orchestrator.llm.base import ToolCall, ToolSpec
 from orchestrator.ports import ApprovalPort, Evaluator, RunContext, ToolOutcome, ToolPhase, WorkspaceStore
 from orchestrator.tools.gate import GateCall, GateResult, PermissionGate, RunGrants
+from orchestrator.tools.proxy import DEFAULT_EGRESS, EgressRules
 from orchestrator.tools.sandbox import Sandbox, rendered_exit_code
 from orchestrator.tools.specs import (
     ToolArgumentError,
@@ -47,7 +48,8 @@ from orchestrator.tools.specs import (
     resolve,
     tool_specs,
 )
-from orchestrator.tools.workspace import RunWorkspaces, apply_patch_to_source, patch_paths
+from orchestrator.tools.unconfined import confine_engines
+from orchestrator.tools.workspace import RunWorkspaces, apply_patch_to_source, patch_paths, secret_patterns
 from orchestrator.tools.wsync import DEFAULT_LIMITS, SnapshotLimits, WorkspaceSync
 
 log = logging.getLogger(__name__)
@@ -74,6 +76,7 @@ async def build_run_tools(
     hide: Sequence[Path] = (),
     snapshots: WorkspaceStore | None = None,
     limits: SnapshotLimits = DEFAULT_LIMITS,
+    egress: EgressRules = DEFAULT_EGRESS,
 ) -> WorkspaceRunTools:
     """Create the run's workspaces (copies of `workspace.source`) and the per-agent toolboxes.
 
@@ -128,8 +131,8 @@ async def build_run_tools(
         ctx=ctx,
         spaces=spaces,
         gate=gate,
-        sandbox=Sandbox(team.sandbox, bwrap_path=bwrap_path),
-        engines=engines,
+        sandbox=Sandbox(team.sandbox, bwrap_path=bwrap_path, egress=egress),
+        engines=confine_engines(engines, team.sandbox),  # sandbox: none -> every command asks
         owned_root=owned_root,
         hidden=hidden,
         sync=sync,
@@ -141,12 +144,17 @@ async def _open_workspaces(
 ) -> tuple[RunWorkspaces, WorkspaceSync | None]:
     """The run's workspaces: created, reopened as this disk has them, or restored from the store."""
     run, agents, source = ctx.run_id, ctx.agent_ids, ctx.team.workspace.source
+    secrets = secret_patterns(ctx.team.workspace)  # left out of the copies
     if store is None:
         opened = RunWorkspaces.reopen if ctx.resumed else RunWorkspaces.create
-        made = functools.partial(opened, root=base, run_id=run, agent_ids=agents, source=source)
+        made = functools.partial(
+            opened, root=base, run_id=run, agent_ids=agents, source=source, secrets=secrets
+        )
         return await asyncio.to_thread(made), None
     if not ctx.resumed:
-        new = functools.partial(RunWorkspaces.create, root=base, run_id=run, agent_ids=agents, source=source)
+        new = functools.partial(
+            RunWorkspaces.create, root=base, run_id=run, agent_ids=agents, source=source, secrets=secrets
+        )
         spaces = await asyncio.to_thread(new)
         sync = WorkspaceSync(store, spaces, limits)
         await sync.snapshot_source()
@@ -205,6 +213,7 @@ class WorkspaceRunTools:
                     sandbox=sandbox,
                     command_timeout_s=limits.command_timeout_seconds,
                     output_limit=limits.output_limit_bytes,
+                    egress=sandbox.egress,
                 ),
             )
             for agent_id in ctx.agent_ids
@@ -424,7 +433,9 @@ class AgentTools:
         )
         await self._ctx.persist(started)
         try:
-            content = await execute(bound, self.env, network=result.network, real=real)
+            content = await execute(
+                bound, self.env, network=result.network, real=real, hosts=result.decision.hosts
+            )
             is_error = False
         except (OSError, OrchestratorError) as exc:
             content, is_error = f"{name} failed: {exc}", True

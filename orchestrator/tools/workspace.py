@@ -11,6 +11,7 @@ Applying uses `git apply`, which checks every hunk before writing anything.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import os
 import shutil
 import stat
@@ -20,10 +21,42 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+from orchestrator.config.team import WorkspaceConfig
 from orchestrator.errors import PatchConflict, WorkspaceError
 
 ChangeKind = Literal["added", "modified", "deleted"]
 _SKIP_DIRS = frozenset({".git"})  # repository internals are not part of the patch
+# Names of secrets files and folders never copied into an agent's workspace (the team file adds more).
+SECRET_FILES = (
+    ".env",
+    ".env.*",
+    ".envrc",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "*.jks",
+    "*.keystore",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    ".npmrc",
+    ".pypirc",
+    ".netrc",
+    "_netrc",
+    ".pgpass",
+    ".git-credentials",
+    "credentials.json",
+    "service-account*.json",
+    ".aws",
+    ".ssh",
+    ".gnupg",
+    ".docker",
+    ".kube",
+    "secrets.yaml",
+    "secrets.yml",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,9 +93,19 @@ class RunWorkspaces:
 
     @classmethod
     def create(
-        cls, *, root: Path, run_id: str, agent_ids: Sequence[str], source: Path | None
+        cls,
+        *,
+        root: Path,
+        run_id: str,
+        agent_ids: Sequence[str],
+        source: Path | None,
+        secrets: Sequence[str] | None = SECRET_FILES,
     ) -> RunWorkspaces:
-        """Copy the source once per agent (symlinks kept as links), or make empty directories."""
+        """Copy the source once per agent (symlinks kept as links), or make empty directories.
+
+        Files and folders whose name matches one of `secrets` are left out of the copy (None:
+        copy everything), so an agent's command never reads them and the patch never names them.
+        """
         if source is not None and not source.is_dir():
             raise WorkspaceError(f"workspace source {source} is not a directory")
         spaces = cls(root=root, run_id=run_id, agent_ids=agent_ids, source=source)
@@ -72,6 +115,8 @@ class RunWorkspaces:
             spaces.run_dir.mkdir(parents=True)
             if source is not None:
                 copy_tree(source, spaces.snapshot)
+                if secrets:
+                    drop_secrets(spaces.snapshot, secrets)
             for agent_id in spaces.agent_ids:
                 if source is None:
                     spaces.path(agent_id).mkdir()
@@ -84,13 +129,19 @@ class RunWorkspaces:
 
     @classmethod
     def reopen(
-        cls, *, root: Path, run_id: str, agent_ids: Sequence[str], source: Path | None
+        cls,
+        *,
+        root: Path,
+        run_id: str,
+        agent_ids: Sequence[str],
+        source: Path | None,
+        secrets: Sequence[str] | None = SECRET_FILES,
     ) -> RunWorkspaces:
         """The workspaces of a resumed run as it left them; created when they are gone (a new root)."""
         spaces = cls(root=root, run_id=run_id, agent_ids=agent_ids, source=source)
         if not spaces.run_dir.is_dir() or (source is not None and not spaces.snapshot.is_dir()):
             shutil.rmtree(spaces.run_dir, ignore_errors=True)
-            return cls.create(root=root, run_id=run_id, agent_ids=agent_ids, source=source)
+            return cls.create(root=root, run_id=run_id, agent_ids=agent_ids, source=source, secrets=secrets)
         for agent_id in spaces.agent_ids:
             spaces.path(agent_id).mkdir(exist_ok=True)
         return spaces
@@ -149,6 +200,27 @@ def copy_tree(source: Path, target: Path) -> None:
     )
     if proc.returncode != 0:
         raise OSError(f"copying {source} failed: {proc.stderr.decode(errors='replace').strip()}")
+
+
+def secret_patterns(config: WorkspaceConfig) -> tuple[str, ...] | None:
+    """The name patterns left out of workspaces: the built-in list plus the team's (None: copy all)."""
+    return None if config.copy_secrets else (*SECRET_FILES, *config.secrets)
+
+
+def drop_secrets(top: Path, patterns: Sequence[str]) -> list[str]:
+    """Remove every file or folder under `top` whose name matches a pattern; the relative paths removed."""
+    removed: list[str] = []
+    for folder, dirs, files in os.walk(top):
+        for name in [*dirs, *files]:
+            if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
+                path = Path(folder) / name
+                removed.append(str(path.relative_to(top)))
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+        dirs[:] = [d for d in dirs if (Path(folder) / d).is_dir() and not (Path(folder) / d).is_symlink()]
+    return removed
 
 
 def _check_name(value: str, what: str) -> None:

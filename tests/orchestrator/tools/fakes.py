@@ -43,6 +43,7 @@ class ScriptedEngine:
                 reason="granted for this run",
                 side_effect=decision.side_effect,
                 egress=decision.egress,
+                hosts=decision.hosts,  # a "for this run" grant keeps the approval's host list
             )
         return decision
 

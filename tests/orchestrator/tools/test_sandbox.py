@@ -14,6 +14,7 @@ import pytest
 
 import orchestrator.tools.sandbox as sandbox_module
 from orchestrator.errors import SandboxUnavailable
+from orchestrator.tools.proxy import EgressRules
 from orchestrator.tools.sandbox import (
     NONE_WARNING,
     Sandbox,
@@ -22,6 +23,7 @@ from orchestrator.tools.sandbox import (
     sandbox_status,
     scrubbed_env,
 )
+from orchestrator.tools.unconfined import OK_WARNING
 from tests.orchestrator.tools.conftest import needs_bwrap
 
 pytestmark = pytest.mark.sandbox
@@ -46,7 +48,7 @@ def _connect(url: str) -> str:
         ("touch /usr/escaped 2>&1; echo rc=$?", "rc=1"),
         ("ls -A /root | wc -l", "0"),  # home (keys, tokens, history) is an empty tmpfs
         ("pwd", "{ws}"),
-        ("echo $HOME", "{ws}"),
+        ("echo $HOME", "/tmp/home"),  # a fresh scratch folder, never the workspace
     ],
 )
 async def test_bwrap_confines_writes_to_the_workspace(tmp_path: Path, command: str, expect: str) -> None:
@@ -58,11 +60,17 @@ async def test_bwrap_confines_writes_to_the_workspace(tmp_path: Path, command: s
 
 @needs_bwrap
 async def test_network_only_when_egress_was_approved(tmp_path: Path, http_server: str) -> None:
-    sandbox = Sandbox("bwrap")
+    # Its own network namespace always: approved egress goes through the proxy, never directly.
+    sandbox = Sandbox("bwrap", egress=EgressRules(allow_private=True))
     closed = await sandbox.run(_connect(http_server), _spec(tmp_path))
-    opened = await sandbox.run(_connect(http_server), _spec(tmp_path, network=True))
+    direct = await sandbox.run(_connect(http_server), _spec(tmp_path, network=True, hosts=("127.0.0.1",)))
+    curl = f"curl -s --max-time 5 {http_server}/hello"
+    proxied = await sandbox.run(curl, _spec(tmp_path, network=True, hosts=("127.0.0.1",)))
+    unapproved = await sandbox.run(curl, _spec(tmp_path))
     assert "UNREACHABLE" in closed.output.decode()
-    assert "CONNECTED" in opened.output.decode()
+    assert "UNREACHABLE" in direct.output.decode()
+    assert "hello from loopback" in proxied.output.decode()
+    assert "hello from loopback" not in unapproved.output.decode()
 
 
 @pytest.mark.parametrize("mode", [pytest.param("bwrap", marks=needs_bwrap), "none"])
@@ -274,7 +282,11 @@ async def test_no_bubblewrap_anywhere_is_refused_clearly(
         await Sandbox("bwrap").check()
 
 
-async def test_sandbox_none_warns_loudly(caplog: pytest.LogCaptureFixture) -> None:
+async def test_sandbox_none_warns_loudly(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert await sandbox_status("none") == OK_WARNING  # the suite's development flag
+    monkeypatch.delenv("MASSGEN_UNCONFINED_OK")
     with caplog.at_level(logging.WARNING, logger="orchestrator.tools.sandbox"):
         Sandbox("none")
     (record,) = [r for r in caplog.records if r.name == "orchestrator.tools.sandbox"]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from approvals.permissions.actions import Action
+from orchestrator.tools.proxy import EgressRules
 from orchestrator.tools.sandbox import Sandbox
 from orchestrator.tools.specs import (
     TOOL_NAMES,
@@ -177,6 +179,7 @@ async def test_every_result_is_capped(env: ToolEnv) -> None:
 
 
 async def test_fetch_url_text_redirect_binary_and_cap(env: ToolEnv, http_server: str) -> None:
+    env = replace(env, egress=EgressRules(allow_private=True))  # the test server is on loopback
     hello = await run("fetch_url", {"url": f"{http_server}/hello"}, env)
     assert hello.startswith("HTTP 200 OK")
     assert hello.endswith("hello from loopback")

@@ -74,6 +74,7 @@ class RepoCache:
         with tempfile.TemporaryDirectory(prefix=".new-", dir=trees) as scratch:
             files = Path(scratch) / "tree"
             index = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+            files.mkdir()
             run_git(["read-tree", commit], cwd=trees, git_dir=mirror, extra_env=index)
             run_git(
                 ["checkout-index", "--all", "--force", f"--prefix={files}/"],
@@ -82,7 +83,6 @@ class RepoCache:
                 work_tree=files,
                 extra_env=index,
             )
-            files.mkdir(exist_ok=True)  # an empty commit checks out nothing
             try:
                 files.rename(target)
             except OSError:

@@ -106,8 +106,8 @@ def git_argv(args: Sequence[str], *, git_dir: Path | None = None, work_tree: Pat
         argv += ["-c", setting]
     if git_dir is not None:
         argv.append(f"--git-dir={git_dir}")
-    if work_tree is not None:
-        argv.append(f"--work-tree={work_tree}")
+    if work_tree is not None:  # a work tree for a bare mirror: the mirror's `core.bare` must yield
+        argv += ["-c", "core.bare=false", f"--work-tree={work_tree}"]
     return [*argv, *args]
 
 

@@ -11,7 +11,9 @@ from orchestrator.repos.bind import (
     PUSH_RULES,
     RepositoryError,
     bind_repository,
+    bound_team,
     branch_for,
+    rebind,
     resolve_repository,
 )
 from orchestrator.repos.forge import Credentials, ForgeError, OpenedRequest, open_request
@@ -36,11 +38,13 @@ __all__ = [
     "RepositoryError",
     "UnknownRepository",
     "bind_repository",
+    "bound_team",
     "branch_for",
     "diff_stat",
     "open_request",
     "plan_publish",
     "publish",
+    "rebind",
     "requester_identity",
     "resolve_repository",
     "run_git",

@@ -12,6 +12,7 @@ denied by a rule; the run's result is published by trusted code behind one appro
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from orchestrator.config.repos import RepoBinding, RepositoryConfig, find_repository
@@ -69,8 +70,19 @@ def bind_repository(
     binding = RepoBinding(
         repository=repository, mirror=mirror, base=base, branch=branch, follow_up=follow_up_branch is not None
     )
+    return bound_team(team, binding, tree)
+
+
+def rebind(team: TeamConfig, cache: RepoCache, binding: RepoBinding) -> TeamConfig:
+    """A stored run's team with the binding it started with (its base tree checked out again if gone)."""
+    return bound_team(team, binding, cache.tree(binding.repository, binding.base))
+
+
+def bound_team(team: TeamConfig, binding: RepoBinding, tree: Path) -> TeamConfig:
+    """The team with its workspaces on `tree`, the apply step publishing, and `git push` denied."""
     workspace = team.workspace.model_copy(update={"source": tree, "apply": "ask", "repository": binding})
     rules: dict[str, list[Any]] = {key: list(value) for key, value in team.permissions.rules.items()}
-    rules["deny"] = [*rules.get("deny", []), *(r for r in PUSH_RULES if r not in rules.get("deny", []))]
+    deny = rules.get("deny", [])
+    rules["deny"] = [*deny, *(rule for rule in PUSH_RULES if rule not in deny)]
     permissions = team.permissions.model_copy(update={"rules": rules})
     return team.model_copy(update={"workspace": workspace, "permissions": permissions})

@@ -18,6 +18,7 @@ import json
 import subprocess
 import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ class ForgeState:
     calls: list[tuple[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     installation_tokens: int = 0
+    token_lifetime_s: float = 3600.0  # of an App installation token, like GitHub's hour
 
 
 class ForgeStandIn:
@@ -215,7 +217,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(401, {"message": "A JSON web token could not be decoded"})
         with self.forge.lock:
             self.forge.installation_tokens += 1
-        self._send(201, {"token": self.forge.token, "expires_at": "2999-01-01T00:00:00Z"})
+        expires = datetime.now(UTC) + timedelta(seconds=self.forge.token_lifetime_s)
+        self._send(201, {"token": self.forge.token, "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ")})
 
     # ---- GitLab ----------------------------------------------------------------------------------
     def _gitlab(self, method: str, parts: list[str], query: dict[str, str]) -> None:

@@ -107,6 +107,12 @@ class RepoBinding(_Model):
     branch: str = Field(pattern=r"^massgen/[A-Za-z0-9_.-]{1,100}$")  # where the result is pushed
     follow_up: bool = False  # the branch exists already (a follow-up run): push on top, same PR
 
+    @model_validator(mode="after")
+    def _ref_name(self) -> RepoBinding:
+        if ".." in self.branch or self.branch.endswith((".", ".lock")):
+            raise ValueError(f"not a branch name: {self.branch!r}")
+        return self
+
 
 class UnknownRepository(OrchestratorError):
     """A run named a repository the team file does not list; the message lists those it does."""

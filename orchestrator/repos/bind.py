@@ -32,7 +32,10 @@ class RepositoryError(OrchestratorError):
 
 def branch_for(run_id: str) -> str:
     """The branch a run's result is pushed to: `massgen/<run id>` (characters git refuses replaced)."""
-    name = _BRANCH_ID.sub("-", run_id).strip(".-")[:100] or "run"
+    name = _BRANCH_ID.sub("-", run_id)
+    while ".." in name:  # git refuses `..` in a ref name
+        name = name.replace("..", ".")
+    name = name[:100].strip(".-").removesuffix(".lock") or "run"
     return f"massgen/{name}"
 
 

@@ -65,8 +65,10 @@ class Credentials:
 
     def git_auth(self, repository: RepositoryConfig) -> dict[str, str]:
         """Environment for a trusted git call: the token as an HTTP header (never in argv or a URL)."""
+        if not repository.url.startswith(("https://", "http://")):
+            return {}  # file://, ssh://: no HTTP header (ssh keys are the host's)
         token = self.token(repository)
-        if token is None or not repository.url.startswith(("https://", "http://")):
+        if token is None:
             return {}
         user = "oauth2" if repository.forge == "gitlab" else "x-access-token"
         basic = base64.b64encode(f"{user}:{token}".encode()).decode()

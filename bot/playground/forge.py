@@ -332,3 +332,36 @@ def _is_page(parts: list[str]) -> bool:
     if len(parts) >= 4 and parts[-2] == "pull" and parts[-1].isdigit():
         return True
     return len(parts) >= 4 and parts[-3:-1] == ["-", "merge_requests"] and parts[-1].isdigit()
+
+
+DEMO_PROJECT = "playground/demo"
+DEMO_TOKEN_ENV = "MASSGEN_PLAYGROUND_FORGE_TOKEN"  # noqa: S105 (a variable name)
+_DEMO_FILES = {
+    "README.md": "# demo\n\nA tiny project for the playground: ask the agents to fix `total()`.\n",
+    "billing.py": "def total(prices):\n    return sum(prices) + 1  # off by one\n",
+    "test_billing.py": "from billing import total\n\n\ndef test_total():\n    assert total([1, 2]) == 3\n",
+}
+
+
+def demo_remote(folder: Path) -> Path:
+    """A local bare repository (`folder/demo.git`) with one commit of a tiny project on `main`."""
+    remote, seed = folder / "demo.git", folder / "demo-seed"
+    if (remote / "HEAD").is_file():
+        return remote
+    env = {
+        "PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "playground", "GIT_AUTHOR_EMAIL": "p@local",
+        "GIT_COMMITTER_NAME": "playground", "GIT_COMMITTER_EMAIL": "p@local",
+    }  # fmt: skip
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], env=env, check=True, capture_output=True)
+
+    git("init", "-q", "--bare", "--initial-branch=main", str(remote))
+    git("init", "-q", "--initial-branch=main", str(seed))
+    for rel, text in _DEMO_FILES.items():
+        (seed / rel).write_text(text)
+    git("-C", str(seed), "add", "-A")
+    git("-C", str(seed), "commit", "-q", "-m", "demo project")
+    git("-C", str(seed), "push", "-q", str(remote), "main")
+    return remote

@@ -225,6 +225,20 @@ class UsageUpdated(_Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PullRequest:
+    """What a run on a repository published: the pushed branch and commit, and its pull request."""
+
+    repository: str
+    branch: str
+    commit: str
+    title: str
+    stat: str  # e.g. "1 file changed, 2 insertions(+)"
+    url: str | None = None  # None: `forge: none` (pushed only)
+    number: int | None = None
+    created: bool = True  # False: a follow-up pushed to the branch of an existing request
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunFinished(_Event):
     """The run ended with an answer (by consensus or salvaged), with its tally, patch and spend."""
 
@@ -243,6 +257,7 @@ class RunFinished(_Event):
     # False = refused or failed, `apply_reason` says why (the run's outcome stays the same).
     applied: bool | None = None
     apply_reason: str | None = None
+    pull_request: PullRequest | None = None  # a run on a repository: what the approved publish made
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,7 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from orchestrator.events import GrantAdded, RunEvent
+from orchestrator.events import GrantAdded, PullRequest, RunEvent
 from orchestrator.llm.base import Message, OutputSchema, StreamItem, ToolCall, ToolSpec, Usage
 from orchestrator.store import RunQuery, RunStatus, RunSummary
 
@@ -89,6 +89,7 @@ class ToolOutcome:
 
     content: str
     is_error: bool = False
+    pull_request: PullRequest | None = None  # the apply step of a run on a repository published this
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,6 +107,7 @@ class RunContext:
     resumed: bool = False  # the run is resumed: its workspaces exist already
     checkpoint: Emit | None = None  # emit and wait until stored (ToolStarted); None: like `emit`
     grants: tuple[GrantAdded, ...] = ()  # a resumed run's "for this run" grants, as its log has them
+    task: str = ""  # the run's task (a published pull request's title)
 
     async def persist(self, event: RunEvent) -> None:
         """Emit `event` and return once it is stored (what a restart must see before a tool runs)."""

@@ -26,6 +26,7 @@ import contextlib
 import os
 import re
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +64,12 @@ def register(subparsers: Any) -> None:
         default=None,
         help="database for the run and its approvals (default $DATABASE_URL, else the bot's SQLite file)",
     )
+    parser.add_argument(
+        "--repo",
+        default=None,
+        metavar="NAME",
+        help="work on the team file's repository NAME (`repositories:`); the result is a pull request",
+    )
     stored = parser.add_mutually_exclusive_group()
     stored.add_argument(
         "--resume",
@@ -93,8 +100,8 @@ def run_command(args: argparse.Namespace) -> int:
         load_env_file(ENV_FILE)
         stored = args.resume is not None or args.cancel is not None
         task = None if stored else read_task(args.task, args.task_file)
-        if stored and (args.task or args.task_file is not None):
-            raise UsageError("--resume and --cancel act on a stored run: give no task")
+        if stored and (args.task or args.task_file is not None or args.repo is not None):
+            raise UsageError("--resume and --cancel act on a stored run: give no task (nor --repo)")
         settings = _settings(args.database_url)
         team, team_name = _team(args.team or settings.team_file)
     except UsageError as exc:
@@ -212,6 +219,7 @@ async def _main(
     try:
         workspaces = _workspace_root(settings)
         run_id = args.cancel or args.resume or f"run-{secrets.token_hex(6)}"
+        team = await _repository(args, settings, team, run_id, workspaces)
         async with _lease(storage, run_id) as lease:  # this process alone drives the run until it returns
             if args.cancel is not None:
                 return await _cancel(args, storage, _terminal_approver(team, user), user, workspaces)
@@ -294,7 +302,33 @@ async def _run(
         lost.cancel()
         await approver.close()
     view.finish(terminal)
+    _print_pull_request(args, terminal)
     return exit_code(terminal)
+
+
+async def _repository(
+    args: argparse.Namespace, settings: BotSettings, team: TeamConfig, run_id: str, workspaces: Path
+) -> TeamConfig:
+    """`--repo NAME`: the mirror fetched and the team bound to it (a stored run: as it was bound)."""
+    import asyncio
+
+    from bot.cli import repo
+    from bot.engine.config import state_folder
+
+    stored = args.resume is not None or args.cancel is not None
+    bind = partial(repo.for_run, team, args.repo, run_id, stored=stored)
+    try:
+        return await asyncio.to_thread(bind, state=state_folder(settings), root=workspaces)
+    except repo.RepoUsageError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _print_pull_request(args: argparse.Namespace, terminal: Any) -> None:
+    from bot.cli.repo import pull_request_line
+
+    line = pull_request_line(terminal)
+    if line is not None:
+        print(line, file=sys.stderr if args.json else sys.stdout)
 
 
 async def _cancel(

@@ -40,6 +40,11 @@ def approval_text(request: ApprovalRequest, *, now: datetime | None = None) -> T
     text.append(f"\nrisk {request.risk} · layer {request.layer} · {request.reason}")
     expires = request.expires_at.astimezone(UTC).strftime("%H:%M:%S UTC")
     text.append(f"\nexpires in {left} s ({expires}); no answer by then denies it")
+    from bot.cli.repo import request_lines
+
+    patch = request_lines(request)  # an apply or publish request: where, the stat, sensitive paths, the diff
+    if patch:
+        text.append(f"\n{patch}")
     return text
 
 

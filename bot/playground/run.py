@@ -98,6 +98,27 @@ def fresh_state_dir(settings: BotSettings) -> Path:
     return path
 
 
+def with_demo_repository(team: TeamConfig, stack: contextlib.AsyncExitStack, state_dir: Path) -> TeamConfig:
+    """The team with a `demo` repository: a local bare remote and the GitHub stand-in (no account)."""
+    from bot.playground.forge import DEMO_PROJECT, DEMO_TOKEN_ENV, ForgeStandIn, demo_remote
+    from orchestrator.config.repos import RepoCredentials, RepositoryConfig
+
+    if any(r.name == "demo" for r in team.repositories):
+        return team
+    remote = demo_remote(state_dir / "forge")
+    token = os.environ.setdefault(DEMO_TOKEN_ENV, secrets.token_hex(8))  # this process's stand-in only
+    forge = stack.enter_context(ForgeStandIn({DEMO_PROJECT: remote}, token=token))
+    demo = RepositoryConfig(
+        name="demo",
+        url=f"file://{remote}",
+        api_url=forge.url,
+        project=DEMO_PROJECT,
+        credentials=RepoCredentials(token_env=DEMO_TOKEN_ENV),
+    )
+    log.info("repository demo: %s, pull requests on %s", remote, forge.url)
+    return team.model_copy(update={"repositories": [*team.repositories, demo]})
+
+
 @dataclass(slots=True)
 class Playground:
     """A running playground: the workspace server's URL and the bot's endpoint."""
@@ -148,8 +169,9 @@ async def serve_playground(
         local = playground_settings(
             settings, api_url=slack.api_url, state_dir=state_dir, token=token, signing_secret=signing_secret
         )
+        chosen = with_demo_repository(with_approver(pick.team), stack, state_dir)
         try:
-            services = await build_services(local, team=with_approver(pick.team), tools=tools)
+            services = await build_services(local, team=chosen, tools=tools)
         except TeamConfigError as exc:
             log.error("playground: %s", exc)
             return 1

@@ -25,6 +25,7 @@ from pydantic import (
 from orchestrator.config.cost import Price, resolve_price
 from orchestrator.config.lines import KeyPath, line_of, load_with_lines, render_path
 from orchestrator.config.presets import LOCAL_PRESETS, PRESETS
+from orchestrator.config.repos import RepoBinding, RepositoryConfig, unique_names, with_key_files
 from orchestrator.errors import TeamConfigError
 
 BackendType = Literal["openai", "claude", "chatcompletion", "local"]
@@ -184,6 +185,8 @@ class WorkspaceConfig(_Model):
     # `secrets` adds name patterns to that list, `copy_secrets: true` copies them all the same.
     secrets: list[str] = Field(default_factory=list)
     copy_secrets: bool = False
+    # A run on a named repository (`repositories:`): bound at the run's start, never in the file.
+    repository: RepoBinding | None = None
 
 
 class ToolsConfig(_Model):
@@ -212,6 +215,7 @@ class TeamConfig(_Model):
     sandbox: Literal["bwrap", "none"] = "bwrap"
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     prices: dict[str, PriceConfig] = Field(default_factory=dict)
+    repositories: list[RepositoryConfig] = Field(default_factory=list)
     warnings: tuple[str, ...] = ()  # MassGen keys ignored, unknown prices: shown to the user, never fatal
 
     @field_validator("agents")
@@ -223,6 +227,11 @@ class TeamConfig(_Model):
                 raise ValueError(f"duplicate agent id {agent.id!r}")
             seen.add(agent.id)
         return agents
+
+    @field_validator("repositories")
+    @classmethod
+    def _unique_repositories(cls, repositories: list[RepositoryConfig]) -> list[RepositoryConfig]:
+        return unique_names(repositories)
 
     def price_table(self) -> dict[str, Price]:
         """The team's price overrides as `cost.Price` values."""
@@ -261,7 +270,11 @@ def parse_team(text: str, *, base_dir: Path, source: str = "team.yaml") -> TeamC
         raise TeamConfigError(
             error["msg"], path=source, line=line_of(lines, loc), key=render_path(loc)
         ) from None
+    if team.workspace.repository is not None:
+        where = ("workspace", "repository")
+        raise _error("set by the run (`--repo NAME`), not in the team file", where, lines, source)
     team = _resolve_workspace(team, base_dir, lines, source)
+    team = team.model_copy(update={"repositories": with_key_files(team.repositories, base_dir)})
     team = _resolve_model_paths(team, base_dir)
     _check_rules(team, lines, source)
     warnings.extend(_price_warnings(team))

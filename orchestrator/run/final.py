@@ -11,7 +11,10 @@ Salvage (timeout, budget, finish-now, max_rounds) never calls a model: it takes 
 else the latest one, and labels the result `"<why>:<most_voted|latest_answer>"` in `RunFinished.salvage`.
 Apply-back (`workspace.apply: ask`): once the answer stands, the winner's patch is written to the source
 through the permission gate; the outcome lands in `RunFinished.applied`/`apply_reason`, never in the
-run's outcome.
+run's outcome. On a run bound to a repository (`workspace.repository`) the same step publishes
+instead: one approval bound to the diff, then one commit on `massgen/<run>`, one push and one pull
+request, by trusted code (`orchestrator.repos`); the result is `RunFinished.pull_request`. Agents
+never push themselves there (a deny rule), so the final phase's deferred push is this step.
 """
 
 from __future__ import annotations
@@ -111,7 +114,12 @@ async def apply_back(run: Finisher, finished: RunFinished, awaiting: str | None 
         log.exception("run %s: applying the winner's patch failed", run.run_id)
         outcome = ToolOutcome(content=f"apply failed: {type(exc).__name__}: {exc}", is_error=True)
     run.emit(AgentStatus(agent_id=finished.winner, status="done"))
-    return replace(finished, applied=not outcome.is_error, apply_reason=outcome.content)
+    return replace(
+        finished,
+        applied=not outcome.is_error,
+        apply_reason=outcome.content,
+        pull_request=outcome.pull_request,
+    )
 
 
 async def _final_answer(run: Finisher, choice: Choice) -> tuple[str, str | None]:

@@ -531,6 +531,7 @@ class _Run:
                 resumed=self.resumed,
                 checkpoint=self.emitter.checkpoint,
                 grants=tuple(self.restored.grants),
+                task=self.state.task,
             )
             self.tools = await tools(ctx)
         if self.preset_stop is not None:  # ending a parked run: no agent runs again

@@ -34,6 +34,8 @@ from orchestrator.events import (
 )
 from orchestrator.llm.base import ToolCall, ToolSpec
 from orchestrator.ports import ApprovalPort, Evaluator, RunContext, ToolOutcome, ToolPhase, WorkspaceStore
+from orchestrator.repos import Credentials
+from orchestrator.tools.apply import gated_apply
 from orchestrator.tools.gate import GateCall, GateResult, PermissionGate, RunGrants
 from orchestrator.tools.proxy import DEFAULT_EGRESS, EgressRules
 from orchestrator.tools.sandbox import Sandbox, rendered_exit_code
@@ -49,7 +51,7 @@ from orchestrator.tools.specs import (
     tool_specs,
 )
 from orchestrator.tools.unconfined import confine_engines
-from orchestrator.tools.workspace import RunWorkspaces, apply_patch_to_source, patch_paths, secret_patterns
+from orchestrator.tools.workspace import RunWorkspaces, secret_patterns
 from orchestrator.tools.wsync import DEFAULT_LIMITS, SnapshotLimits, WorkspaceSync
 
 log = logging.getLogger(__name__)
@@ -192,6 +194,7 @@ class WorkspaceRunTools:
         sync: WorkspaceSync | None = None,
     ) -> None:
         self.ctx = ctx
+        self.credentials: Credentials | None = None  # forge tokens for a repository run (None: from env)
         self.sync = sync
         self.spaces = spaces
         self.gate = gate
@@ -240,67 +243,15 @@ class WorkspaceRunTools:
         return await asyncio.to_thread(self.spaces.patch, agent_id)
 
     async def apply_patch(self, agent_id: str, patch: str, *, awaiting: str | None = None) -> ToolOutcome:
-        """Write `patch` into the team's source directory, after the engine (and usually a human) agree.
+        """Write `patch` to the team's source folder, or publish it on the run's repository (all or nothing).
 
-        The source is outside every workspace, so each touched file is a `write` the engine judges;
-        the approver sees one request for the whole patch (bound to its digest). All or nothing.
+        One request for the whole patch (bound to its digest, carrying the diff): see `tools.apply`.
         """
-        source = self.ctx.team.workspace.source
-        if source is None:
-            return ToolOutcome(content="no workspace.source to apply the patch to", is_error=True)
-        try:
-            paths = patch_paths(patch)
-        except OrchestratorError as exc:
-            return ToolOutcome(content=str(exc), is_error=True)
-        actions = tuple(Action(kind="write", target=str(source / rel)) for rel in paths)
-        digest = action_digest("apply_patch", {"source": str(source), "patch": patch})
-        call = GateCall(
-            agent_id=agent_id,
-            tool="apply_patch",
-            actions=actions,
-            digest=digest,
-            phase="final",
-            request_action=Action(kind="write", target=str(source)),
-            context={"files": ", ".join(paths)[:2000]},
-        )
-        # Reported like a model's tool call, so logs, the terminal and Slack show it the same way.
-        call_id = f"apply-{digest[:12]}"
-        arguments = {"source": str(source), "files": ", ".join(paths)[:_EVENT_ARG_CHARS]}
-        if awaiting is None:  # a resumed call was reported when it was first made
-            await self.ctx.emit(
-                ToolCalled(agent_id=agent_id, call_id=call_id, tool="apply_patch", arguments=arguments)
-            )
-        result = await self.gate.check(self._engines[agent_id], call, awaiting=awaiting)
-        outcome = None
-        if result.allowed:
-            request_id = result.request.id if result.request is not None else None
-            started = ToolStarted(
-                agent_id=agent_id, call_id=call_id, tool="apply_patch", request_id=request_id
-            )
-            await self.ctx.persist(started)
-            outcome = await self._apply_allowed(patch, source, len(paths))
-        decided = ToolDecided(
-            agent_id=agent_id,
-            call_id=call_id,
-            tool="apply_patch",
-            action=" + ".join(map(str, actions))[:_PREVIEW],
-            decision="allow" if result.allowed else "deny",
-            risk=result.decision.risk,
-            layer="policy" if result.deferred else result.decision.layer,
-            reason=result.reason,
-            executed=result.allowed,
-            result_preview=outcome.content[:_PREVIEW] if outcome is not None else "",
-            **what_happened("apply_patch", result, outcome),
-        )
-        await self.ctx.emit(decided)
-        return outcome or ToolOutcome(content=result.reason, is_error=True)
+        return await gated_apply(self, agent_id, patch, awaiting=awaiting)
 
-    async def _apply_allowed(self, patch: str, source: Path, files: int) -> ToolOutcome:
-        try:
-            await asyncio.to_thread(apply_patch_to_source, patch, source)
-        except (OSError, OrchestratorError) as exc:
-            return ToolOutcome(content=str(exc), is_error=True)
-        return ToolOutcome(content=f"applied {files} file(s) to {source}")
+    def engine(self, agent_id: str) -> Evaluator:
+        """The permission engine of `agent_id` (its own workspace)."""
+        return self._engines[agent_id]
 
     async def park(self) -> None:
         """The run parks: its workspaces (checkpointed) and pending approvals stay for the resume."""

@@ -23,6 +23,7 @@ from typing import Literal
 
 from orchestrator.config.team import WorkspaceConfig
 from orchestrator.errors import PatchConflict, WorkspaceError
+from orchestrator.repos.trusted_git import GitError, run_git
 
 ChangeKind = Literal["added", "modified", "deleted"]
 _SKIP_DIRS = frozenset({".git"})  # repository internals are not part of the patch
@@ -306,7 +307,7 @@ def patch_paths(patch: str) -> tuple[str, ...]:
 
     Only the shape this module writes is accepted: `diff --git a/P b/P` with the same P, `---`/`+++`
     names before the first hunk, no renames or copies, no quoted names, nothing absolute, no `..`,
-    nothing in `.git`. Anything else is refused rather than half-understood.
+    no `.git` folder at any depth. Anything else is refused rather than half-understood.
     """
     paths: list[str] = []
     in_header = False
@@ -346,7 +347,7 @@ def _side_path(name: str) -> str:
 
 def _checked(rel: str) -> str:
     parts = PurePosixPath(rel).parts
-    if rel.startswith(("/", '"')) or not parts or ".." in parts or parts[0] == ".git" or "\t" in rel:
+    if rel.startswith(("/", '"')) or not parts or ".." in parts or ".git" in parts or "\t" in rel:
         raise WorkspaceError(f"refusing a patch that touches {rel!r} outside the source tree")
     return rel
 
@@ -360,18 +361,15 @@ def apply_patch_to_source(patch: str, source: Path) -> None:
     patch_paths(patch)
     if not source.is_dir():
         raise WorkspaceError(f"source {source} is not a directory")
-    git = shutil.which("git")
-    if git is None:
-        raise WorkspaceError("git is needed to apply a patch and was not found")
+    # Trusted git (orchestrator.repos.trusted_git): no hook, no global/system config, HOME empty; a
+    # `.gitconfig` or hook the patch carries is only file content here.
     for extra in (["--check"], []):
-        proc = subprocess.run(  # fixed argv; the patch goes through stdin
-            [git, "apply", "--whitespace=nowarn", *extra, "-"],
-            input=patch.encode(),
-            cwd=source,
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
-        if proc.returncode != 0:
-            detail = proc.stderr.decode(errors="replace").strip()
-            raise PatchConflict(f"the patch does not apply to {source}: {detail}", paths=patch_paths(patch))
+        try:
+            run_git(
+                ["apply", "--whitespace=nowarn", *extra, "-"], cwd=source, stdin=patch.encode(), timeout=120
+            )
+        except GitError as exc:
+            detail = exc.stderr or str(exc)
+            raise PatchConflict(
+                f"the patch does not apply to {source}: {detail}", paths=patch_paths(patch)
+            ) from None

@@ -42,6 +42,18 @@ _GIT_ENV = {
 }
 
 
+def _complete(data: bytes) -> bool:
+    """Whether `data` holds a whole HTTP request (headers, and the body its Content-Length names)."""
+    head, sep, body = data.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length" and value.strip().isdigit():
+            return len(body) >= int(value.strip())
+    return True
+
+
 @dataclass
 class Contact:
     """One connection a closed service received, and the first bytes it was sent."""
@@ -235,15 +247,13 @@ class World:
                 self.contacts.append(contact)
                 with contextlib.suppress(Exception):
                     async with asyncio.timeout(1.5):
-                        while len(contact.data) < 65536:
+                        while len(contact.data) < 65536 and not _complete(contact.data):
                             chunk = await reader.read(4096)
                             if not chunk:
                                 break
                             contact.data += chunk
-                            if b"\r\n\r\n" in contact.data and len(contact.data) > 200:
-                                break
-                    body = b"closed service"
-                    writer.write(b"HTTP/1.0 200 OK\r\nContent-Length: 14\r\n\r\n" + body)
+                with contextlib.suppress(Exception):
+                    writer.write(b"HTTP/1.0 200 OK\r\nContent-Length: 14\r\n\r\nclosed service")
                     await writer.drain()
                 writer.close()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -245,6 +246,7 @@ class WorkspaceRunTools:
             return ToolOutcome(content=str(exc), is_error=True)
         actions = tuple(Action(kind="write", target=str(source / rel)) for rel in paths)
         digest = action_digest("apply_patch", {"source": str(source), "patch": patch})
+        sha = hashlib.sha256(patch.encode()).hexdigest()
         call = GateCall(
             agent_id=agent_id,
             tool="apply_patch",
@@ -252,7 +254,8 @@ class WorkspaceRunTools:
             digest=digest,
             phase="final",
             request_action=Action(kind="write", target=str(source)),
-            context={"files": ", ".join(paths)[:2000]},
+            # The patch the digest binds, and its hash: Slack's "View diff" shows exactly these bytes.
+            context={"files": ", ".join(paths)[:2000], "diff": patch, "diff_sha256": sha},
         )
         # Reported like a model's tool call, so logs, the terminal and Slack show it the same way.
         call_id = f"apply-{digest[:12]}"

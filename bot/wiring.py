@@ -32,10 +32,11 @@ if TYPE_CHECKING:
 
     from approvals import ExpiryScheduler
     from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ThreadApprovalPort
+    from bot.channel_settings import ChannelSettings
     from bot.engine import Engine
     from bot.home import HomeTab
     from bot.ops import Metrics
-    from bot.runs import RunHistory, RunUseCases, SharedModels, ToolsBuilder
+    from bot.runs import RunHistory, RunUseCases, SharedModels, TeamCatalog, ToolsBuilder
     from bot.slack import Outbox
     from bot.tasks import TaskSupervisor
     from orchestrator import RunContext, RunEvent, RunTools, SnapshotLimits, TeamConfig, WorkspaceStore
@@ -83,6 +84,7 @@ class Services:
     storage: Storage
     runs: RunUseCases
     approval_ui: ApprovalUseCases
+    channels: ChannelSettings
     home: HomeTab
     presenter: ApprovalsUI
     scheduler: ExpiryScheduler
@@ -406,7 +408,10 @@ async def build_services(
     wake_on_decisions(db.approvals, _async(supervisor.wake))  # a parked run resumes wherever it is decided
     await recover(history, db.approvals, box, held=engine.holding)
     await scheduler.start()  # expiry timers are rebuilt from the pending approvals
-    runs = RunUseCases(supervisor=supervisor, teams=teams, history=history, groups_of=groups.groups_of)
+    channels = _channel_settings(teams, db.engine, box.call, groups.groups_of)
+    runs = RunUseCases(
+        supervisor=supervisor, teams=teams, history=history, groups_of=groups.groups_of, channels=channels
+    )
     services = Services(
         settings=settings,
         client=client,
@@ -415,6 +420,7 @@ async def build_services(
         storage=db,
         runs=runs,
         approval_ui=approval_ui,
+        channels=channels,
         home=home,
         presenter=presenter,
         scheduler=scheduler,
@@ -428,6 +434,24 @@ async def build_services(
     services.ready_checks["engine"] = engine.ready
     _start_retention(services)
     return services
+
+
+def _channel_settings(teams: TeamCatalog, engine: AsyncEngine, call: Any, groups_of: Any) -> ChannelSettings:
+    """Channel defaults over the configured names; the default team's approvers may change them."""
+    from bot.channel_settings import ChannelSettings, ChannelSettingsStore, Choices, repository_names
+
+    default = teams.default.team
+    # Repository names: the repos section of the default team file (`repository_names` reads it).
+    choices = Choices(repositories=repository_names(default), teams=tuple(teams.names()))
+    approvals = default.approvals
+    return ChannelSettings(
+        ChannelSettingsStore(engine),
+        call=call,
+        groups_of=groups_of,
+        choices=choices,
+        approvers=approvals.approvers,
+        approver_groups=approvals.approver_groups,
+    )
 
 
 def _start_retention(services: Services) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bot.approval_ui import full_text
+from bot.approval_ui.diff import diff_problem
 from bot.render import ids
 from bot.render.escape import code, code_block, group_mention, is_group_id, is_user_id, safe, user_mention
 from bot.render.kit import Block, actions, button, confirm, context, date_token, duration, section
@@ -50,6 +51,8 @@ class ApprovalView:
     decision_reason: str | None = None  # e.g. the denier's reason
     quorum: int = 1  # approvals needed
     approvals_so_far: tuple[str, ...] = ()  # who approved so far, while a quorum is pending
+    diff: str | None = None  # the diff the action applies or pushes (View diff shows all of it)
+    diff_sha256: str | None = None  # its recorded hash: the modal shows it only if the bytes match
 
 
 def _quorum_line(view: ApprovalView) -> str:
@@ -117,6 +120,7 @@ def approval_request_blocks(
     buttons += [
         button("Deny", ids.DENY, view.request_id, style="danger"),
         button("Details", ids.DETAILS, view.request_id),
+        *_diff_button(view),
     ]
     blocks = [
         section(f"{mentions}\n✋ *Approval needed*: *{agent}* wants to run:".strip()),
@@ -210,10 +214,21 @@ def _full_details(view: ApprovalView, now: float | None) -> Block:
     }
 
 
+def _diff_button(view: ApprovalView) -> list[Block]:
+    """ "View diff", on requests whose action carries a diff."""
+    return [] if view.diff is None else [button("View diff", ids.VIEW_DIFF, view.request_id)]
+
+
 def details_problem(view: ApprovalView) -> str | None:
-    """Why Details cannot show the whole action (so Slack must not offer Approve), or None."""
+    """Why Details (or View diff) cannot show what is approved (so Slack must not offer Approve), or None.
+
+    A diff too long for one modal is still approvable (the modal says where it is cut and where
+    to read the rest); one Slack cannot show as it is, or whose bytes miss its hash, is not.
+    """
     if (why := full_text.hidden(view.action)) is not None:
         return why
+    if view.diff is not None and (why := diff_problem(view.diff, view.diff_sha256)) is not None:
+        return f"its diff cannot be shown: {why}"
     if len(view.action) > full_text.MAX_VIEW_BYTES or not full_text.fits(_full_details(view, None)):
         return f"it is too long to show in Slack ({len(view.action):,} characters)"
     return None
@@ -277,6 +292,7 @@ def home_approval_blocks(view: ApprovalView, now: float) -> list[Block]:
     buttons += [
         button("Deny", ids.DENY, view.request_id, style="danger"),
         button("Details", ids.DETAILS, view.request_id),
+        *_diff_button(view),
     ]
     left = max(0, int(view.expires_at - now) // 60)
     who = safe(view.agent_id, 60)

@@ -21,6 +21,7 @@ from bot.approval_ui.blocks import (
     approver_mentions,
 )
 from bot.approval_ui.copies import ApproverDMs
+from bot.approval_ui.diff import diff_of
 from bot.approval_ui.port import slack_conversation
 from bot.approval_ui.texts import post_failed_text
 from bot.errors import OutboxError
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 def approval_view(request: ApprovalRequest) -> ApprovalView:
     """The renderer's view of a request (rendering never sees approvals internals)."""
+    diff = diff_of(request.context)
     return ApprovalView(
         request_id=request.id,
         agent_id=request.agent_id,
@@ -51,6 +53,8 @@ def approval_view(request: ApprovalRequest) -> ApprovalView:
         decision_reason=request.decision_reason,
         quorum=request.approvers.quorum,
         approvals_so_far=request.approvals_so_far,
+        diff=None if diff is None else diff[0],
+        diff_sha256=None if diff is None else diff[1],
     )
 
 

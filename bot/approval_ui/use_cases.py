@@ -21,6 +21,7 @@ from bot.approval_ui.blocks import (
     not_approvable_note,
     notice_modal,
 )
+from bot.approval_ui.diff import diff_modal, diff_of
 from bot.approval_ui.pending import pending_for, principal_for
 from bot.approval_ui.port import slack_conversation
 from bot.approval_ui.presenter import ApprovalsUI, approval_view
@@ -137,7 +138,19 @@ class ApprovalUseCases:
         self, request_id: str, user_id: str | None, channel: str | None, trigger: str
     ) -> str | None:
         """Open the Details modal where the request was posted, or for its approvers."""
-        view_id = await self._open(trigger, notice_modal("Approval details", WORKING))
+        return await self._modal(request_id, user_id, channel, trigger, diff=False)
+
+    async def view_diff(
+        self, request_id: str, user_id: str | None, channel: str | None, trigger: str
+    ) -> str | None:
+        """Open the "View diff" modal (the whole diff the approval binds), with Details' visibility."""
+        return await self._modal(request_id, user_id, channel, trigger, diff=True)
+
+    async def _modal(
+        self, request_id: str, user_id: str | None, channel: str | None, trigger: str, *, diff: bool
+    ) -> str | None:
+        title = "Diff" if diff else "Approval details"
+        view_id = await self._open(trigger, notice_modal(title, WORKING))
         request = await self.service.get(request_id)
         # Button values can be forged: show a request only where it was posted, or to its approvers.
         where = None if request is None else slack_conversation(request)
@@ -145,10 +158,15 @@ class ApprovalUseCases:
             (channel is not None and where is not None and where.channel == channel)
             or (user_id is not None and await self.is_approver(user_id, request))
         )
+        carried = None if request is None else diff_of(request.context)
+        if diff and carried is None:
+            visible = False
         if view_id is None:
             return None if visible else NO_SUCH_REQUEST
         if request is None or not visible:
-            await self._update(view_id, notice_modal("Approval details", NO_SUCH_REQUEST))
+            await self._update(view_id, notice_modal(title, NO_SUCH_REQUEST))
+        elif carried is not None and diff:
+            await self._update(view_id, diff_modal(request.id, *carried))
         else:
             await self._update(view_id, approval_details_modal(approval_view(request), now=time.time()))
         return None

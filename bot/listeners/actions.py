@@ -1,4 +1,4 @@
-"""Button clicks: approvals (Approve once / for this run / Deny / Details) and run controls.
+"""Button clicks: approvals (Approve once / for this run / Deny / Details / View diff), run controls.
 
 Every listener acks before anything else; the clicker is the signed payload's `user.id`; the
 button value is only an id, everything else is looked up server-side.
@@ -42,6 +42,11 @@ def register(app: AsyncApp, services: Services) -> None:
     async def details(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         services.tasks.spawn(_details(services, body), name="click:details")
+
+    @app.action(ids.VIEW_DIFF)
+    async def view_diff(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        services.tasks.spawn(_details(services, body, diff=True), name="click:diff")
 
     @app.action(ids.RUN_CANCEL)
     async def cancel(ack: AsyncAck, body: dict[str, Any]) -> None:
@@ -104,15 +109,14 @@ async def _deny(services: Services, body: dict[str, Any]) -> None:
     await _tell(services, body, await services.approval_ui.deny(request_id, user, _trigger(body)))
 
 
-async def _details(services: Services, body: dict[str, Any]) -> None:
+async def _details(services: Services, body: dict[str, Any], *, diff: bool = False) -> None:
     request_id, trigger = action_value(body), _trigger(body)
     if request_id is None or trigger is None:
         return
     where = conversation(body)
     channel = None if where is None else where.channel
-    await _tell(
-        services, body, await services.approval_ui.details(request_id, user_id(body), channel, trigger)
-    )
+    show = services.approval_ui.view_diff if diff else services.approval_ui.details
+    await _tell(services, body, await show(request_id, user_id(body), channel, trigger))
 
 
 async def _stop(services: Services, body: dict[str, Any], *, finish: bool) -> None:

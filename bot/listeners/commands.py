@@ -9,7 +9,16 @@ from slack_bolt.async_app import AsyncAck, AsyncApp
 from bot.listeners.replies import response_url, tell
 from bot.listeners.workspaces import REFUSED, Workspaces
 from bot.runs import Where, help_text
-from bot.slack.parse import Cancel, History, ListApprovals, StartRun, Status, UsageError, parse_command
+from bot.slack.parse import (
+    Cancel,
+    History,
+    ListApprovals,
+    OpenSettings,
+    StartRun,
+    Status,
+    UsageError,
+    parse_command,
+)
 
 if TYPE_CHECKING:
     from bot.wiring import Services
@@ -32,7 +41,7 @@ def register(app: AsyncApp, services: Services) -> None:
         if isinstance(parsed, UsageError):
             await ack(text=parsed.message)
             return
-        if not isinstance(parsed, (StartRun, Status, Cancel, ListApprovals, History)):
+        if not isinstance(parsed, (StartRun, Status, Cancel, ListApprovals, History, OpenSettings)):
             await ack(text=help_text())
             return
         await ack()
@@ -49,10 +58,16 @@ def register(app: AsyncApp, services: Services) -> None:
 
 
 async def _answer(
-    services: Services, parsed: StartRun | Status | Cancel | ListApprovals | History, where: Where
+    services: Services,
+    parsed: StartRun | Status | Cancel | ListApprovals | History | OpenSettings,
+    where: Where,
 ) -> None:
-    if isinstance(parsed, StartRun):
-        reply = services.runs.start(parsed, where)
+    if isinstance(parsed, OpenSettings):
+        # The modal opens with the command's own trigger_id (it lives 3 s and works once).
+        trigger = (where.delivery or "").removeprefix("command:")
+        reply = await services.channels.open(where.channel, where.user, trigger)
+    elif isinstance(parsed, StartRun):
+        reply = await services.runs.start(parsed, where)
     elif isinstance(parsed, Status):
         reply = await services.runs.status(parsed.run_id, where.channel, where.user)
     elif isinstance(parsed, Cancel):

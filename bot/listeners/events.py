@@ -69,7 +69,8 @@ async def _mention(services: Services, event: dict[str, Any], delivery: str | No
     thread = event.get("thread_ts")
     thread_ts = thread if isinstance(thread, str) else None
     # Only the bot's own mention goes: "@massgen ask @alice about the outage" keeps Alice.
-    parsed = parse_task(strip_mentions(str(event.get("text") or ""), services.identity.get("user_id")))
+    text = strip_mentions(str(event.get("text") or ""), services.identity.get("user_id"))
+    parsed = parse_task(text, mention=True)
     reply: str | None
     if isinstance(parsed, UsageError):
         reply = parsed.message

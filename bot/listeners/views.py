@@ -1,4 +1,4 @@
-"""Modal submissions: the reason a denier may add after denying."""
+"""Modal submissions: the reason a denier may add after denying; a channel's settings."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
+from bot.channel_settings import ChannelDefaults
+from bot.listeners.replies import tell
 from bot.render import ids
 
 if TYPE_CHECKING:
@@ -26,6 +28,27 @@ def register(app: AsyncApp, services: Services) -> None:
             reason = _reason(view)
             deny = services.approval_ui.submit_deny_reason(request_id, user, reason)
             services.tasks.spawn(deny, name="modal:deny")
+
+    _register_settings(app, services)
+
+
+def _register_settings(app: AsyncApp, services: Services) -> None:
+    @app.view(ids.SETTINGS_MODAL)
+    async def channel_settings(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
+        """Checked against the configured names before the ack (pure), so Slack shows each error."""
+        checked = services.channels.check((view.get("state") or {}).get("values") or {})
+        if not isinstance(checked, ChannelDefaults):
+            await ack(response_action="errors", errors=checked)
+            return
+        await ack()
+        channel, user = str(view.get("private_metadata") or ""), (body.get("user") or {}).get("id")
+        if isinstance(user, str):
+            services.tasks.spawn(_save(services, channel, user, checked), name="modal:settings")
+
+
+async def _save(services: Services, channel: str, user: str, new: ChannelDefaults) -> None:
+    reply = await services.channels.save(channel, user, new)
+    await tell(services, user=user, channel=channel or None, text=reply)
 
 
 def _reason(view: dict[str, Any]) -> str | None:

@@ -98,8 +98,12 @@ def _outcome(view: RunView) -> str:
     return f"{icon} *Failed*" + (f": {reasons}" if reasons else ".")
 
 
-def status_blocks(view: RunView, *, now: float) -> Rendered:
-    """The root status message: task, requester, agent cards, progress, and controls while running."""
+def status_blocks(view: RunView, *, now: float, used: str = "") -> Rendered:
+    """The root status message: task, requester, agent cards, progress, and controls while running.
+
+    `used` (already mrkdwn) says which repository, team and policy the run used and which of them
+    were the channel's defaults.
+    """
     phase = _OUTCOME.get(view.outcome or "") or _PHASE.get(view.phase, safe(view.phase, 40))
     task = safe(" ".join(view.task.split()), 500)
     blocks: list[Block] = [section(f"*MassGen* · {phase}\n*Task:* {task}")]
@@ -111,6 +115,8 @@ def status_blocks(view: RunView, *, now: float) -> Rendered:
     if view.run_id:
         facts.append(f"run {code(view.run_id, 64)}")
     blocks.append(context(" · ".join(facts)))
+    if used:
+        blocks.append(context(used))
     for start in range(0, min(len(view.agents), 30), 10):
         cards = [_agent_field(a, over=view.outcome is not None) for a in view.agents[start : start + 10]]
         blocks.append(section("*Agents*" if start == 0 else "", fields=cards))

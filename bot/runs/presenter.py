@@ -36,8 +36,10 @@ class RunRenderer:
         clock: Callable[[], float] = time.time,
         broadcast: bool = False,
         progress_after: float = 0.0,
+        used: str = "",
     ) -> None:
         self._outbox = outbox
+        self._used = used  # what the run used (repo, team, policy): a line on its status message
         self._channel = channel
         self.root = root
         self.thread = thread
@@ -67,7 +69,7 @@ class RunRenderer:
 
     def refresh(self) -> None:
         """Queue a status update with the current view (coalesced by the outbox)."""
-        text, blocks = status_blocks(self.view, now=self._clock())
+        text, blocks = status_blocks(self.view, now=self._clock(), used=self._used)
         self.last_refresh = time.monotonic()
         self._outbox.update(self.root, text=text, blocks=blocks)
 

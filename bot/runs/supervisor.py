@@ -26,6 +26,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from approvals import ApprovalService, ConversationRef
 from bot.approval_ui.port import ThreadApprovalPort
 from bot.batched import Batched
+from bot.channel_settings import Selection
 from bot.engine.config import PARKED
 from bot.errors import OutboxError
 from bot.ops import bind_request, bind_run, bound_request
@@ -89,6 +90,7 @@ class RunRequest:
     parsed: StartRun | None = None  # what was asked for: a worker resolves the team from it again
     delivery: str | None = None  # Slack's id for the request: the run id derives from it
     request_id: str | None = None  # the id the request's log records carry (its run's carry it too)
+    selection: Selection | None = None  # repository, defaults used, channel approvers (settings room)
 
     def payload(self) -> dict[str, Any]:
         """Plain data for the engine (pickled into its database: no secrets, so no team config)."""
@@ -104,7 +106,15 @@ class RunRequest:
             "context": self.context,
             "response_url": self.response_url,
             "request_id": self.request_id or bound_request(),
+            "selection": None if self.selection is None else self.selection.payload(),
         }
+
+    def used(self) -> str:
+        """What the status message says the run used ("repo `billing` (channel default) · …"), or ""."""
+        if self.selection is None:
+            return ""
+        team = None if self.parsed is None else self.parsed.team
+        return self.selection.line(team=team, policy=self.choice.team.permissions.policy)
 
     @classmethod
     def of(cls, payload: dict[str, Any], teams: TeamCatalog) -> RunRequest:
@@ -115,8 +125,12 @@ class RunRequest:
             agents=tuple(payload.get("agents") or ()),
             policy=payload.get("policy"),
         )
+        selection = Selection.of(payload.get("selection"))
+        choice = teams.choose(parsed)
+        if selection is not None:  # the channel's approvers, as when the run was asked for
+            choice = TeamChoice(name=choice.name, team=selection.apply(choice.team))
         return cls(
-            choice=teams.choose(parsed),
+            choice=choice,
             task=parsed.task,
             requester=str(payload["requester"]),
             channel=str(payload["channel"]),
@@ -125,6 +139,7 @@ class RunRequest:
             response_url=payload.get("response_url"),
             parsed=parsed,
             request_id=payload.get("request_id"),
+            selection=selection,
         )
 
 
@@ -437,7 +452,7 @@ class RunSupervisor:
         if view is None:
             initial = RunView.initial(task=request.task, requester=request.requester, now=self._clock())
             view = dataclasses.replace(initial, run_id=run_id)
-        text, blocks = status_blocks(view, now=self._clock())
+        text, blocks = status_blocks(view, now=self._clock(), used=request.used())
         root = self._outbox.post(
             request.channel, text=text, blocks=blocks, thread=request.thread_ts, run_id=run_id
         )
@@ -455,6 +470,7 @@ class RunSupervisor:
             clock=self._clock,
             broadcast=self._broadcast,
             progress_after=self._progress_after,
+            used=request.used(),
         )
 
     @property

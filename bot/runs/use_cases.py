@@ -11,11 +11,12 @@ from bot.runs.blocks import answer_modal
 from bot.runs.control import GroupsOf, may_control
 from bot.runs.history import RunHistory
 from bot.runs.supervisor import ActiveRun, RunRequest, RunSupervisor
-from bot.runs.teams import TeamCatalog, TeamNotFound
+from bot.runs.teams import TeamCatalog, TeamChoice, TeamNotFound
 from bot.slack.parse import StartRun
 from orchestrator import AnswerSubmitted, Parked
 
 if TYPE_CHECKING:
+    from bot.channel_settings import ChannelSettings
     from bot.engine import Action
 
 STILL_RUNNING = "A run is still working in this thread; wait for its answer or cancel it first."
@@ -48,18 +49,28 @@ class RunUseCases:
         teams: TeamCatalog,
         history: RunHistory,
         groups_of: GroupsOf,
+        channels: ChannelSettings | None = None,
     ) -> None:
+        self.channels = channels  # a channel's defaults and approvers (None: the team file's only)
         self.supervisor = supervisor
         self.teams = teams
         self.history = history
         self._groups_of = groups_of
 
-    def start(self, parsed: StartRun, where: Where, *, context: str | None = None) -> str | None:
-        """Start a run (or say why not)."""
+    async def start(self, parsed: StartRun, where: Where, *, context: str | None = None) -> str | None:
+        """Start a run with the channel's defaults filled in (or say why not, in one line)."""
+        selection = None
+        if self.channels is not None:
+            selected = await self.channels.select(parsed, where.channel)
+            if isinstance(selected, str):
+                return selected
+            parsed, selection = selected
         try:
             choice = self.teams.choose(parsed)
         except TeamNotFound as exc:
             return safe(str(exc))
+        if selection is not None:  # the channel's approvers join the team file's
+            choice = TeamChoice(name=choice.name, team=selection.apply(choice.team))
         self.supervisor.start(
             RunRequest(
                 choice=choice,
@@ -71,6 +82,7 @@ class RunUseCases:
                 response_url=where.response_url,
                 parsed=parsed,
                 delivery=where.delivery,
+                selection=selection,
             )
         )
         return None
@@ -86,7 +98,7 @@ class RunUseCases:
                 context = previous.final_answer
             else:  # someone else's thread: start a fresh run in the channel
                 where = Where(user=where.user, channel=where.channel, delivery=where.delivery)
-        return self.start(parsed, where, context=context)
+        return await self.start(parsed, where, context=context)
 
     async def status(self, run_id: str | None, channel: str, user: str) -> str:
         """Active runs in this channel, or one run by id (shown in its channel or to its requester)."""

@@ -18,6 +18,8 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _USER_ID = re.compile(r"[UW][A-Z0-9]{2,}")
 _MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
+# `repo=NAME` leading a mention's task (a whole word: "repo=billing", not "repo=billing's").
+_REPO_WORD = re.compile(r"repo=(\S{1,64})(?:\s+|$)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,11 +48,17 @@ class History:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OpenSettings:
+    """`/massgen settings`: the channel's defaults (repository, team, policy, approvers), in a modal."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StartRun:
     task: str
     team: str | None = None
     agents: tuple[str, ...] = ()
     policy: str | None = None
+    repo: str | None = None  # a repository by name (`--repo NAME`, `repo=NAME` in a mention)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,7 +68,7 @@ class UsageError:
     message: str
 
 
-Command = Help | Status | Cancel | ListApprovals | History | StartRun | UsageError
+Command = Help | Status | Cancel | ListApprovals | History | OpenSettings | StartRun | UsageError
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,6 +116,8 @@ def _keyword(head: str, rest: list[str]) -> Command | None:
         return Help()
     if head in {"approvals", "history"} and not rest:
         return ListApprovals() if head == "approvals" else History()
+    if head == "settings" and not rest:
+        return OpenSettings()
     if head == "status" and len(rest) <= 1:
         if rest and not _RUN_ID.fullmatch(rest[0]):
             return UsageError(message="Usage: `/massgen status [RUN]` (RUN is a run id).")
@@ -121,10 +131,16 @@ def _keyword(head: str, rest: list[str]) -> Command | None:
     return None
 
 
-def parse_task(text: str) -> StartRun | UsageError | Help:
-    """Leading `--team NAME`, `--agents a,b`, `--policy NAME` options, then the task itself."""
+def parse_task(text: str, *, mention: bool = False) -> StartRun | UsageError | Help:
+    """Leading `--team NAME`, `--agents a,b`, `--policy NAME`, `--repo NAME` options, then the task.
+
+    In a mention (`mention=True`) a leading `repo=NAME` also names the repository, the way people
+    write it to a bot in a channel ("@massgen repo=billing fix the flaky test").
+    """
     options: dict[str, str] = {}
     remaining = text.strip()
+    if mention and (found := _REPO_WORD.match(remaining)):
+        options["repo"], remaining = found.group(1), remaining[found.end() :].lstrip()
     while remaining.startswith("--"):
         token, _, remaining = remaining.partition(" ")
         remaining = remaining.lstrip()
@@ -132,9 +148,9 @@ def parse_task(text: str) -> StartRun | UsageError | Help:
         if not eq:
             value, _, remaining = remaining.partition(" ")
             remaining = remaining.lstrip()
-        if name not in {"team", "agents", "policy"}:
+        if name not in {"team", "agents", "policy", "repo"}:
             return UsageError(
-                message=f"Unknown option `--{_plain(name)}`. Options: --team, --agents, --policy."
+                message=f"Unknown option `--{_plain(name)}`. Options: --repo, --team, --agents, --policy."
             )
         if not value:
             return UsageError(message=f"Option `--{name}` needs a value.")
@@ -155,6 +171,9 @@ def _start_run(task: str, options: Mapping[str, str]) -> StartRun | UsageError |
     team = options.get("team")
     if team is not None and not _NAME.fullmatch(team):
         return UsageError(message="`--team` takes a team name (letters, digits, `-`, `_`, `.`).")
+    repo = options.get("repo")
+    if repo is not None and not _NAME.fullmatch(repo):
+        return UsageError(message="`--repo` takes a repository name (letters, digits, `-`, `_`, `.`).")
     policy = options.get("policy")
     if policy is not None and policy not in POLICIES:
         return UsageError(message=f"`--policy` must be one of: {', '.join(POLICIES)}.")
@@ -165,7 +184,7 @@ def _start_run(task: str, options: Mapping[str, str]) -> StartRun | UsageError |
             return UsageError(
                 message="`--agents` takes agent ids separated by commas, e.g. `--agents alpha,beta`."
             )
-    return StartRun(task=task, team=team, agents=agents, policy=policy)
+    return StartRun(task=task, team=team, agents=agents, policy=policy, repo=repo)
 
 
 def _plain(text: str) -> str:

@@ -10,6 +10,7 @@ the remote without force, and the branch's pull request is found or opened on th
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +52,9 @@ class PublishPlan:
             "forge": repo.forge,
             "diff_stat": self.stat,
             "diff": self.patch,
-            "diff_sha256": self.digest,
+            # The diff's own hash: Slack's "View diff" shows the bytes only if they match it.
+            "diff_sha256": hashlib.sha256(self.patch.encode()).hexdigest(),
+            "action_digest": self.digest,
             "files": ", ".join(self.files)[:2000],
             "sensitive_paths": ", ".join(self.sensitive),
             "title": self.title,

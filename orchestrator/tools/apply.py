@@ -10,6 +10,7 @@ environment for a folder (`workspace.source`), a commit, push and pull request f
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,7 +61,12 @@ def source_plan(source: Path, patch: str, paths: tuple[str, ...]) -> ApplyPlan:
         actions=tuple(Action(kind="write", target=str(source / rel)) for rel in paths),
         request_action=Action(kind="write", target=str(source)),
         digest=action_digest("apply_patch", {"source": str(source), "patch": patch}),
-        context={"files": files[:2000], "diff": patch, "sensitive_paths": ", ".join(sensitive)},
+        context={
+            "files": files[:2000],
+            "diff": patch,
+            "diff_sha256": hashlib.sha256(patch.encode()).hexdigest(),  # what "View diff" checks
+            "sensitive_paths": ", ".join(sensitive),
+        },
         arguments={"source": str(source), "files": files[:_EVENT_ARG_CHARS]},
         run=run,
     )

@@ -13,12 +13,14 @@ from bot.slack.parse import (
     Help,
     History,
     ListApprovals,
+    OpenSettings,
     StartRun,
     Status,
     UsageError,
     action_value,
     conversation,
     parse_command,
+    parse_task,
     strip_mentions,
     unescape_slack,
     user_id,
@@ -46,6 +48,11 @@ from bot.slack.parse import (
         ("--agents a,b --policy deny-all go", StartRun(task="go", agents=("a", "b"), policy="deny-all")),
         ("x &lt;b&gt; &amp;amp; y", StartRun(task="x <b> &amp; y")),
         ("fix it --team infra", StartRun(task="fix it --team infra")),
+        ("settings", OpenSettings()),
+        ("settings for billing", StartRun(task="settings for billing")),
+        ("--repo billing fix the flaky test", StartRun(task="fix the flaky test", repo="billing")),
+        ("--repo=web --team infra go", StartRun(task="go", repo="web", team="infra")),
+        ("repo=billing fix it", StartRun(task="repo=billing fix it")),  # only a mention reads repo=
     ],
 )
 def test_commands(text: str, expected: object) -> None:
@@ -65,6 +72,8 @@ def test_commands(text: str, expected: object) -> None:
         ("--policy yolo task", "must be one of"),
         ("--agents ,, task", "agent ids"),
         ("--team infra", "Give me a task"),
+        ("--repo ../etc task", "repository name"),
+        ("--repo", "needs a value"),
         ("x" * (MAX_TASK_CHARS + 1), "limit is 12,000"),
     ],
 )
@@ -129,3 +138,22 @@ def test_action_value() -> None:
     assert action_value({"actions": [{"value": "req-1"}]}) == "req-1"
     assert action_value({"actions": []}) is None
     assert action_value({}) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("repo=billing fix the flaky test", StartRun(task="fix the flaky test", repo="billing")),
+        ("repo=billing --team infra go", StartRun(task="go", repo="billing", team="infra")),
+        ("fix repo=billing please", StartRun(task="fix repo=billing please")),  # leading only
+        ("repo=billing", UsageError(message="Give me a task: `/massgen [--team NAME] <task>`.")),
+    ],
+)
+def test_a_mention_names_its_repository_with_repo_equals(text: str, expected: object) -> None:
+    assert parse_task(text, mention=True) == expected
+
+
+def test_a_mentions_repo_name_is_checked_like_the_option() -> None:
+    result = parse_task("repo=<!channel> go", mention=True)
+    assert isinstance(result, UsageError)
+    assert "repository name" in result.message

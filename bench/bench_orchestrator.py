@@ -19,10 +19,10 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+from orchestrator import start_run
 from orchestrator.config.team import AgentConfig, BackendConfig, TeamConfig
 from orchestrator.events import RunEvent
-from orchestrator.run.supervisor import start_run
-from orchestrator.testing import Request, ScriptedModels, Turn, protocol, scripted_team
+from orchestrator.testing import Request, ScriptedModels, Turn, ended, protocol, scripted_team
 
 MASSGEN_PROMPT_TOKENS = {3: 27_900, 5: 43_500}
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +43,7 @@ async def overhead(runs: int = 200, agents: int = 3) -> None:
         handle = await start_run(
             scripted_team(agents), "task", models=ScriptedModels(), subscribers=[seen.append]
         )
-        await handle.wait()
+        await ended(handle)
         durations.append(time.perf_counter() - started)
         events += len(seen)
     per_run = statistics.median(durations)
@@ -65,7 +65,7 @@ async def _concurrent_runs(runs: int, agents: int, delay: float) -> list[str]:
         await start_run(scripted_team(agents), f"task {i}", models=ScriptedModels(then=delayed(delay)))
         for i in range(runs)
     ]
-    return [r.kind for r in await asyncio.gather(*(h.wait() for h in handles))]
+    return [r.kind for r in await asyncio.gather(*(ended(h) for h in handles))]
 
 
 async def concurrent(runs: int = 100, agents: int = 3, delay: float = 0.02) -> None:
@@ -112,7 +112,7 @@ async def growth() -> None:
     for agents in range(2, 9):
         models = ScriptedModels()
         handle = await start_run(scripted_team(agents), "fix the flaky test in billing", models=models)
-        result = await handle.wait()
+        result = await ended(handle)
         tokens = getattr(result, "input_tokens", 0)
         massgen = MASSGEN_PROMPT_TOKENS.get(agents)
         ratio = f" = {tokens / massgen:.2f} × MassGen's {massgen / 1000:.1f}k" if massgen else ""
@@ -142,7 +142,7 @@ async def loopback_tokens() -> None:
                 ]
             )
             handle = await start_run(team, "fix the flaky test in billing")
-            await handle.wait()
+            await ended(handle)
             tokens = server.prompt_tokens_total
             massgen = MASSGEN_PROMPT_TOKENS[agents]
             print(

@@ -1,4 +1,7 @@
-"""The orchestrator's exception root; every error it raises derives from `OrchestratorError`."""
+"""The orchestrator's exception root; every error it raises derives from `OrchestratorError`.
+
+`ToolParked` lives here too but is no error: it is the signal that a call waits for a human.
+"""
 
 from __future__ import annotations
 
@@ -81,10 +84,13 @@ class RunNotResumable(OrchestratorError):
     """`resume_run` was given a run that is unknown, already ended, or started with other agents."""
 
 
-class ToolParked(OrchestratorError):
-    """A tool call waits for a human in park mode: the agent's task ends here (not a failure).
+class ToolParked(BaseException):
+    """A tool call waits for a human: the agent's task (or the run's final step) ends here.
 
-    `request_id` is the approval request the call is parked on; a resume with it decided goes on.
+    Not an error, and outside the error tree on purpose: like `asyncio.CancelledError` it derives
+    from `BaseException`, so a broad `except Exception` never swallows it and needs no guard. The
+    run catches it where a task ends and parks; `request_id` is the approval request the call is
+    parked on, and the call resumed with it decided goes on.
     """
 
     def __init__(self, request_id: str) -> None:

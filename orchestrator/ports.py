@@ -102,8 +102,6 @@ class RunContext:
     requester: str | None
     emit: Emit
     conversation: ConversationRef | None = None  # where the run lives; every approval ask carries it
-    # Park mode: an ask ends the asking agent's task (`ToolParked`) instead of waiting for a human.
-    park: bool = False
     resumed: bool = False  # the run is resumed: its workspaces exist already
     checkpoint: Emit | None = None  # emit and wait until stored (ToolStarted); None: like `emit`
     grants: tuple[GrantAdded, ...] = ()  # a resumed run's "for this run" grants, as its log has them
@@ -122,10 +120,10 @@ class AgentToolbox(Protocol):
         ...
 
     async def call(self, call: ToolCall, *, phase: ToolPhase, awaiting: str | None = None) -> ToolOutcome:
-        """Run one call through the permission gate; may wait for a human while other agents keep working.
+        """Run one call through the permission gate; an ask parks it while other agents keep working.
 
-        Emits its own ToolCalled/ToolDecided/ToolApproval* events via the context's `emit`. In park
-        mode an ask raises `ToolParked` instead of waiting; the resumed call passes the request id
+        Emits its own ToolCalled/ToolDecided/ToolApproval* events via the context's `emit`. An ask
+        raises `ToolParked` (no coroutine waits for a human); the resumed call passes the request id
         as `awaiting` (nothing is asked again: the decision stored for it is the answer).
         """
         ...
@@ -153,7 +151,7 @@ class RunTools(Protocol):
     async def apply_patch(self, agent_id: str, patch: str, *, awaiting: str | None = None) -> ToolOutcome:
         """Apply `patch` for `agent_id` through the permission gate; all or nothing.
 
-        Never raises, except `ToolParked` in park mode (`awaiting`: the request it was parked on).
+        Never raises, except `ToolParked` when it asks (`awaiting`: the request it was parked on).
         """
         ...
 
@@ -244,7 +242,11 @@ class ApprovalPort(Protocol):
         ...
 
     async def wait(self, request_id: str) -> ApprovalRequest:
-        """The request once it is terminal (approved, denied, expired or cancelled)."""
+        """The request once it is terminal (approved, denied, expired or cancelled).
+
+        Only a driver waits here, between a park and the resume (an overdue request is expired):
+        the tools never do, they park.
+        """
         ...
 
     async def get(self, request_id: str) -> ApprovalRequest | None:

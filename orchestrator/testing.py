@@ -14,12 +14,12 @@ import json
 import math
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.config.team import AgentConfig, BackendConfig, OrchestratorConfig, PriceConfig, TeamConfig
 from orchestrator.errors import ProviderError
-from orchestrator.events import ToolApprovalRequested, ToolApprovalResolved, ToolCalled, ToolDecided
+from orchestrator.events import ToolCalled, ToolDecided
 from orchestrator.llm.base import (
     AssistantMessage,
     Message,
@@ -35,6 +35,7 @@ from orchestrator.llm.base import (
     UserMessage,
 )
 from orchestrator.ports import RunContext, ToolOutcome, ToolPhase
+from orchestrator.run import Parked, RunHandle, Terminal
 
 _ids = itertools.count(1)
 _ANSWER_AGENT = re.compile(r'<answer agent="(agent\d+)"')
@@ -233,12 +234,14 @@ class Execution:
 
 @dataclass(slots=True, kw_only=True)
 class FakeToolsConfig:
-    """Behaviour of `FakeRunTools`: which tools ask for approval, which are denied, which are side effects."""
+    """Behaviour of `FakeRunTools`: which tools are denied, which are side effects.
 
-    ask: frozenset[str] = frozenset()
+    They never ask: a run that asks a human parks, which the real gate does (see `build_run_tools`
+    with `approvals.testing`'s in-memory stores).
+    """
+
     deny: frozenset[str] = frozenset()
     side_effects: frozenset[str] = frozenset({"publish"})
-    approval: asyncio.Event = field(default_factory=asyncio.Event)  # set = approved
     patch: str | None = None
 
 
@@ -274,20 +277,6 @@ class FakeToolbox:
                 call, action, "allow", executed=False, reason="side effect deferred to final phase"
             )
             return ToolOutcome(content="Deferred: describe this in your answer; the winner performs it.")
-        if call.name in config.ask:
-            request_id = f"req-{next(_ids)}"
-            await emit(
-                ToolApprovalRequested(
-                    agent_id=self._agent_id, request_id=request_id, action=action, risk="medium",
-                    layer="rule", reason="asks", expires_at=0.0,
-                )
-            )  # fmt: skip
-            tools.waiting.add(self._agent_id)
-            await config.approval.wait()
-            tools.waiting.discard(self._agent_id)
-            await emit(
-                ToolApprovalResolved(agent_id=self._agent_id, request_id=request_id, status="approved")
-            )
         tools.executions.append(Execution(self._agent_id, call.name, phase, dict(call.arguments)))
         await self._decided(call, action, "allow", executed=True, reason="ok")
         return ToolOutcome(content=f"ok: {call.name} ran")
@@ -304,13 +293,12 @@ class FakeToolbox:
 
 
 class FakeRunTools:
-    """`RunTools` for scenario tests; records executions and which agents wait for approval."""
+    """`RunTools` for scenario tests; records executions."""
 
     def __init__(self, ctx: RunContext, config: FakeToolsConfig) -> None:
         self.ctx = ctx
         self.config = config
         self.executions: list[Execution] = []
-        self.waiting: set[str] = set()
         self.closed = False
         self.parked = False
         self.close_reason: str | None = None
@@ -343,6 +331,17 @@ class FakeToolsFactory:
     async def __call__(self, ctx: RunContext) -> FakeRunTools:
         self.built = FakeRunTools(ctx, self.config)
         return self.built
+
+
+async def ended(handle: RunHandle) -> Terminal:
+    """The terminal event of a run that asks nobody; a park fails the caller (it has no driver).
+
+    A run that may ask goes through `orchestrator.RunDriver`, which resumes it after each decision.
+    """
+    outcome = await handle.outcome()
+    if isinstance(outcome, Parked):
+        raise AssertionError(f"run {outcome.run_id} parked on {', '.join(outcome.waiting)}")
+    return outcome
 
 
 # ---- teams --------------------------------------------------------------------------------------

@@ -394,7 +394,6 @@ class RunSupervisor:
                 models=self._models,
                 tools=self._tools_factory(request.channel, renderer.thread),
                 subscribers=self._subscribers(run_id, renderer),
-                park=self._parks,
                 events=events,  # just read from the same store
             )
         except Exception as exc:
@@ -438,7 +437,6 @@ class RunSupervisor:
                 conversation=ConversationRef(
                     surface="slack", channel=request.channel, thread=request.thread_ts
                 ),
-                park=self._parks,
             )
         except Exception as exc:
             log.exception("run %s could not start", run_id)
@@ -473,11 +471,6 @@ class RunSupervisor:
             used=request.used(),
         )
 
-    @property
-    def _parks(self) -> bool:
-        """Runs park on approvals (and resume by id) when an engine wakes them; inline they wait."""
-        return self.engine is not None
-
     async def _drive(self, active: ActiveRun) -> RunOutcome:
         """Until the run ends (then the last status) or parks; how it stands."""
         run_id = active.handle.run_id
@@ -491,7 +484,7 @@ class RunSupervisor:
             self._controls = self.spawn(self._poll_controls(self.engine), name="run-controls")
         try:
             # The run store records the outcome (one truth about a run).
-            outcome = await (active.handle.outcome() if self._parks else active.handle.wait())
+            outcome = await active.handle.outcome()
             if isinstance(outcome, Parked):  # its workflow waits for a wake; the status shows who is asked
                 active.parked = True
                 active.renderer.refresh()

@@ -7,18 +7,8 @@ this room's package data.
 from orchestrator.run.coordination import AgentView, Answer, Choice, CoordinationState, Phase, rebuild_state
 from orchestrator.run.driver import RunDriver, drive_run
 from orchestrator.run.emitter import Subscriber
-from orchestrator.run.supervisor import (
-    ModelFactory,
-    Parked,
-    RunHandle,
-    RunIsParked,
-    RunOutcome,
-    Terminal,
-    default_models,
-    resume_run,
-    start_run,
-    stop_parked_run,
-)
+from orchestrator.run.launch import RunHandle, default_models, resume_run, start_run, stop_parked_run
+from orchestrator.run.supervisor import ModelFactory, Parked, RunOutcome, Terminal
 from orchestrator.run.view import ActionResult, AgentCard, PendingApproval, RunView, ViewPhase
 
 __all__ = [
@@ -34,7 +24,6 @@ __all__ = [
     "Phase",
     "RunDriver",
     "RunHandle",
-    "RunIsParked",
     "RunOutcome",
     "RunView",
     "Subscriber",

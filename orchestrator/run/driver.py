@@ -1,7 +1,7 @@
-"""The in-process driver: a run in park mode, resumed after each decision until it ends.
+"""The in-process driver: a run resumed after each decision until it ends.
 
-For callers that hold the run in their own process (`massgen-bot run`, tests): start (or resume)
-in park mode; on `Parked`, wait through the approval port until one awaited request is decided
+For callers that hold the run in their own process (`massgen-bot run`, tests, benches): start (or
+resume) it; on `Parked`, wait through the approval port until one awaited request is decided
 (from anywhere: the service polls its store), then resume by id; repeat until a terminal event.
 No coroutine of the run waits for a human; only the driver waits, and it holds no run state.
 A durable engine does the same with a workflow per run instead (the driver is not needed there).
@@ -20,15 +20,8 @@ from approvals import ConversationRef
 from orchestrator.config.team import TeamConfig
 from orchestrator.ports import ApprovalPort, RunStore, RunToolsFactory
 from orchestrator.run.emitter import Subscriber
-from orchestrator.run.supervisor import (
-    ModelFactory,
-    Parked,
-    RunHandle,
-    Terminal,
-    resume_run,
-    start_run,
-    stop_parked_run,
-)
+from orchestrator.run.launch import RunHandle, resume_run, start_run, stop_parked_run
+from orchestrator.run.supervisor import ModelFactory, Parked, Terminal
 from orchestrator.store import InMemoryRunStore
 
 log = logging.getLogger(__name__)
@@ -72,7 +65,7 @@ class RunDriver:
         team_name: str | None = None,
         conversation: ConversationRef | None = None,
     ) -> Terminal:
-        """Start the run in park mode and drive it to its terminal event."""
+        """Start the run and drive it through every park to its terminal event."""
         handle = await start_run(
             self.team,
             task,
@@ -86,7 +79,6 @@ class RunDriver:
             subscribers=self._subscribers,
             team_name=team_name,
             conversation=conversation,
-            park=True,
         )
         return await self._drive(handle)
 
@@ -112,7 +104,6 @@ class RunDriver:
             tools=self._tools,
             clock=self._clock,
             subscribers=self._subscribers,
-            park=True,
         )
 
     async def _drive(self, handle: RunHandle) -> Terminal:
@@ -186,7 +177,7 @@ async def drive_run(
     clock: Callable[[], float] = time.time,
     on_handle: Callable[[RunHandle], None] | None = None,
 ) -> Terminal:
-    """Start `task` in park mode and drive it through every park to its terminal event."""
+    """Start `task` and drive it through every park to its terminal event."""
     driver = RunDriver(
         team,
         approvals=approvals,

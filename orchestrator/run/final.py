@@ -95,7 +95,7 @@ def wants_apply(team: TeamConfig, finished: RunFinished) -> bool:
 async def apply_back(run: Finisher, finished: RunFinished, awaiting: str | None = None) -> RunFinished:
     """Write the winner's patch to the source through the gate; the result says whether it landed.
 
-    Never raises (cancellation aside, and `ToolParked` in park mode once the ask is checkpointed):
+    Never raises (cancellation aside, and `ToolParked` once the ask is checkpointed):
     a refusal or a failure is reported, the answer stands. `awaiting` resumes a parked ask.
     """
     if finished.winner is None or not finished.patch:  # nothing to apply (see `wants_apply`)
@@ -129,8 +129,6 @@ async def _final_answer(run: Finisher, choice: Choice) -> tuple[str, str | None]
         return choice.content, None
     try:
         text = await present(session, run.state, choice, strategy)
-    except ToolParked:
-        raise
     except BudgetReached:
         return run.state.final_text or choice.content, "budget:most_voted"
     except Exception as exc:  # the consensus answer still stands; say the presentation failed

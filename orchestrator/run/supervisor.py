@@ -1,12 +1,13 @@
 """The runner: one supervisor task per run, one task per agent, all owned and drained by the run.
 
-`start_run` emits `RunStarted`, builds the tools and returns a `RunHandle` at once. The supervisor
+`launch.start_run` emits `RunStarted`, builds the tools and hands the run to its `Supervisor`, which
 waits on the coordination state (a fold over the events, see `coordination.py`) until the agents
 converge, all fail, get stuck at `max_rounds`, or the spend cap is reached; then it stops every
 agent task and finishes: a presentation by the winner, or a salvage without any model call. With
 `workspace.apply: ask` the winner's patch is then applied to the source through the permission gate
-(usually a wait for an approver). Run timeout, `cancel()` and `finish_now()` interrupt it at any point
-(the apply wait included, which cancels its approval); nothing keeps running afterwards.
+(usually an ask: the run parks until an approver decides). An ask anywhere ends its task
+(`ToolParked`); once nothing can go on without a human the run parks (`Parked`). Run timeout,
+`cancel()` and `finish_now()` interrupt it at any point; nothing keeps running afterwards.
 """
 
 from __future__ import annotations
@@ -14,21 +15,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from approvals import ConversationRef
 from orchestrator.config.cost import Price, cost_usd, resolve_price
-from orchestrator.config.presets import PRESETS
 from orchestrator.config.team import AgentConfig, TeamConfig
-from orchestrator.errors import OrchestratorError, RunNotResumable, ToolParked
+from orchestrator.errors import ToolParked
 from orchestrator.events import (
-    TERMINAL_KINDS,
     AgentFailed,
-    AgentInfo,
     AgentStatus,
     RunCancelled,
     RunConcluded,
@@ -36,15 +33,14 @@ from orchestrator.events import (
     RunFailed,
     RunFinished,
     RunParked,
-    RunStarted,
     UsageUpdated,
 )
 from orchestrator.llm.base import Usage
-from orchestrator.ports import CallAdmission, ModelClient, RunContext, RunStore, RunTools, RunToolsFactory
+from orchestrator.ports import ModelClient, RunContext, RunStore, RunTools, RunToolsFactory
 from orchestrator.run.agent import AgentDropped, AgentSession, BudgetReached
-from orchestrator.run.checkpoint import Restored, restore
-from orchestrator.run.coordination import CoordinationState, rebuild_state
-from orchestrator.run.emitter import Emitter, Subscriber
+from orchestrator.run.checkpoint import Restored
+from orchestrator.run.coordination import CoordinationState
+from orchestrator.run.emitter import Emitter
 from orchestrator.run.final import apply_back, conclude, salvage, wants_apply
 
 Terminal = RunFinished | RunFailed | RunCancelled
@@ -52,7 +48,7 @@ Terminal = RunFinished | RunFailed | RunCancelled
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Parked:
-    """A run in park mode that cannot progress without a human: every task ended; resume it by id."""
+    """A run that cannot progress without a human: every task ended; resume it by id."""
 
     run_id: str
     waiting: tuple[str, ...]  # the approval request ids it waits on
@@ -61,233 +57,11 @@ class Parked:
 RunOutcome = Terminal | Parked
 
 
-class RunIsParked(OrchestratorError):
-    """`RunHandle.wait()` on a run that parked (park mode): use `outcome()`, or resume it."""
-
-    def __init__(self, parked: Parked) -> None:
-        super().__init__(f"run {parked.run_id} is parked on {', '.join(parked.waiting)}")
-        self.parked = parked
-
-
 ModelFactory = Callable[[AgentConfig], ModelClient]
 log = logging.getLogger(__name__)
 
 
-def default_models(agent: AgentConfig, *, admission: CallAdmission | None = None) -> ModelClient:
-    """A real provider client from the backend config (key from the config, else the SDK/preset variable).
-
-    `admission` (bound with `functools.partial`) holds its requests under the providers' limits.
-    """
-    from orchestrator.llm.factory import make_model_client  # SDKs load only when a client is built
-
-    backend = agent.backend
-    local = None
-    if backend.type == "local":  # the embedded server: the team file's GGUF, else the packaged one
-        from orchestrator.llm.llamacpp import LocalModel, default_gguf
-
-        path = backend.model_path or default_gguf()
-        local = LocalModel(path=path, n_ctx=backend.n_ctx, threads=backend.threads)
-    # A preset's own URL goes back as the preset name: the factory then insists on its key variable
-    # (a base URL alone would read as a private server that may need no key).
-    preset_url = PRESETS[backend.preset][0] if backend.preset in PRESETS else None
-    return make_model_client(
-        type=backend.preset or backend.type,
-        model=backend.model,
-        base_url=None if backend.base_url == preset_url else backend.base_url,
-        api_key=backend.api_key.get_secret_value() if backend.api_key is not None else None,
-        api_key_env=backend.api_key_env,
-        call_timeout_s=backend.call_timeout_seconds,
-        idle_timeout_s=backend.idle_timeout_seconds,
-        max_attempts=backend.max_attempts,
-        max_tokens=backend.max_tokens,
-        extra=dict(backend.extras),
-        local=local,
-        admission=admission,
-    )
-
-
-async def start_run(
-    team: TeamConfig,
-    task: str,
-    *,
-    models: ModelFactory | None = None,
-    tools: RunToolsFactory | None = None,
-    store: RunStore | None = None,
-    run_id: str | None = None,
-    requester: str | None = None,
-    context: str | None = None,
-    clock: Callable[[], float] = time.time,
-    subscribers: Sequence[Subscriber] = (),
-    team_name: str | None = None,
-    conversation: ConversationRef | None = None,
-    park: bool = False,
-) -> RunHandle:
-    """Start a run in the background and return its handle; `subscribers` see every event from the first.
-
-    `team_name` and `conversation` (where the run lives, e.g. a Slack thread) are recorded with the
-    run; every approval it asks for carries the conversation. With `park`, no task waits for a
-    human: see `RunHandle.outcome()` and `resume_run`.
-    """
-    run = _Run(team, run_id or f"run-{secrets.token_hex(6)}", clock=clock, store=store, park=park)
-    run.requester = requester
-    run.conversation = conversation
-    for callback in subscribers:
-        run.emitter.subscribe(callback)
-    run.emitter.start()
-    agents = tuple(
-        AgentInfo(
-            agent_id=a.id,
-            label=f"agent{i}",
-            backend=a.backend.preset or a.backend.type,
-            model=a.backend.model,
-        )
-        for i, a in enumerate(team.agents, start=1)
-    )
-    run.emit(
-        RunStarted(
-            task=task,
-            agents=agents,
-            requester=requester,
-            context=context,
-            team=team_name,
-            conversation=conversation,
-        )
-    )
-    await run.emitter.flush()  # the run is stored and every subscriber knows its agents on return
-    run.owns_clients = models is None
-    run.main_task = asyncio.create_task(run.main(models or default_models, tools, context), name=run.run_id)
-    return RunHandle(run)
-
-
-async def resume_run(
-    run_id: str,
-    team: TeamConfig,
-    store: RunStore,
-    *,
-    models: ModelFactory | None = None,
-    tools: RunToolsFactory | None = None,
-    clock: Callable[[], float] = time.time,
-    subscribers: Sequence[Subscriber] = (),
-    park: bool = False,
-    events: Sequence[RunEvent] | None = None,
-) -> RunHandle:
-    """Continue a persisted run that never ended (the process died, or it parked).
-
-    `events`: the run's whole stored log, when the caller has just read it from `store` (it is
-    then not read again: a worker resuming a hundred runs at once saves a hundred queries).
-
-    The coordination state and every agent's conversation are folded back from the event log
-    (its checkpoints): a completed model call is not made again, a completed tool call not re-run,
-    a call that started and never completed is reported to its agent as interrupted, and a call
-    parked on an approval goes on from the request's stored decision (still pending: the run
-    parks again at once). The run timeout counts the working time of earlier segments that parked.
-    """
-    run = await _resumed(run_id, team, store, clock=clock, park=park, events=events)
-    for callback in subscribers:
-        run.emitter.subscribe(callback)
-    run.emitter.start()
-    run.owns_clients = models is None
-    context = run.context
-    run.main_task = asyncio.create_task(run.main(models or default_models, tools, context), name=run_id)
-    return RunHandle(run)
-
-
-async def stop_parked_run(
-    run_id: str,
-    team: TeamConfig,
-    store: RunStore,
-    how: Literal["cancel", "finish_now"],
-    *,
-    by: str | None = None,
-    tools: RunToolsFactory | None = None,
-    clock: Callable[[], float] = time.time,
-    subscribers: Sequence[Subscriber] = (),
-) -> Terminal:
-    """End a run that is not running here (parked) without resuming its agents.
-
-    Cancel ends it with `RunCancelled`, finish-now with the best answer so far (salvage); its
-    pending asks are cancelled and its workspaces removed, as for a live run.
-    """
-    run = await _resumed(run_id, team, store, clock=clock, park=True)
-    run.preset_stop = (how, by)
-    for callback in subscribers:
-        run.emitter.subscribe(callback)
-    run.emitter.start()
-    run.main_task = asyncio.create_task(run.main(default_models, tools, run.context), name=run_id)
-    outcome = await asyncio.shield(run.done)
-    assert not isinstance(outcome, Parked)
-    return outcome
-
-
-async def _resumed(
-    run_id: str,
-    team: TeamConfig,
-    store: RunStore,
-    *,
-    clock: Callable[[], float],
-    park: bool,
-    events: Sequence[RunEvent] | None = None,
-) -> _Run:
-    events = list(events) if events is not None else await store.events(run_id)
-    if not events or not isinstance(events[0], RunStarted):
-        raise RunNotResumable(f"run {run_id!r} is not in the store")
-    if events[-1].kind in TERMINAL_KINDS:
-        raise RunNotResumable(f"run {run_id!r} already ended ({events[-1].kind})")
-    started = events[0]
-    if [a.agent_id for a in started.agents] != [a.id for a in team.agents]:
-        raise RunNotResumable(f"run {run_id!r} was started with other agents than this team has")
-    run = _Run(team, run_id, clock=clock, store=store, state=rebuild_state(events), park=park)
-    run.requester = started.requester
-    run.conversation = started.conversation
-    run.context = started.context
-    run.restored = restore(events)
-    run.resumed = True
-    return run
-
-
-class RunHandle:
-    """Control and observe one run."""
-
-    def __init__(self, run: _Run) -> None:
-        self._run = run
-        self.run_id = run.run_id
-
-    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
-        """Receive every event from now on (nothing is replayed); returns an unsubscribe function."""
-        return self._run.emitter.subscribe(callback)
-
-    def events(self) -> AsyncIterator[RunEvent]:
-        """Live events from now on, ending with the terminal event."""
-        return self._run.emitter.stream()
-
-    def snapshot(self) -> CoordinationState:
-        """The current coordination state (immutable)."""
-        return self._run.state
-
-    async def cancel(self, by: str | None = None) -> None:
-        """Stop everything now; the run ends with `RunCancelled`."""
-        await self._run.stop("cancel", by)
-
-    async def finish_now(self, by: str | None = None) -> None:
-        """Stop the agents now and end with the best answer so far (salvage `finish_now:...`)."""
-        await self._run.stop("finish_now", by)
-
-    async def wait(self) -> Terminal:
-        """The terminal event, once every task of the run has ended and every event was delivered.
-
-        Raises `RunIsParked` when the run parked instead (park mode; see `outcome`).
-        """
-        outcome = await self.outcome()
-        if isinstance(outcome, Parked):
-            raise RunIsParked(outcome)
-        return outcome
-
-    async def outcome(self) -> RunOutcome:
-        """The terminal event, or `Parked` when nothing can go on without a human (park mode)."""
-        return await asyncio.shield(self._run.done)
-
-
-class _Run:
+class Supervisor:
     """The supervisor of one run (also the `Host` its agent sessions talk to)."""
 
     def __init__(
@@ -298,11 +72,9 @@ class _Run:
         clock: Callable[[], float],
         store: RunStore | None,
         state: CoordinationState | None = None,
-        park: bool = False,
     ):
         self.team = team
         self.run_id = run_id
-        self.park = park
         self.emitter = Emitter(run_id, clock=clock, store=store, state=state or CoordinationState())
         self.done: asyncio.Future[RunOutcome] = asyncio.get_running_loop().create_future()
         self.restored = Restored()
@@ -330,19 +102,24 @@ class _Run:
 
     @property
     def state(self) -> CoordinationState:
+        """The coordination state as folded so far."""
         return self.emitter.state
 
     def emit(self, event: RunEvent) -> RunEvent:
+        """Stamp and publish `event`; returns it stamped."""
         return self.emitter.emit(event)
 
     async def checkpoint(self, event: RunEvent) -> None:
+        """Emit `event` and return once it is stored."""
         await self.emitter.checkpoint(event)
 
     def over_budget(self) -> bool:
+        """Whether the run's spend reached its cap."""
         budget = self.team.orchestrator.budget_usd
         return budget is not None and self.state.cost_usd >= budget
 
     def record_usage(self, agent_id: str, usage: Usage) -> None:
+        """Price one model call's usage and add it to the agent's and the run's totals."""
         dollars = cost_usd(usage, self._prices[agent_id])
         view, state = self.state.agents[agent_id], self.state
         self.emit(
@@ -360,6 +137,7 @@ class _Run:
     # ---- lifecycle -----------------------------------------------------------------------------
 
     async def stop(self, how: Literal["cancel", "finish_now"], by: str | None) -> None:
+        """Cancel or finish now: interrupt whatever runs and return once the run ended."""
         if self._stop is not None or self.done.done() or self.main_task is None:
             return
         self._stop = (how, by)
@@ -372,6 +150,7 @@ class _Run:
             await asyncio.shield(self.done)
 
     async def main(self, models: ModelFactory, tools: RunToolsFactory | None, context: str | None) -> None:
+        """The run's task: to its outcome, then the apply step, then finish or park."""
         outcome: RunOutcome | None = None
         interrupted = False
         self._started.set()
@@ -527,7 +306,6 @@ class _Run:
                 requester=self.requester,
                 emit=self.emitter.emit_async,
                 conversation=self.conversation,
-                park=self.park,
                 resumed=self.resumed,
                 checkpoint=self.emitter.checkpoint,
                 grants=tuple(self.restored.grants),
@@ -578,7 +356,7 @@ class _Run:
             self._in_turn.add(agent_id)
             try:
                 await session.coordination_turn()
-            except ToolParked as parked:  # park mode: this agent's task ends until a decision
+            except ToolParked as parked:  # this agent's task ends until a decision
                 self._parked[agent_id] = parked.request_id
                 self._in_turn.discard(agent_id)  # before the event that wakes the coordinator
                 self.emitter.emit(AgentStatus(agent_id=agent_id, status="awaiting_approval"))

@@ -3,7 +3,7 @@
 `build_run_tools` is the room's entry point (a `RunToolsFactory` once its keywords are bound).
 """
 
-from orchestrator.tools.gate import DEFERRED, GateCall, GateResult, PermissionGate, RunGrants
+from orchestrator.tools.gate import DEFERRED, GateCall, GateResult, PermissionGate, RunGrants, approvers_of
 from orchestrator.tools.limits import Limits
 from orchestrator.tools.proxy import EgressProxy, EgressRules
 from orchestrator.tools.sandbox import CommandResult, Sandbox, SandboxSpec, sandbox_status, scrubbed_env
@@ -20,7 +20,6 @@ from orchestrator.tools.toolbox import (
     AgentTools,
     EngineFactory,
     WorkspaceRunTools,
-    approvers_of,
     build_run_tools,
     default_engine,
 )

@@ -1,11 +1,13 @@
-"""The permission gate: engine verdict → audit → (ask) approval request and wait → events.
+"""The permission gate: engine verdict → audit → (ask) approval request and park → events.
 
-Every tool call of every agent passes `PermissionGate.check` before anything runs. Allow and
-deny are audited here (`record_decision`); an ask becomes an approval request that the service
-audits and a human answers, while the other agents keep working (only this call awaits). The
-request binds the digest of the exact validated input; the gate refuses an approval whose digest
-differs. Side-effect actions (push, publish, post) are deferred during coordination and allowed
-only in the final phase, for one agent per run: N agents never push N times.
+Every tool call of every agent passes `PermissionGate.check` before anything runs. Allow and deny
+are audited here (`record_decision`); an ask becomes an approval request that the service audits and
+a human answers. No coroutine waits for that answer: the call parks (`ToolParked`), the asking
+agent's task ends while the others keep working, and the call resumed with the request's id
+(`awaiting`) reads the stored decision. The request binds the digest of the exact validated input;
+the gate refuses an approval whose digest differs. Side-effect actions (push, publish, post) are
+deferred during coordination and allowed only in the final phase, for one agent per run: N agents
+never push N times.
 
 An approval "for this run" becomes a `GrantAdded` run event, stored before the grant takes effect;
 the request itself records the scope keys it would grant (`SCOPE_KEYS` in its context). A resumed
@@ -26,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 
 from approvals import ApprovalRequest, Approvers, Ask, AuditEntry, ConversationRef, Outcome
 from approvals.permissions import Action, Decision
+from orchestrator.config.team import ApprovalsConfig
 from orchestrator.errors import ToolParked
 from orchestrator.events import (
     AgentState,
@@ -104,7 +107,6 @@ class PermissionGate:
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         conversation: ConversationRef | None = None,
         judge_timeout: float = JUDGE_TIMEOUT_S,
-        park: bool = False,
     ) -> None:
         self.run_id = run_id
         self._judge_timeout = judge_timeout
@@ -116,16 +118,16 @@ class PermissionGate:
         self._timeout = timeout
         self._emit = emit
         self._checkpoint = checkpoint or emit  # a grant is stored before it takes effect
-        self._asking: dict[frozenset[str], asyncio.Future[None]] = {}  # asks in flight, by scope keys
-        self._parked: dict[frozenset[str], str] = {}  # park mode: open request ids, by scope keys
+        # The request asked for a set of scope keys, by those keys (None: the ask opened nothing).
+        # A future from before the ask's first await: an identical call arriving meanwhile joins it.
+        self._asked: dict[frozenset[str], asyncio.Future[str | None]] = {}
         self._now = now
-        self.park = park
 
     async def check(self, engine: Evaluator, call: GateCall, *, awaiting: str | None = None) -> GateResult:
         """The engine's verdict, resolved through side-effect deferral and, for an ask, a human.
 
-        In park mode an ask raises `ToolParked` once the request is open. `awaiting` resumes a
-        call parked on that request: its stored decision is the answer (pending: parked again).
+        An ask raises `ToolParked` once the request is open. `awaiting` resumes a call parked on
+        that request: its stored decision is the answer (still pending: parked again).
         """
         if awaiting is not None:
             return await self._resume(engine, call, awaiting)
@@ -161,43 +163,44 @@ class PermissionGate:
     async def _ask_once(
         self, engine: Evaluator, call: GateCall, decision: Decision, granted: frozenset[str]
     ) -> GateResult:
-        """Ask, unless the same action is already being asked: then wait for that answer and re-check.
+        """Ask, unless the same action is already asked: then park on that request.
 
         N agents wanting the same `pip install` make one Slack message, not N. A "run" approval
-        then lets the followers through; "once" never propagates (pitfall 19): they ask in turn.
+        then lets the followers through when they resume; "once" never propagates (pitfall 19):
+        they ask in turn.
         """
         key = frozenset(engine.scope_key(a) for a in call.actions)
-        parked = await self._still_pending(self._parked.get(key))
-        if parked is None:
-            self._parked.pop(key, None)
-        else:  # park mode: the same action is already asked; wait on that request
-            detail = f"waiting for the same approval ({call.actions[0]})"
-            await self._emit(AgentStatus(agent_id=call.agent_id, status="awaiting_approval", detail=detail))
-            raise ToolParked(parked)
-        pending = self._asking.get(key)
-        if pending is not None:
-            detail = f"waiting for the same approval ({call.actions[0]})"
-            await self._emit(AgentStatus(agent_id=call.agent_id, status="awaiting_approval", detail=detail))
-            await asyncio.shield(pending)
+        asked = self._asked.get(key)
+        if asked is not None:
+            request_id = await asyncio.shield(asked)
+            if request_id is not None and await self._pending(request_id):
+                detail = f"waiting for the same approval ({call.actions[0]})"
+                await self._emit(
+                    AgentStatus(agent_id=call.agent_id, status="awaiting_approval", detail=detail)
+                )
+                raise ToolParked(request_id)
+            if self._asked.get(key) is asked:  # decided (or never opened): this call asks anew
+                del self._asked[key]
             return await self.check(engine, call)
         if not self.grants.keys <= granted:  # approved "for this run" since the verdict: judge again
             return await self.check(engine, call)
-        done = asyncio.get_running_loop().create_future()
-        self._asking[key] = done
+        asked = asyncio.get_running_loop().create_future()
+        self._asked[key] = asked
+        opened: str | None = None
         try:
-            return await self._ask(engine, call, decision)
-        except ToolParked as parked_on:
-            self._parked[key] = parked_on.request_id
-            raise
+            request = await self._request(engine, call, decision)
+            if isinstance(request, GateResult):  # nobody could be asked: denied
+                return request
+            opened = request.id
+            raise ToolParked(request.id)
         finally:
-            del self._asking[key]
-            done.set_result(None)
+            asked.set_result(opened)
+            if opened is None and self._asked.get(key) is asked:
+                del self._asked[key]
 
-    async def _still_pending(self, request_id: str | None) -> str | None:
-        if request_id is None:
-            return None
+    async def _pending(self, request_id: str) -> bool:
         request = await self.approvals.get(request_id)
-        return request_id if request is not None and request.status == "pending" else None
+        return request is not None and request.status == "pending"
 
     async def refuse(self, call: GateCall, reason: str, *, layer: str = "boundary") -> None:
         """Audit a refusal decided before the engine (e.g. a write outside the own workspace)."""
@@ -234,8 +237,11 @@ class PermissionGate:
         )
         await self.approvals.record_decision(entry)
 
-    async def _ask(self, engine: Evaluator, call: GateCall, decision: Decision) -> GateResult:
-        action = call.request_action or call.actions[0]
+    async def _request(
+        self, engine: Evaluator, call: GateCall, decision: Decision
+    ) -> ApprovalRequest | GateResult:
+        """Open the approval request (announced by events), or the denial when none can be opened."""
+        action = _shown(call)
         keys = json.dumps(sorted({engine.scope_key(a) for a in call.actions}))
         context = {
             "run_id": self.run_id,
@@ -265,14 +271,7 @@ class PermissionGate:
             )
         await self._emit(_requested_event(call.agent_id, request))
         await self._emit(AgentStatus(agent_id=call.agent_id, status="awaiting_approval", detail=str(action)))
-        if self.park:  # no coroutine waits for a human: the caller records the call and ends
-            raise ToolParked(request.id)
-        try:
-            final = await self.approvals.wait(request.id)
-        finally:
-            await self._emit(self._working(call))
-        await self._emit(_resolved_event(call.agent_id, final))
-        return await self._after_wait(engine, call, decision, final)
+        return request
 
     @staticmethod
     def _working(call: GateCall) -> AgentStatus:
@@ -280,37 +279,37 @@ class PermissionGate:
         return AgentStatus(agent_id=call.agent_id, status=status, detail=call.tool)
 
     async def _resume(self, engine: Evaluator, call: GateCall, request_id: str) -> GateResult:
-        """A parked call after a restart or a decision: the request's stored state is the answer."""
+        """A parked call after a restart or a decision: the request's stored state is the answer.
+
+        Still pending, it parks again, overdue or not: expiring a request is the expiry
+        scheduler's (or the driver's) work, and its expiry resumes the run like a decision.
+        """
         request = await self.approvals.get(request_id)
         if request is None:  # fail closed: nobody can have approved what does not exist
             decision = _fail_closed("denied: the approval request this call waited for is unknown")
             return await self._finish(call, decision, False, decision.reason)
-        if request.agent_id != call.agent_id or request.digest != call.digest:
+        if request.status == "pending":
+            raise ToolParked(request_id)
+        if (
+            request.agent_id != call.agent_id
+            or request.digest != call.digest
+            or request.action != _shown(call)
+        ):
             # Parked behind another agent's identical ask: a "once" approval is not ours; ask in turn.
-            if request.status == "pending" and self.park:
-                raise ToolParked(request_id)
-            if request.status == "pending":
-                request = await self.approvals.wait(request_id)
             # A "run" approval of that ask frees this identical call too, whichever agent resumes first.
+            # The same input that now names another action (a symlink swapped while it was parked)
+            # is not what was approved either: it is judged, and asked, anew.
             await self._take_grant(request, _keys(engine, call))
             return await self.check(engine, call)
-        if request.status == "pending":
-            if self.park and self._now() < request.expires_at:
-                raise ToolParked(request_id)
-            # Not parking (or overdue: the wait expires it now, fail closed): wait for the answer.
-            await self._emit(
-                AgentStatus(agent_id=call.agent_id, status="awaiting_approval", detail=call.tool)
-            )
-            request = await self.approvals.wait(request_id)
         await self._emit(self._working(call))
         await self._emit(_resolved_event(call.agent_id, request))
         decision = await self._judge(engine, call)
         if decision.resolved == "deny":  # the policy now denies it: an old approval does not override
             return await self._finish(call, decision, False, decision.reason)
-        return await self._after_wait(engine, call, decision, request)
+        return await self._decided(call, decision, request, _keys(engine, call))
 
-    async def _after_wait(
-        self, engine: Evaluator, call: GateCall, decision: Decision, final: ApprovalRequest
+    async def _decided(
+        self, call: GateCall, decision: Decision, final: ApprovalRequest, keys: tuple[str, ...]
     ) -> GateResult:
         # The service audited the human decision; here only the binding and the run grant remain.
         if final.status != "approved":
@@ -319,7 +318,7 @@ class PermissionGate:
         if final.digest != call.digest:  # approved something else: never run it (pitfall 18)
             reason = "denied: the approval does not match this exact call"
             return GateResult(allowed=False, reason=reason, decision=decision, request=final)
-        await self._take_grant(final, _keys(engine, call))
+        await self._take_grant(final, keys)
         by = f" by {final.decided_by}" if final.decided_by else ""
         return GateResult(allowed=True, reason=f"approved{by}", decision=decision, request=final)
 
@@ -369,6 +368,21 @@ class PermissionGate:
             log.exception("run %s: the grant of request %s could not be stored", self.run_id, request.id)
             return
         self.grants.keys.update(keys)
+
+
+def approvers_of(settings: ApprovalsConfig) -> Approvers:
+    """The team file's approvers section as the approval service's value object."""
+    return Approvers(
+        users=frozenset(settings.approvers),
+        groups=frozenset(settings.approver_groups),
+        allow_self_approval=settings.allow_self_approval,
+        quorum=settings.quorum,
+    )
+
+
+def _shown(call: GateCall) -> Action:
+    """The action an approver is shown for `call` (and which its approval therefore names)."""
+    return call.request_action or call.actions[0]
 
 
 def _keys(engine: Evaluator, call: GateCall) -> tuple[str, ...]:

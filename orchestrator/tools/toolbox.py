@@ -20,10 +20,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from approvals import Approvers
 from approvals.permissions import Action, PermissionConfig, PermissionEngine, action_digest, load_rules
-from orchestrator.config.team import ApprovalsConfig
-from orchestrator.errors import OrchestratorError, ToolParked
+from orchestrator.errors import OrchestratorError
 from orchestrator.events import (
     AgentState,
     AgentStatus,
@@ -36,7 +34,7 @@ from orchestrator.llm.base import ToolCall, ToolSpec
 from orchestrator.ports import ApprovalPort, Evaluator, RunContext, ToolOutcome, ToolPhase, WorkspaceStore
 from orchestrator.repos import Credentials
 from orchestrator.tools.apply import gated_apply
-from orchestrator.tools.gate import GateCall, GateResult, PermissionGate, RunGrants
+from orchestrator.tools.gate import GateCall, GateResult, PermissionGate, RunGrants, approvers_of
 from orchestrator.tools.proxy import DEFAULT_EGRESS, EgressRules
 from orchestrator.tools.sandbox import Sandbox, rendered_exit_code
 from orchestrator.tools.specs import (
@@ -113,7 +111,6 @@ async def build_run_tools(
         emit=ctx.emit,
         checkpoint=ctx.persist,
         conversation=ctx.conversation,
-        park=ctx.park,
     )
     # A resumed run's "for this run" approvals, each as far as its approval request confirms it.
     await gate.restore_grants(ctx.grants)
@@ -166,16 +163,6 @@ async def _open_workspaces(
         log.warning("run %s: workspace of %s rebuilt: %s", ctx.run_id, rebuilt.agent_id, rebuilt.reason)
         await ctx.persist(WorkspaceRebuilt(agent_id=rebuilt.agent_id, reason=rebuilt.reason))
     return sync.spaces, sync
-
-
-def approvers_of(settings: ApprovalsConfig) -> Approvers:
-    """The team file's approvers section as the approval service's value object."""
-    return Approvers(
-        users=frozenset(settings.approvers),
-        groups=frozenset(settings.approver_groups),
-        allow_self_approval=settings.allow_self_approval,
-        quorum=settings.quorum,
-    )
 
 
 class WorkspaceRunTools:
@@ -299,12 +286,10 @@ class AgentTools:
     async def call(self, call: ToolCall, *, phase: ToolPhase, awaiting: str | None = None) -> ToolOutcome:
         """Validate, gate, execute exactly the approved input; never raises for a bad call.
 
-        Raises `ToolParked` in park mode when the call waits for a human (`awaiting` resumes it).
+        Raises `ToolParked` when the call waits for a human (`awaiting` resumes it).
         """
         try:
             return await self._call(call, phase, awaiting)
-        except ToolParked:
-            raise
         except Exception as exc:  # a bug costs one tool call, not the agent; cancellation propagates
             log.exception("tool %s of agent %s failed", call.name, self.agent_id)
             return ToolOutcome(content=f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)

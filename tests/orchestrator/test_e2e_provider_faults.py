@@ -16,6 +16,7 @@ from orchestrator.config import AgentConfig, BackendConfig, OrchestratorConfig, 
 from orchestrator.errors import TeamConfigError
 from orchestrator.events import AgentFailed, RunEvent
 from orchestrator.run import start_run
+from orchestrator.testing import ended
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
 
@@ -89,7 +90,7 @@ async def test_a_persistently_broken_provider_is_dropped_and_the_run_finishes(
         started = time.monotonic()
         team = team_for(server, **{agent_id: BROKEN | LIMITS.get(next(iter(fault)), {})})
         handle = await start_run(team, "fix the flaky test", subscribers=[events.append])
-        result = await asyncio.wait_for(handle.wait(), timeout=30)
+        result = await asyncio.wait_for(ended(handle), timeout=30)
         elapsed = time.monotonic() - started
         attempts = [r for r in server.requests if r.model == model]
     failed = [e for e in events if isinstance(e, AgentFailed)]
@@ -125,7 +126,7 @@ async def test_transient_faults_are_retried_and_every_agent_converges() -> None:
         events: list[RunEvent] = []
         team = team_for(server, alpha=BROKEN)  # only the hang needs a short idle limit
         handle = await start_run(team, "task", subscribers=[events.append])
-        result = await asyncio.wait_for(handle.wait(), timeout=30)
+        result = await asyncio.wait_for(ended(handle), timeout=30)
     assert not [e for e in events if isinstance(e, AgentFailed)]
     assert result.kind == "finished", result
     assert result.salvage is None

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+from orchestrator import start_run
 from orchestrator.config.team import AgentConfig, BackendConfig, OrchestratorConfig, TeamConfig
 from orchestrator.events import AgentFailed, RunEvent
-from orchestrator.run.supervisor import start_run
+from orchestrator.testing import ended
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
 
@@ -32,7 +33,7 @@ async def test_three_sdks_converge() -> None:
         handle = await start_run(
             team_for(server), "fix the flaky test in billing", subscribers=[events.append]
         )
-        result = await asyncio.wait_for(handle.wait(), timeout=20)
+        result = await asyncio.wait_for(ended(handle), timeout=20)
     assert result.kind == "finished", result
     assert result.salvage is None
     assert result.answer.startswith("Final answer:")
@@ -54,7 +55,7 @@ async def test_failing_provider_is_dropped_and_the_rest_converge() -> None:
     async with ProviderServer(handler) as server:
         events: list[RunEvent] = []
         handle = await start_run(team_for(server), "task", subscribers=[events.append])
-        result = await asyncio.wait_for(handle.wait(), timeout=20)
+        result = await asyncio.wait_for(ended(handle), timeout=20)
     failed = [e for e in events if isinstance(e, AgentFailed)]
     assert [e.agent_id for e in failed] == ["beta"]
     assert "400" in failed[0].reason

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 
+from orchestrator import start_run
 from orchestrator.config.team import AgentConfig, BackendConfig, OrchestratorConfig, TeamConfig
 from orchestrator.events import AgentFailed, RunEvent, VoteCast
-from orchestrator.run.supervisor import start_run
+from orchestrator.testing import ended
 from tests.fakes.provider_agent import output_schema, protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
 
@@ -34,7 +35,7 @@ async def test_three_agents_converge_through_json_schema_output() -> None:
     async with ProviderServer() as server:
         team = team_for(server, ("chatcompletion", "chatcompletion", "openai"))
         handle = await start_run(team, "write a haiku about on-call")
-        result = await asyncio.wait_for(handle.wait(), timeout=20)
+        result = await asyncio.wait_for(ended(handle), timeout=20)
     assert result.kind == "finished", result
     assert result.salvage is None
     assert result.answer.startswith("Final answer:")
@@ -61,7 +62,7 @@ async def test_invalid_json_is_retried_then_a_valid_reply_counts() -> None:
         events: list[RunEvent] = []
         team = team_for(server, ("chatcompletion", "chatcompletion"))
         handle = await start_run(team, "task", subscribers=[events.append])
-        result = await asyncio.wait_for(handle.wait(), timeout=20)
+        result = await asyncio.wait_for(ended(handle), timeout=20)
     assert result.kind == "finished", result
     assert result.salvage is None
     assert len(server.requests) == 6  # 2 answers (one retried), 2 votes, 1 presentation
@@ -81,7 +82,7 @@ async def test_an_always_invalid_voter_keeps_its_answer_and_the_run_converges() 
         events: list[RunEvent] = []
         team = team_for(server, ("chatcompletion", "chatcompletion"), structured_retries=2)
         handle = await start_run(team, "task", subscribers=[events.append])
-        result = await asyncio.wait_for(handle.wait(), timeout=20)
+        result = await asyncio.wait_for(ended(handle), timeout=20)
     assert result.kind == "finished", result
     kept = [e for e in events if isinstance(e, VoteCast) and e.agent_id == "a1"]
     assert [e.voted_for for e in kept] == ["a1"]

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from approvals import ConversationRef
 from approvals.sql import make_engine
+from orchestrator import resume_run, start_run
 from orchestrator.errors import RunNotResumable, RunStoreError
 from orchestrator.events import (
     AnswerSubmitted,
@@ -24,10 +25,9 @@ from orchestrator.events import (
 )
 from orchestrator.ports import RunStore
 from orchestrator.run.coordination import rebuild_state
-from orchestrator.run.supervisor import resume_run, start_run
 from orchestrator.sql import SqlRunStore
 from orchestrator.store import InMemoryRunStore, RunQuery
-from orchestrator.testing import ScriptedModels, hang, scripted_team
+from orchestrator.testing import ScriptedModels, ended, hang, scripted_team
 from tests.conftest import SQL_DATABASES, empty_database
 
 
@@ -46,7 +46,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 async def test_finished_run_is_stored_and_folds_back(store: RunStore) -> None:
     run_id = f"run-{uuid.uuid4().hex[:8]}"
     handle = await start_run(scripted_team(3), "fix it", models=ScriptedModels(), store=store, run_id=run_id)
-    result = await handle.wait()
+    result = await ended(handle)
     events = await store.events(run_id)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert events[-1] == result
@@ -69,7 +69,7 @@ async def test_cancelled_run_summary(store: RunStore) -> None:
         run_id=run_id,
     )
     await handle.cancel(by="U1")
-    await handle.wait()
+    await ended(handle)
     summary = await store.get(run_id)
     assert summary is not None
     assert summary.status == "cancelled"
@@ -123,7 +123,7 @@ async def test_a_run_stores_the_events_queued_behind_a_transaction_together() ->
 
     store = Counting()
     handle = await start_run(scripted_team(3), "task", models=ScriptedModels(), store=store, run_id="r-batch")
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFinished)
     stored = await store.events("r-batch")
     assert [e.seq for e in stored] == list(range(1, len(stored) + 1))  # every event, in order, once
@@ -154,12 +154,12 @@ async def test_a_resume_given_the_log_just_read_does_not_read_it_again() -> None
     await asyncio.wait_for(answered.wait(), timeout=5)
     log = list(await live.events("r-given"))  # what the database held when the process died
     await first.cancel()
-    await first.wait()
+    await ended(first)
     store = Counting()
     await store.append(*log)
     reads.clear()
     resumed = await resume_run("r-given", scripted_team(2), store, models=ScriptedModels(), events=log)
-    result = await resumed.wait()
+    result = await ended(resumed)
     assert isinstance(result, RunFinished)
     assert reads == []  # built from the log it was given
 
@@ -183,14 +183,14 @@ async def test_unfinished_run_resumes_from_its_log() -> None:
     await asyncio.wait_for(two_answers.wait(), timeout=5)
     crashed_log = list(await live_store.events("r-crash"))  # what the database held when the process died
     await handle.cancel()
-    await handle.wait()
+    await ended(handle)
 
     store = InMemoryRunStore()
     for event in crashed_log:
         await store.append(event)
     second = ScriptedModels()
     resumed = await resume_run("r-crash", team, store, models=second)
-    result = await resumed.wait()
+    result = await ended(resumed)
     assert isinstance(result, RunFinished)
     assert result.salvage is None
     events = await store.events("r-crash")
@@ -204,7 +204,7 @@ async def test_unfinished_run_resumes_from_its_log() -> None:
 async def test_resume_refuses(case: str) -> None:
     store = InMemoryRunStore()
     handle = await start_run(scripted_team(2), "task", models=ScriptedModels(), store=store, run_id="r1")
-    await handle.wait()
+    await ended(handle)
     run_id, team = {
         "unknown": ("nope", scripted_team(2)),
         "ended": ("r1", scripted_team(2)),
@@ -230,7 +230,7 @@ async def test_the_summary_is_the_whole_truth_about_a_run(store: RunStore) -> No
         team_name="default",
         conversation=where,
     )
-    finished = await handle.wait()
+    finished = await ended(handle)
     summary = await store.get(handle.run_id)
     assert summary is not None
     assert isinstance(finished, RunFinished)

@@ -16,6 +16,7 @@ from approvals import make_engine
 from bot.cli.run import exit_code
 from orchestrator import SqlRunStore
 from orchestrator.events import RunCancelled, RunFailed, RunFinished, ToolDecided, from_json
+from orchestrator.testing import ended
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
 
@@ -268,7 +269,7 @@ async def test_live_view_renders_cards_and_final_panels() -> None:
 
     events: list[object] = []
     handle = await start_run(scripted_team(2), "task", models=ScriptedModels(), subscribers=[events.append])
-    result = await handle.wait()
+    result = await ended(handle)
     state = RunView.of(events).with_agent("a0", tail="some streamed text")  # type: ignore[arg-type]
     console = Console(record=True, width=160)
     console.print(agent_table(state))

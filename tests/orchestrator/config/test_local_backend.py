@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import start_run
 from orchestrator.config.cost import FREE, resolve_price
 from orchestrator.config.team import (
     LOCAL_DEFAULT_MODEL,
@@ -21,8 +22,7 @@ from orchestrator.events import RunFinished
 from orchestrator.llm import llamacpp
 from orchestrator.llm.base import Usage, UserMessage
 from orchestrator.llm.factory import make_model_client
-from orchestrator.run.supervisor import start_run
-from orchestrator.testing import Request, ScriptedModelClient, ScriptedModels, Turn, protocol
+from orchestrator.testing import Request, ScriptedModelClient, ScriptedModels, Turn, ended, protocol
 
 
 def test_local_defaults_to_the_packaged_model_and_structured_output(tmp_path: Path) -> None:
@@ -94,7 +94,7 @@ async def test_a_run_on_local_models_spends_zero_dollars() -> None:
     big = Usage(input_tokens=50_000, output_tokens=20_000)
     models = ScriptedModels()
     handle = await start_run(team, "task", models=lambda agent: _with_usage(models, agent, big))
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFinished)
     assert result.salvage is None
     assert result.input_tokens == 7 * 50_000

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from approvals.models import Principal
-from orchestrator.events import RunFinished
+from orchestrator.events import RunFinished, Terminal
 from orchestrator.ports import RunContext, RunTools
-from orchestrator.run.supervisor import start_run
+from orchestrator.run.driver import drive_run
 from orchestrator.testing import ScriptedModels, Turn, call, scripted_team
 from orchestrator.tools.toolbox import build_run_tools
 from tests.orchestrator.repos.remotes import git
@@ -53,9 +53,13 @@ async def test_the_apply_request_shows_the_diff_and_names_sensitive_paths(
     async def tools(ctx: RunContext) -> RunTools:
         return await build_run_tools(ctx, approvals=harness.service, root=tmp_path / "ws")
 
-    handle = await start_run(team, "fix", models=models, tools=tools, subscribers=[harness.emit])
+    driven = asyncio.ensure_future(
+        drive_run(
+            team, "fix", approvals=harness.service, models=models, tools=tools, subscribers=[harness.emit]
+        )
+    )
     request = await asyncio.wait_for(harness.requested.get(), timeout=20)
-    finished = await _approve(harness, handle, request.id)
+    finished = await _approve(harness, driven, request.id)
     assert request.context["diff"] == finished.patch
     assert (
         request.context["sensitive_paths"]
@@ -67,8 +71,8 @@ async def test_the_apply_request_shows_the_diff_and_names_sensitive_paths(
     assert not (source / "CANARY").exists()
 
 
-async def _approve(harness: Harness, handle: object, request_id: str) -> RunFinished:
+async def _approve(harness: Harness, driven: asyncio.Future[Terminal], request_id: str) -> RunFinished:
     await harness.service.decide(request_id, APPROVER, approve=True)
-    finished = await asyncio.wait_for(handle.wait(), timeout=20)  # type: ignore[attr-defined]
+    finished = await asyncio.wait_for(driven, timeout=20)
     assert isinstance(finished, RunFinished)
     return finished

@@ -20,7 +20,7 @@ from orchestrator.config.team import TeamConfig
 from orchestrator.events import RunFinished
 from orchestrator.ports import RunContext, RunTools
 from orchestrator.repos import Credentials, RepoCache, bind_repository, branch_for
-from orchestrator.run.supervisor import start_run
+from orchestrator.run.driver import drive_run
 from orchestrator.testing import ScriptedModels, Turn, call, scripted_team
 from orchestrator.tools.toolbox import build_run_tools
 from tests.orchestrator.repos.remotes import bare_remote, branches, git, without_index_lines
@@ -106,13 +106,15 @@ async def _run(
             plant(made.workspace(agent), canary)
         return made
 
-    handle = await start_run(
-        bound, "fix the flaky test", models=models, tools=tools, subscribers=[harness.emit],
-        run_id=run_id, requester="U_ASKER",
+    driven = asyncio.ensure_future(
+        drive_run(
+            bound, "fix the flaky test", approvals=harness.service, models=models, tools=tools,
+            subscribers=[harness.emit], run_id=run_id, requester="U_ASKER",
+        )
     )  # fmt: skip
     request = await asyncio.wait_for(harness.requested.get(), timeout=30)
     await harness.service.decide(request.id, APPROVER, approve=approve, reason=None if approve else "no")
-    finished = await asyncio.wait_for(handle.wait(), timeout=30)
+    finished = await asyncio.wait_for(driven, timeout=30)
     assert isinstance(finished, RunFinished)
     return finished, request
 

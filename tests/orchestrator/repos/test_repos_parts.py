@@ -30,17 +30,9 @@ from orchestrator.repos import (
     trusted_env,
 )
 from orchestrator.testing import scripted_team
-from tests.doors import assert_door
 from tests.orchestrator.repos.remotes import bare_remote, git
 
 AGENTS = "agents: [{id: a, backend: {type: openai, model: m}}]\n"
-
-
-def test_front_door() -> None:
-    import orchestrator.repos
-
-    assert_door("orchestrator.repos", sorted(orchestrator.repos.__all__, key=lambda n: (not n.isupper(), n)))
-    assert "bind_repository" in orchestrator.repos.__all__
 
 
 def test_repositories_section_loads_with_defaults_and_key_files(tmp_path: Path) -> None:

@@ -104,10 +104,10 @@ async def main(mode: str, db: str, root: str, side: str, base_url: str, scenario
     config = team(base_url)
     if mode == "start":
         handle = await start_run(
-            config, "write the report", tools=tools, store=store, run_id=RUN_ID, subscribers=[hold], park=True
+            config, "write the report", tools=tools, store=store, run_id=RUN_ID, subscribers=[hold]
         )
     else:
-        handle = await resume_run(RUN_ID, config, store, tools=tools, subscribers=[hold], park=True)
+        handle = await resume_run(RUN_ID, config, store, tools=tools, subscribers=[hold])
     outcome = await handle.outcome()
     if isinstance(outcome, Parked):
         print(f"at parked {' '.join(outcome.waiting)}", flush=True)

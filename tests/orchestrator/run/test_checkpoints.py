@@ -27,7 +27,7 @@ from orchestrator import (
 from orchestrator.events import ModelCallCompleted, RunEvent, ToolStarted, TurnMessage, UsageUpdated
 from orchestrator.llm.base import AssistantMessage, ToolResultMessage, UserMessage
 from orchestrator.run.checkpoint import INTERRUPTED, restore
-from orchestrator.testing import ScriptedModels, Turn, call, hang, scripted_team
+from orchestrator.testing import ScriptedModels, Turn, call, ended, hang, scripted_team
 from tests.orchestrator.tools.fakes import ScriptedEngine
 
 
@@ -81,7 +81,7 @@ class Crash:
             await asyncio.sleep(0.01)
         release.set()
         await stopping
-        await handle.wait()
+        await ended(handle)
         return cut
 
     async def resume(self, log: list[RunEvent]) -> tuple[RunFinished, ScriptedModels, InMemoryRunStore]:
@@ -90,7 +90,7 @@ class Crash:
             await store.append(event)
         models = ScriptedModels()
         handle = await resume_run("run-1", self.team, store, models=models, tools=self.tools)
-        result = await asyncio.wait_for(handle.wait(), timeout=20)
+        result = await asyncio.wait_for(ended(handle), timeout=20)
         assert isinstance(result, RunFinished)
         return result, models, store
 

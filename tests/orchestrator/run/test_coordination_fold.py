@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from orchestrator import start_run
 from orchestrator.events import (
     AgentFailed,
     AgentInfo,
@@ -16,9 +17,8 @@ from orchestrator.events import (
     VoteCast,
 )
 from orchestrator.run.coordination import CoordinationState, rebuild_state
-from orchestrator.run.supervisor import start_run
 from orchestrator.store import InMemoryRunStore
-from orchestrator.testing import ScriptedModels, scripted_team
+from orchestrator.testing import ScriptedModels, ended, scripted_team
 
 
 def started(n: int = 3) -> RunStarted:
@@ -164,7 +164,7 @@ def test_apply_does_not_mutate() -> None:
 async def test_persisted_events_fold_back_into_the_live_state() -> None:
     store = InMemoryRunStore()
     handle = await start_run(scripted_team(3), "task", models=ScriptedModels(), store=store)
-    await handle.wait()
+    await ended(handle)
     events = await store.events(handle.run_id)
     assert events[-1].kind == "finished"
     assert rebuild_state(events) == handle.snapshot()

@@ -26,7 +26,7 @@ from approvals import (
 )
 from approvals.permissions import PermissionConfig
 from orchestrator import RunContext, RunTools, TeamConfig, build_run_tools, start_run
-from orchestrator.testing import ScriptedModels, Turn, call, hang, scripted_team
+from orchestrator.testing import ScriptedModels, Turn, call, ended, hang, scripted_team
 from tests.orchestrator.tools.fakes import ASK, ScriptedEngine
 
 APPROVER = Principal(id="U_APPROVER")
@@ -93,7 +93,7 @@ async def test_a_run_that_ends_cancels_its_pending_approval(
         await handle.cancel(by="U_BOSS")
     elif ending == "finish_now":
         await handle.finish_now(by="U_BOSS")
-    await asyncio.wait_for(handle.wait(), timeout=20)
+    await asyncio.wait_for(ended(handle), timeout=20)
 
     after = await service.get(request.id)
     assert after is not None

@@ -1,4 +1,4 @@
-"""Park mode: an ask ends the asking agent's task; a decision resumes the run by id (issue 11).
+"""Parking: an ask ends the asking agent's task; a decision resumes the run by id (issue 11).
 
 The real runner, the real toolbox and gate, the real `ApprovalService` (in-memory store), an
 in-memory run store; the only scripted parts are the models and the engine's verdict on one command.
@@ -22,7 +22,6 @@ from orchestrator import (
     RunContext,
     RunDriver,
     RunFinished,
-    RunIsParked,
     RunTools,
     TeamConfig,
     ToolAwaiting,
@@ -80,14 +79,14 @@ class World:
 
     async def parked(self, models: ScriptedModels) -> Parked:
         handle = await start_run(
-            self.team, "t", models=models, tools=self.tools, store=self.store, run_id="run-1", park=True
+            self.team, "t", models=models, tools=self.tools, store=self.store, run_id="run-1"
         )
         outcome = await asyncio.wait_for(handle.outcome(), timeout=20)
         assert isinstance(outcome, Parked)
         return outcome
 
     async def resume(self, models: ScriptedModels) -> Parked | RunFinished | RunCancelled:
-        handle = await resume_run("run-1", self.team, self.store, models=models, tools=self.tools, park=True)
+        handle = await resume_run("run-1", self.team, self.store, models=models, tools=self.tools)
         outcome = await asyncio.wait_for(handle.outcome(), timeout=20)
         assert not isinstance(outcome, RunFinished) or outcome.winner is not None
         return outcome  # type: ignore[return-value]
@@ -112,17 +111,6 @@ async def test_an_ask_parks_its_agent_while_the_others_work_then_the_whole_run(t
     assert summary is not None
     assert summary.running
     assert (world.root / "run-1" / "a0").is_dir()  # the workspaces stay for the resume
-
-
-async def test_wait_on_a_parked_run_says_so(tmp_path: Path) -> None:
-    world = World(tmp_path)
-    handle = await start_run(
-        world.team, "t", models=ScriptedModels({"a0": [world.first_ask()]}), tools=world.tools,
-        store=world.store, run_id="run-1", park=True,
-    )  # fmt: skip
-    with pytest.raises(RunIsParked) as raised:
-        await asyncio.wait_for(handle.wait(), timeout=20)
-    assert raised.value.parked.run_id == "run-1"
 
 
 async def test_a_resume_with_nothing_decided_parks_again_without_a_model_call(tmp_path: Path) -> None:
@@ -280,27 +268,6 @@ async def test_the_timeout_counts_working_time_not_parked_time(tmp_path: Path) -
     assert models.calls == 0
 
 
-async def test_a_parked_run_resumed_without_park_mode_waits_for_the_decision(tmp_path: Path) -> None:
-    world = World(tmp_path)
-    await world.parked(ScriptedModels({"a0": [world.first_ask()]}))
-    [request] = await world.service.pending(run_id="run-1")
-    waited = asyncio.Event()
-
-    def on_event(event: RunEvent) -> None:
-        if event.kind == "agent_status" and getattr(event, "status", "") == "awaiting_approval":
-            waited.set()
-
-    handle = await resume_run(
-        "run-1", world.team, world.store, models=ScriptedModels(), tools=world.tools, subscribers=[on_event]
-    )
-    await asyncio.wait_for(waited.wait(), timeout=20)
-    assert world.ran() == 0
-    await world.service.decide(request.id, APPROVER, approve=True)
-    terminal = await asyncio.wait_for(handle.wait(), timeout=20)
-    assert isinstance(terminal, RunFinished)
-    assert world.ran() == 1
-
-
 async def test_a_final_phase_ask_parks_the_run_and_the_presentation_goes_on_after_it(tmp_path: Path) -> None:
     world = World(tmp_path)
 
@@ -312,7 +279,7 @@ async def test_a_final_phase_ask_parks_the_run_and_the_presentation_goes_on_afte
 
     handle = await start_run(
         world.team, "t", models=ScriptedModels(then=presenter), tools=world.tools, store=world.store,
-        run_id="run-1", park=True,
+        run_id="run-1",
     )  # fmt: skip
     parked = await asyncio.wait_for(handle.outcome(), timeout=20)
     assert isinstance(parked, Parked)
@@ -358,7 +325,6 @@ async def test_the_apply_back_ask_parks_the_run_and_the_approval_applies_the_pat
         tools=tools,
         store=world.store,
         run_id="run-1",
-        park=True,
     )
     parked = await asyncio.wait_for(handle.outcome(), timeout=20)
     assert isinstance(parked, Parked)

@@ -35,6 +35,7 @@ from orchestrator.testing import (
     Turn,
     answer,
     call,
+    ended,
     fail,
     hang,
     protocol,
@@ -93,7 +94,7 @@ async def run(
 async def test_three_agents_converge_with_presentation() -> None:
     models = ScriptedModels()
     handle, rec = await run(3, models)
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFinished)
     assert result.salvage is None
     assert result.answer == "Final answer: the task is done."
@@ -108,7 +109,7 @@ async def test_three_agents_converge_with_presentation() -> None:
 async def test_converged_run_costs_two_n_plus_one_calls(n: int) -> None:
     models = ScriptedModels()
     handle, rec = await run(n, models)
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFinished)
     assert result.salvage is None
     assert models.calls == 2 * n + 1
@@ -123,7 +124,7 @@ async def test_converged_run_costs_two_n_plus_one_calls(n: int) -> None:
 async def test_final_answer_strategies(strategy: str, extra_calls: int) -> None:
     models = ScriptedModels()
     handle, _ = await run(2, models, final_answer_strategy=strategy)
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFinished)
     assert models.calls == 4 + extra_calls
     if strategy == "winner_reuse":
@@ -145,7 +146,7 @@ async def test_tie_goes_to_the_earliest_submitted_answer() -> None:
     handle, rec = await run(2, models, final_answer_strategy="winner_reuse")
     await rec.until(lambda e: isinstance(e, AnswerSubmitted) and e.agent_id == "a1")
     gate.set()
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFinished)
     assert result.winner == "a1"
     assert result.answer == "B"
@@ -164,7 +165,7 @@ async def test_vote_without_seeing_latest_answer_is_ignored() -> None:
     handle, rec = await run(3, models, final_answer_strategy="winner_reuse")
     await rec.until(lambda e: isinstance(e, AnswerSubmitted) and e.label == "agent2.2")
     gate.set()
-    result = await handle.wait()
+    result = await ended(handle)
     ignored = rec.of(VoteIgnored)
     assert [(e.agent_id, e.voted_for) for e in ignored] == [("a0", "a1")]
     assert "agent2.2" in ignored[0].reason
@@ -179,7 +180,7 @@ async def test_vote_without_seeing_latest_answer_is_ignored() -> None:
 async def test_answer_cap_makes_an_agent_vote_only() -> None:
     models = ScriptedModels({"a0": [answer("A"), answer("A again")]})
     handle, rec = await run(2, models, max_new_answers_per_agent=1, final_answer_strategy="winner_reuse")
-    result = await handle.wait()
+    result = await ended(handle)
     second = models.clients["a0"].requests[1]
     assert "new_answer" not in second.tool_names
     assert "vote" in second.tool_names
@@ -196,7 +197,7 @@ def always_answer(request: Request) -> Turn:
 async def test_max_rounds_salvages_the_latest_answer() -> None:
     models = ScriptedModels(then=always_answer)
     handle, rec = await run(2, models, max_rounds=2, max_new_answers_per_agent=None)
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFinished)
     assert result.salvage == "max_rounds:latest_answer"
     assert result.answer == rec.of(AnswerSubmitted)[-1].content
@@ -207,7 +208,7 @@ async def test_max_rounds_salvages_the_latest_answer() -> None:
 async def test_timeout_salvages_while_a_peer_hangs() -> None:
     models = ScriptedModels({"a1": [hang()]})
     handle, _ = await run(2, models, timeout_seconds=0.3)
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFinished)
     assert result.salvage == "timeout:latest_answer"
     assert result.winner == "a0"
@@ -217,7 +218,7 @@ async def test_timeout_salvages_while_a_peer_hangs() -> None:
 
 async def test_timeout_without_answers_fails() -> None:
     handle, _ = await run(2, ScriptedModels({"a0": [hang()], "a1": [hang()]}), timeout_seconds=0.2)
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFailed)
     assert result.reasons["run"] == "timeout before any answer"
 
@@ -229,7 +230,7 @@ async def test_budget_cap_salvages_and_starts_no_further_call() -> None:
     team = team.model_copy(update={"prices": {}})  # "scripted" is unknown: the conservative default price
     rec = Recorder()
     handle = await start_run(team, "task", models=models, subscribers=[rec])
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFinished)
     assert result.salvage == "budget:latest_answer"
     usage = rec.of(UsageUpdated)
@@ -266,7 +267,7 @@ async def test_budget_reached_mid_run_stops_before_the_next_call() -> None:
     handle = await start_run(team, "task", models=models, subscribers=[rec])
     await rec.until(lambda e: isinstance(e, AnswerSubmitted), count=3)
     gate.set()
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFinished)
     assert result.salvage is not None
     assert result.salvage.startswith("budget:")
@@ -282,7 +283,7 @@ async def test_budget_reached_mid_run_stops_before_the_next_call() -> None:
 async def test_failing_agent_is_dropped_and_run_goes_on() -> None:
     models = ScriptedModels({"a1": [fail("HTTP 500 after 4 attempts")]})
     handle, rec = await run(3, models)
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFinished)
     assert result.salvage is None
     failed = rec.of(AgentFailed)
@@ -296,7 +297,7 @@ async def test_failing_agent_is_dropped_and_run_goes_on() -> None:
 async def test_all_agents_failing_fails_the_run_with_reasons() -> None:
     models = ScriptedModels({"a0": [fail("quota")], "a1": [fail("bad key")]})
     handle, _ = await run(2, models)
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFailed)
     assert "quota" in result.reasons["a0"]
     assert "bad key" in result.reasons["a1"]
@@ -312,7 +313,7 @@ async def test_model_client_construction_failure_drops_the_agent() -> None:
 
     team = scripted_team(2)
     handle = await start_run(team, "task", models=models)
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFinished)
     assert result.winner == "a1"
 
@@ -322,7 +323,7 @@ async def test_cancel_stops_everything() -> None:
     handle, rec = await run(3, models)
     await rec.until(lambda e: getattr(e, "status", None) == "thinking", count=3)
     await handle.cancel(by="U123")
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunCancelled)
     assert result.by == "U123"
     assert sum(c.cancelled for c in models.clients.values()) == 3
@@ -333,7 +334,7 @@ async def test_cancel_stops_everything() -> None:
 async def test_cancel_right_after_start() -> None:
     handle, _ = await run(2, ScriptedModels())
     await handle.cancel()
-    assert isinstance(await handle.wait(), RunCancelled)
+    assert isinstance(await ended(handle), RunCancelled)
     assert_no_stray_tasks()
 
 
@@ -342,33 +343,11 @@ async def test_finish_now_salvages_immediately() -> None:
     handle, rec = await run(3, models)
     await rec.until(lambda e: isinstance(e, AnswerSubmitted))
     await handle.finish_now(by="U9")
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFinished)
     assert result.salvage == "finish_now:latest_answer"
     assert result.winner == "a0"
     assert_no_stray_tasks()
-
-
-async def test_approval_wait_does_not_block_peers() -> None:
-    tools = FakeToolsFactory(FakeToolsConfig(ask=frozenset({"shell"})))
-    models = ScriptedModels({"a0": [Turn(calls=(call("shell", command="make test"),)), answer("A")]})
-    handle, rec = await run(3, models, tools=tools)
-    # While a0 waits for a human, both peers finish their first answers.
-    await rec.until(lambda e: isinstance(e, AnswerSubmitted), count=2)
-    assert tools.built is not None
-    assert tools.built.waiting == {"a0"}
-    assert {e.agent_id for e in rec.of(AnswerSubmitted)} == {"a1", "a2"}
-    tools.config.approval.set()
-    result = await handle.wait()
-    assert isinstance(result, RunFinished)
-    assert result.salvage is None
-    assert [(x.agent_id, x.tool) for x in tools.built.executions] == [("a0", "shell")]
-    assert tools.built.closed
-    # a0 was on its first answer: peers' answers are not pushed into its tool result.
-    tool_result = models.clients["a0"].requests[1].messages[-1]
-    assert isinstance(tool_result, ToolResultMessage)
-    assert "<answer" not in tool_result.content
-    assert not rec.of(AgentRestarted)
 
 
 async def test_new_answers_are_injected_into_an_answered_agents_tool_result() -> None:
@@ -383,7 +362,7 @@ async def test_new_answers_are_injected_into_an_answered_agents_tool_result() ->
     handle, rec = await run(2, models, tools=tools, final_answer_strategy="winner_reuse")
     await rec.until(lambda e: isinstance(e, AnswerSubmitted) and e.label == "agent2.2")
     gate.set()
-    result = await handle.wait()
+    result = await ended(handle)
     injected = rec.of(AgentRestarted)
     assert [(e.agent_id, e.new_answers) for e in injected] == [("a0", ("agent2.2",))]
     tool_result = models.clients["a0"].requests[2].messages[-1]
@@ -398,7 +377,7 @@ async def test_denied_tool_call_is_fed_back_to_the_model() -> None:
     tools = FakeToolsFactory(FakeToolsConfig(deny=frozenset({"shell"})))
     models = ScriptedModels({"a0": [Turn(calls=(call("shell", command="rm -rf /"),)), answer("A")]})
     handle, rec = await run(2, models, tools=tools)
-    result = await handle.wait()
+    result = await ended(handle)
     fed_back = models.clients["a0"].requests[1].messages[-1]
     assert isinstance(fed_back, ToolResultMessage)
     assert fed_back.is_error
@@ -420,7 +399,7 @@ def publisher(request: Request) -> Turn:
 async def test_side_effect_runs_once_by_the_winner() -> None:
     tools = FakeToolsFactory()
     handle, rec = await run(3, ScriptedModels(then=publisher), tools=tools)
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFinished)
     assert result.salvage is None
     assert tools.built is not None
@@ -440,7 +419,7 @@ async def test_the_winners_final_prompt_lists_exactly_the_actions_it_deferred() 
     tools = FakeToolsFactory()
     models = ScriptedModels(then=publish_once)
     handle, _ = await run(3, models, tools=tools)
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFinished)
     winner = models.clients[result.winner or ""]
     prompt = str(winner.requests[-1].messages[0].text)  # type: ignore[union-attr]
@@ -452,7 +431,7 @@ async def test_the_winners_final_prompt_lists_exactly_the_actions_it_deferred() 
 async def test_a_winner_that_deferred_nothing_gets_no_deferred_list() -> None:
     models = ScriptedModels()
     handle, _ = await run(2, models)
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFinished)
     prompt = str(models.clients[result.winner or ""].requests[-1].messages[0].text)  # type: ignore[union-attr]
     assert "deferred" not in prompt
@@ -461,7 +440,7 @@ async def test_a_winner_that_deferred_nothing_gets_no_deferred_list() -> None:
 async def test_agent_without_workflow_calls_is_reminded_then_dropped() -> None:
     models = ScriptedModels({"a1": [say("thinking"), say("still thinking"), say("hmm")]})
     handle, rec = await run(3, models)
-    result = await handle.wait()
+    result = await ended(handle)
     failed = rec.of(AgentFailed)
     assert [e.agent_id for e in failed] == ["a1"]
     assert "without calling new_answer or vote" in failed[0].reason
@@ -475,7 +454,7 @@ async def test_agent_without_workflow_calls_is_reminded_then_dropped() -> None:
 async def test_invalid_vote_target_is_refused_and_retried() -> None:
     models = ScriptedModels({"a0": [answer("A"), vote("agent9")]})
     handle, _ = await run(2, models, final_answer_strategy="winner_reuse")
-    result = await handle.wait()
+    result = await ended(handle)
     retry = models.clients["a0"].requests[2].messages[-1]
     assert isinstance(retry, ToolResultMessage)
     assert retry.is_error
@@ -488,7 +467,7 @@ async def test_text_deltas_are_coalesced() -> None:
     long_text = "word " * 400  # 125 chunks from the scripted stream
     models = ScriptedModels({"a0": [Turn(text=long_text, calls=answer("A").calls)]})
     handle, rec = await run(2, models)
-    await handle.wait()
+    await ended(handle)
     deltas = [e for e in rec.of(TextDelta) if e.agent_id == "a0"]
     assert "".join(e.text for e in deltas) == long_text
     assert len(deltas) <= 3
@@ -498,7 +477,7 @@ async def test_events_stream_ends_with_terminal_event() -> None:
     handle, _ = await run(2, ScriptedModels())
     kinds = [event.kind async for event in handle.events()]
     assert kinds[-1] == "finished"
-    assert isinstance(await handle.wait(), RunFinished)
+    assert isinstance(await ended(handle), RunFinished)
 
 
 async def test_no_wasted_calls_when_agents_have_different_latencies() -> None:
@@ -513,7 +492,7 @@ async def test_no_wasted_calls_when_agents_have_different_latencies() -> None:
 
     models = ScriptedModels({a: [slow(a)] * 3 for a in delays})
     handle, rec = await run(3, models)
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFinished)
     assert result.salvage is None
     assert models.calls == 7
@@ -530,7 +509,7 @@ async def test_stop_during_the_final_presentation(how: str) -> None:
     handle, rec = await run(3, models)
     await rec.until(lambda e: getattr(e, "status", None) == "presenting")
     await (handle.cancel(by="U1") if how == "cancel" else handle.finish_now(by="U1"))
-    result = await handle.wait()
+    result = await ended(handle)
     consensus = rec.of(ConsensusReached)[0]
     if how == "cancel":
         assert isinstance(result, RunCancelled)
@@ -551,7 +530,7 @@ async def test_prompts_carry_context_system_message_and_anonymised_answers() -> 
     team = team.model_copy(update={"agents": [first, team.agents[1]]})
     models = ScriptedModels()
     handle = await start_run(team, "fix it", models=models, context="Earlier answer: restart the worker.")
-    await handle.wait()
+    await ended(handle)
     opening = models.clients["a0"].requests[0]
     assert "You review billing code." in opening.system
     assert "You are agent1" in opening.system
@@ -566,7 +545,7 @@ async def test_prompts_carry_context_system_message_and_anonymised_answers() -> 
 async def test_agent_repeating_invalid_workflow_calls_is_dropped() -> None:
     models = ScriptedModels({"a1": [answer("B"), vote("agent9"), vote("agent9"), vote("agent9")]})
     handle, rec = await run(3, models)
-    result = await handle.wait()
+    result = await ended(handle)
     failed = rec.of(AgentFailed)
     assert [e.agent_id for e in failed] == ["a1"]
     assert "invalid vote call" in failed[0].reason

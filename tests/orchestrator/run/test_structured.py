@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
+from orchestrator import start_run
 from orchestrator.config.team import AgentConfig, BackendConfig, OrchestratorConfig, PriceConfig, TeamConfig
 from orchestrator.events import AgentFailed, AnswerSubmitted, RunEvent, RunFinished, VoteCast
 from orchestrator.llm.base import UserMessage
 from orchestrator.run import structured
 from orchestrator.run.coordination import AgentView, Answer, CoordinationState
-from orchestrator.run.supervisor import start_run
-from orchestrator.testing import Request, ScriptedModels, Turn, reply, say
+from orchestrator.testing import Request, ScriptedModels, Turn, ended, reply, say
 
 
 def team(n: int, **orchestrator: Any) -> TeamConfig:
@@ -30,7 +30,7 @@ async def run(n: int, models: ScriptedModels, **orchestrator: Any) -> tuple[RunF
     handle = await start_run(
         team(n, **orchestrator), "write a haiku", models=models, subscribers=[events.append]
     )
-    result = await handle.wait()
+    result = await ended(handle)
     assert isinstance(result, RunFinished), result
     return result, events
 
@@ -171,7 +171,7 @@ async def test_when_every_reply_is_invalid_the_run_still_ends() -> None:
     handle = await start_run(
         team(3, structured_retries=1), "task", models=models, subscribers=[events.append]
     )
-    result = await handle.wait()
+    result = await ended(handle)
     assert result.kind == "failed"
     assert models.calls == 6  # 3 agents x (1 try + 1 retry), then each leaves the run
     assert all("no valid reply in 2 tries" in reason for reason in result.reasons.values())

@@ -20,7 +20,7 @@ from orchestrator import (
     ToolDecided,
     start_run,
 )
-from orchestrator.testing import ScriptedModels, scripted_team
+from orchestrator.testing import ScriptedModels, ended, scripted_team
 
 AGENTS = (
     AgentInfo(agent_id="a1", label="agent1", backend="openai", model="gpt-5"),
@@ -39,7 +39,7 @@ async def test_a_live_view_and_the_stored_log_agree_with_the_runs_own_state() ->
         store=store,
         subscribers=[lambda event: live.append(live[-1].apply(event))],
     )
-    finished = await handle.wait()
+    finished = await ended(handle)
     view = RunView.of(await store.events(handle.run_id))
     assert live[-1] == view
     state, summary = handle.snapshot(), await store.get(handle.run_id)

@@ -102,7 +102,7 @@ class Machines:
             "a1": [Turn(calls=(call("write_file", path="notes.txt", content="a1 was here\n"),))],
         })  # fmt: skip
         handle = await start_run(
-            self.team, "t", models=models, tools=self.tools, store=self.store, run_id="run-1", park=True
+            self.team, "t", models=models, tools=self.tools, store=self.store, run_id="run-1"
         )
         assert isinstance(await asyncio.wait_for(handle.outcome(), timeout=20), Parked)
         [request] = await self.service.pending(run_id="run-1")
@@ -111,9 +111,7 @@ class Machines:
     async def finish_on_machine_2(self, tmp_path: Path) -> RunFinished:
         shutil.rmtree(self.root)  # machine 1 is gone, and its disk with it
         self.root = tmp_path / "machine-2"
-        handle = await resume_run(
-            "run-1", self.team, self.store, models=ScriptedModels(), tools=self.tools, park=True
-        )
+        handle = await resume_run("run-1", self.team, self.store, models=ScriptedModels(), tools=self.tools)
         outcome = await asyncio.wait_for(handle.outcome(), timeout=20)
         assert isinstance(outcome, RunFinished), outcome
         return outcome

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -11,11 +11,13 @@ from approvals.events import ApprovalEvent, ApprovalRequested
 from approvals.models import ApprovalRequest, Approvers
 from approvals.permissions.actions import Action
 from approvals.permissions.decisions import Decision
+from approvals.ports import Clock
 from approvals.service import ApprovalService
 from approvals.testing import InMemoryApprovalStore, InMemoryAuditLog
+from orchestrator.errors import ToolParked
 from orchestrator.events import RunEvent
-from orchestrator.ports import ApprovalPort, Emit
-from orchestrator.tools.gate import PermissionGate
+from orchestrator.ports import ApprovalPort, Emit, Evaluator
+from orchestrator.tools.gate import GateCall, PermissionGate
 
 ALLOW = Decision(verdict="allow", resolved="allow", risk="low", layer="risk", reason="low risk")
 ASK = Decision(verdict="ask", resolved="ask", risk="medium", layer="risk", reason="medium risk")
@@ -54,9 +56,11 @@ class ScriptedEngine:
 class Harness:
     """A real ApprovalService over the in-memory store, plus what the run emitted."""
 
-    def __init__(self, *, approvers: frozenset[str] = frozenset({"U_APPROVER"})) -> None:
+    def __init__(
+        self, *, approvers: frozenset[str] = frozenset({"U_APPROVER"}), clock: Clock | None = None
+    ) -> None:
         self.audit = InMemoryAuditLog()
-        self.service = ApprovalService(InMemoryApprovalStore(), self.audit, poll_interval=0.01)
+        self.service = ApprovalService(InMemoryApprovalStore(), self.audit, clock, poll_interval=0.01)
         self.events: list[RunEvent] = []
         self.requested: asyncio.Queue[ApprovalRequest] = asyncio.Queue()
         self.service.subscribe(self._on_approval_event)
@@ -93,3 +97,17 @@ class Harness:
 
     def kinds(self) -> list[str]:
         return [event.kind for event in self.events]
+
+
+async def parked_on(call: Awaitable[object]) -> str:
+    """The id of the request `call` parks on (it must park: anything else fails the test)."""
+    try:
+        result = await call
+    except ToolParked as parked:
+        return parked.request_id
+    raise AssertionError(f"the call did not park: {result}")
+
+
+async def parks(gate: PermissionGate, engine: Evaluator, call: GateCall, awaiting: str | None = None) -> str:
+    """The id of the request the gate parks `call` on."""
+    return await parked_on(gate.check(engine, call, awaiting=awaiting))

@@ -10,6 +10,7 @@ from typing import Literal
 import pytest
 
 from approvals.models import Principal
+from orchestrator import RunDriver
 from orchestrator.config.team import TeamConfig, parse_team
 from orchestrator.errors import TeamConfigError
 from orchestrator.events import (
@@ -23,8 +24,17 @@ from orchestrator.events import (
     from_json,
 )
 from orchestrator.ports import RunContext, RunTools
-from orchestrator.run.supervisor import RunHandle, start_run
-from orchestrator.testing import Request, Script, ScriptedModels, Turn, call, hang, protocol, scripted_team
+from orchestrator.run import Terminal
+from orchestrator.testing import (
+    Request,
+    Script,
+    ScriptedModels,
+    Turn,
+    call,
+    hang,
+    protocol,
+    scripted_team,
+)
 from orchestrator.tools.toolbox import build_run_tools
 from tests.bot.cli.test_run import massgen_bot, team_file
 from tests.fakes.provider_agent import protocol_agent
@@ -47,7 +57,7 @@ def _team(source: Path, apply: Literal["never", "ask"]) -> TeamConfig:
 
 async def _start(
     tmp_path: Path, harness: Harness, apply: Literal["never", "ask"], *, then: Script = protocol
-) -> tuple[RunHandle, Path]:
+) -> tuple[RunDriver, asyncio.Task[Terminal], Path]:
     """Two agents fix `fix.py` in their workspaces (each its own way); the run converges on one."""
     source = tmp_path / "repo"
     source.mkdir()
@@ -64,8 +74,10 @@ async def _start(
         return await build_run_tools(ctx, approvals=harness.service, root=tmp_path / "ws")
 
     team = _team(source, apply)
-    handle = await start_run(team, "fix the bug", models=models, tools=tools, subscribers=[harness.emit])
-    return handle, source
+    driver = RunDriver(
+        team, approvals=harness.service, models=models, tools=tools, subscribers=[harness.emit]
+    )
+    return driver, asyncio.create_task(driver.start("fix the bug")), source
 
 
 def _apply_events(harness: Harness) -> list[RunEvent]:
@@ -93,7 +105,7 @@ async def test_the_winner_patch_reaches_the_source_only_when_approved(
     reason_starts: str | None,
 ) -> None:
     harness = Harness()
-    handle, source = await _start(tmp_path, harness, apply)
+    driver, driving, source = await _start(tmp_path, harness, apply)
     if approve is not None:
         request = await asyncio.wait_for(harness.requested.get(), timeout=20)
         assert request.action.kind == "write"
@@ -101,8 +113,9 @@ async def test_the_winner_patch_reaches_the_source_only_when_approved(
         assert request.context["files"] == "fix.py"
         reason = None if approve else "not now"
         await harness.service.decide(request.id, APPROVER, approve=approve, reason=reason)
-    finished = await asyncio.wait_for(handle.wait(), timeout=20)
+    finished = await asyncio.wait_for(driving, timeout=20)
     assert isinstance(finished, RunFinished)
+    assert driver.parks == (1 if approve is not None else 0)  # the ask parked the run
     assert finished.salvage is None  # the apply outcome never changes the run's outcome
     assert finished.patch is not None
     assert (finished.applied, finished.apply_reason is None) == (applied, reason_starts is None)
@@ -132,15 +145,14 @@ async def test_the_winner_patch_reaches_the_source_only_when_approved(
 
 
 @pytest.mark.parametrize("how", ["finish_now", "cancel"])
-async def test_stopping_the_run_during_the_apply_wait_cancels_the_approval(
+async def test_stopping_the_run_parked_on_the_apply_cancels_the_approval(
     tmp_path: Path, how: Literal["finish_now", "cancel"]
 ) -> None:
     harness = Harness()
-    handle, source = await _start(tmp_path, harness, "ask")
+    driver, driving, source = await _start(tmp_path, harness, "ask")
     request = await asyncio.wait_for(harness.requested.get(), timeout=20)
-    stop = handle.finish_now if how == "finish_now" else handle.cancel
-    await asyncio.wait_for(stop(by="U_BOSS"), timeout=10)
-    terminal = await handle.wait()
+    await asyncio.wait_for(driver.stop(how, by="U_BOSS"), timeout=10)
+    terminal = await asyncio.wait_for(driving, timeout=20)
     if how == "cancel":
         assert isinstance(terminal, RunCancelled)
         assert terminal.by == "U_BOSS"
@@ -168,10 +180,10 @@ async def test_finish_now_while_the_winner_presents_skips_the_apply(tmp_path: Pa
         return hang()
 
     harness = Harness()
-    handle, source = await _start(tmp_path, harness, "ask", then=present_forever)
+    driver, driving, source = await _start(tmp_path, harness, "ask", then=present_forever)
     await asyncio.wait_for(presenting.wait(), timeout=20)
-    await asyncio.wait_for(handle.finish_now(by="U_BOSS"), timeout=10)
-    finished = await handle.wait()
+    await asyncio.wait_for(driver.stop("finish_now", by="U_BOSS"), timeout=10)
+    finished = await asyncio.wait_for(driving, timeout=20)
     assert isinstance(finished, RunFinished)
     assert finished.salvage is not None
     assert finished.salvage.startswith("finish_now:")

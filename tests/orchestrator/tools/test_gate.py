@@ -1,4 +1,4 @@
-"""The permission gate against the real approval service: audit, ask/wait, grants, deferral."""
+"""The permission gate against the real approval service: audit, ask/park/resume, grants, deferral."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import threading
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -14,10 +14,12 @@ from approvals.models import Principal
 from approvals.permissions.actions import Action
 from approvals.permissions.decisions import Decision
 from approvals.service import ApprovalService
+from approvals.testing import FrozenClock
 from orchestrator.errors import ToolParked
+from orchestrator.events import GrantAdded
 from orchestrator.ports import ApprovalPort
 from orchestrator.tools.gate import DEFERRED, GateCall
-from tests.orchestrator.tools.fakes import ALLOW, ASK, DENY, EGRESS, PUSH, Harness, ScriptedEngine
+from tests.orchestrator.tools.fakes import ALLOW, ASK, DENY, EGRESS, PUSH, Harness, ScriptedEngine, parks
 
 APPROVER = Principal(id="U_APPROVER")
 
@@ -64,19 +66,19 @@ async def test_allow_and_deny_are_audited_without_a_request(
     assert await harness.service.pending() == []
 
 
-async def test_ask_waits_for_a_human_while_other_work_goes_on() -> None:
+async def test_an_ask_parks_the_call_and_its_decision_answers_the_resumed_call() -> None:
     harness = Harness()
     gate, engine = harness.gate(), ScriptedEngine({"make deploy": ASK})
-    waiting = asyncio.create_task(gate.check(engine, _call("make deploy")))
+    request_id = await parks(gate, engine, _call("make deploy"))
     request = await harness.next_request()
-    # While alpha waits, beta's allowed calls complete.
+    assert request.id == request_id
+    # While alpha is parked, beta's allowed calls complete.
     others = [await gate.check(engine, _call("ls", agent="beta")) for _ in range(3)]
     assert all(r.allowed for r in others)
-    assert not waiting.done()
     assert request.digest == "d1"
     assert request.context["agent_id"] == "alpha"
     await harness.service.decide(request.id, APPROVER, approve=True)
-    result = await asyncio.wait_for(waiting, timeout=5)
+    result = await gate.check(engine, _call("make deploy"), awaiting=request_id)
     assert result.allowed
     assert result.reason == "approved by U_APPROVER"
     assert harness.kinds() == [
@@ -97,18 +99,25 @@ async def test_ask_waits_for_a_human_while_other_work_goes_on() -> None:
 )
 async def test_a_denial_reason_comes_back(approve: bool, reason: str | None, expected: str) -> None:
     harness = Harness()
-    waiting = asyncio.create_task(harness.gate().check(ScriptedEngine({"x": ASK}), _call("x")))
-    request = await harness.next_request()
-    await harness.service.decide(request.id, APPROVER, approve=False, reason=reason)
-    result = await asyncio.wait_for(waiting, timeout=5)
+    gate, engine = harness.gate(), ScriptedEngine({"x": ASK})
+    request_id = await parks(gate, engine, _call("x"))
+    await harness.service.decide(request_id, APPROVER, approve=False, reason=reason)
+    result = await gate.check(engine, _call("x"), awaiting=request_id)
     assert not result.allowed
     assert result.reason == expected
 
 
 async def test_an_unanswered_ask_expires_as_a_denial() -> None:
-    harness = Harness()
-    gate = harness.gate(timeout=timedelta(milliseconds=50))
-    result = await asyncio.wait_for(gate.check(ScriptedEngine({"x": ASK}), _call("x")), timeout=5)
+    clock = FrozenClock(datetime.now(UTC))
+    harness = Harness(clock=clock)
+    gate, engine = harness.gate(timeout=timedelta(minutes=1)), ScriptedEngine({"x": ASK})
+    request_id = await parks(gate, engine, _call("x"))
+    clock.advance(timedelta(minutes=2))
+    assert (
+        await parks(gate, engine, _call("x"), awaiting=request_id) == request_id
+    )  # overdue, not expired yet
+    assert [r.id for r in await harness.service.expire_due()] == [request_id]
+    result = await gate.check(engine, _call("x"), awaiting=request_id)
     assert not result.allowed
     assert "expired" in result.reason
     assert harness.events[-1].kind == "tool_approval_resolved"
@@ -117,28 +126,30 @@ async def test_an_unanswered_ask_expires_as_a_denial() -> None:
 async def test_run_scope_lets_the_same_action_through_for_every_agent() -> None:
     harness = Harness()
     gate, engine = harness.gate(), ScriptedEngine({"make test": ASK, "make deploy": ASK})
-    waiting = asyncio.create_task(gate.check(engine, _call("make test")))
+    asked = await parks(gate, engine, _call("make test"))
     await harness.service.decide((await harness.next_request()).id, APPROVER, approve=True, scope="run")
-    assert (await waiting).allowed
+    assert (await gate.check(engine, _call("make test"), awaiting=asked)).allowed
     again = await gate.check(engine, _call("make test", agent="beta", digest="d2"))
     assert again.allowed
     assert again.request is None  # no second ask
     assert harness.requested.empty()
     # Another action still asks.
-    other = asyncio.create_task(gate.check(engine, _call("make deploy")))
+    other = await parks(gate, engine, _call("make deploy"))
     request = await harness.next_request()
     assert request.action == Action(kind="command", target="make deploy")
     await harness.service.decide(request.id, APPROVER, approve=False)
-    assert not (await other).allowed
+    assert not (await gate.check(engine, _call("make deploy"), awaiting=other)).allowed
 
 
 async def test_once_scope_asks_again() -> None:
     harness = Harness()
     gate, engine = harness.gate(), ScriptedEngine({"make test": ASK})
+    asked = []
     for _ in range(2):
-        waiting = asyncio.create_task(gate.check(engine, _call("make test")))
+        asked.append(await parks(gate, engine, _call("make test")))
         await harness.service.decide((await harness.next_request()).id, APPROVER, approve=True)
-        assert (await waiting).allowed
+        assert (await gate.check(engine, _call("make test"), awaiting=asked[-1])).allowed
+    assert asked[0] != asked[1]
 
 
 async def test_side_effects_are_deferred_during_coordination_and_done_once_in_final() -> None:
@@ -150,9 +161,10 @@ async def test_side_effects_are_deferred_during_coordination_and_done_once_in_fi
         assert result.deferred
         assert result.reason == DEFERRED
     assert harness.requested.empty()  # nobody was asked three times
-    final = asyncio.create_task(gate.check(engine, _call("git push origin main", phase="final")))
+    push = _call("git push origin main", phase="final")
+    final = await parks(gate, engine, push)
     await harness.service.decide((await harness.next_request()).id, APPROVER, approve=True)
-    assert (await final).allowed
+    assert (await gate.check(engine, push, awaiting=final)).allowed
     late = await gate.check(engine, _call("git push origin main", agent="beta", phase="final"))
     assert not late.allowed
     assert "performed by alpha only" in late.reason
@@ -163,9 +175,9 @@ async def test_side_effects_are_deferred_during_coordination_and_done_once_in_fi
 async def test_network_is_granted_only_with_an_allowed_egress_decision() -> None:
     harness = Harness()
     gate, engine = harness.gate(), ScriptedEngine({"curl x": EGRESS})
-    waiting = asyncio.create_task(gate.check(engine, _call("curl x")))
+    asked = await parks(gate, engine, _call("curl x"))
     await harness.service.decide((await harness.next_request()).id, APPROVER, approve=True)
-    assert (await waiting).network
+    assert (await gate.check(engine, _call("curl x"), awaiting=asked)).network
     assert not (await gate.check(engine, _call("ls"))).network
 
 
@@ -231,7 +243,7 @@ async def test_an_approval_for_a_different_digest_is_not_honoured() -> None:
     harness = Harness()
 
     class SwappingPort:
-        """Relays to the real service but reports the approved request with another digest."""
+        """Relays to the real service but reports a decided request with another digest."""
 
         async def request(self, ask):  # type: ignore[no-untyped-def]
             return await harness.service.request(ask)
@@ -243,32 +255,34 @@ async def test_an_approval_for_a_different_digest_is_not_honoured() -> None:
             return await harness.service.always_rules()
 
         async def wait(self, request_id: str):  # type: ignore[no-untyped-def]
-            return replace(await harness.service.wait(request_id), digest="something-else")
+            return await harness.service.wait(request_id)
 
         async def get(self, request_id: str):  # type: ignore[no-untyped-def]
-            return await harness.service.get(request_id)
+            request = await harness.service.get(request_id)
+            if request is None or request.status == "pending":
+                return request
+            return replace(request, digest="something-else")
 
         async def record_decision(self, entry):  # type: ignore[no-untyped-def]
             await harness.service.record_decision(entry)
 
-    gate = harness.gate(approvals=SwappingPort())
-    waiting = asyncio.create_task(gate.check(ScriptedEngine({"x": ASK}), _call("x")))
+    gate, engine = harness.gate(approvals=SwappingPort()), ScriptedEngine({"x": ASK})
+    asked = await parks(gate, engine, _call("x"))
     await harness.service.decide((await harness.next_request()).id, APPROVER, approve=True)
-    result = await waiting
-    assert not result.allowed
-    assert "does not match this exact call" in result.reason
+    again = await parks(gate, engine, _call("x"), awaiting=asked)  # not its approval: it asks for itself
+    assert again != asked
+    assert [r.id for r in await harness.service.pending()] == [again]
 
 
 async def test_identical_concurrent_asks_make_one_request_and_a_run_grant_frees_all() -> None:
     harness = Harness()
     gate, engine = harness.gate(), ScriptedEngine({"pip install x": ASK})
-    tasks = [
-        asyncio.create_task(gate.check(engine, _call("pip install x", agent=a, digest=a)))
-        for a in ("alpha", "beta", "gamma")
-    ]
+    calls = [_call("pip install x", agent=a, digest=a) for a in ("alpha", "beta", "gamma")]
+    parked = await asyncio.wait_for(asyncio.gather(*(parks(gate, engine, c) for c in calls)), timeout=5)
     request = await harness.next_request()
+    assert parked == [request.id] * 3
     await harness.service.decide(request.id, APPROVER, approve=True, scope="run")
-    results = await asyncio.wait_for(asyncio.gather(*tasks), timeout=5)
+    results = [await gate.check(engine, c, awaiting=request.id) for c in calls]
     assert all(r.allowed for r in results)
     assert harness.requested.empty()
     assert len(await harness.service.pending()) == 0
@@ -291,42 +305,48 @@ async def test_a_run_approval_given_while_a_follower_is_judged_lets_it_through()
 
     harness = Harness()
     gate, engine = harness.gate(), HeldForBeta({"pip install x": ASK})
-    alpha = asyncio.create_task(gate.check(engine, _call("pip install x", agent="alpha", digest="a")))
+    alpha = _call("pip install x", agent="alpha", digest="a")
+    asked = await parks(gate, engine, alpha)
     request = await harness.next_request()
     beta = asyncio.create_task(gate.check(engine, _call("pip install x", agent="beta", digest="b")))
     assert await asyncio.to_thread(judging.wait, 5)
     await harness.service.decide(request.id, APPROVER, approve=True, scope="run")
-    assert (await asyncio.wait_for(alpha, timeout=5)).allowed
+    # The grant takes effect while beta is judged (alpha's resume would judge too, so it waits its
+    # turn behind beta: the grant arrives as a resumed process takes it back, from the request).
+    grant = GrantAdded(
+        agent_id="alpha", request_id=asked, scope_keys=("command(pip install x)",), by=APPROVER.id
+    )
+    assert await gate.restore_grants([grant]) == 1
     release.set()  # beta's stale verdict (ask) arrives after the grant
     assert (await asyncio.wait_for(beta, timeout=5)).allowed
+    assert (await gate.check(engine, alpha, awaiting=asked)).allowed
     assert harness.requested.empty()  # no second approval message for the same action
     assert sum(1 for e in harness.audit.entries if e.outcome == "ask") == 1
 
 
-async def test_a_once_approval_does_not_propagate_to_waiting_agents() -> None:
+async def test_a_once_approval_does_not_propagate_to_parked_agents() -> None:
     harness = Harness()
     gate, engine = harness.gate(), ScriptedEngine({"pip install x": ASK})
-    tasks = [
-        asyncio.create_task(gate.check(engine, _call("pip install x", agent=a, digest=a)))
-        for a in ("alpha", "beta")
-    ]
+    alpha, beta = (_call("pip install x", agent=a, digest=a) for a in ("alpha", "beta"))
+    first_id = await parks(gate, engine, alpha)
+    assert await parks(gate, engine, beta) == first_id  # beta parks on alpha's request
     first = await harness.next_request()
     await harness.service.decide(first.id, APPROVER, approve=True)  # once
-    second = await harness.next_request()  # the follower asks for itself
-    assert second.id != first.id
-    assert {first.agent_id, second.agent_id} == {"alpha", "beta"}
+    assert (await gate.check(engine, alpha, awaiting=first_id)).allowed
+    second_id = await parks(gate, engine, beta, awaiting=first_id)  # the follower asks for itself
+    second = await harness.next_request()
+    assert second.id == second_id != first.id
+    assert (first.agent_id, second.agent_id) == ("alpha", "beta")
     await harness.service.decide(second.id, APPROVER, approve=False)
-    results = await asyncio.wait_for(asyncio.gather(*tasks), timeout=5)
-    assert sorted(r.allowed for r in results) == [False, True]
+    assert not (await gate.check(engine, beta, awaiting=second_id)).allowed
 
 
-# ---- park mode (issue 11): an ask ends the call; the stored decision answers the resumed call ----
+# ---- an ask ends the call; the stored decision answers the resumed call (issue 11) ----
 
 
-async def test_in_park_mode_an_ask_opens_the_request_and_parks_identical_asks_on_it() -> None:
+async def test_an_ask_opens_the_request_and_parks_identical_asks_on_it() -> None:
     harness = Harness()
     gate, engine = harness.gate(), ScriptedEngine({"pip install x": ASK})
-    gate.park = True
     with pytest.raises(ToolParked) as first:
         await gate.check(engine, _call("pip install x", agent="alpha", digest="alpha"))
     with pytest.raises(ToolParked) as second:
@@ -339,7 +359,6 @@ async def test_in_park_mode_an_ask_opens_the_request_and_parks_identical_asks_on
 async def test_a_resumed_call_is_answered_by_its_stored_decision() -> None:
     harness = Harness()
     gate, engine = harness.gate(), ScriptedEngine({"pip install x": ASK})
-    gate.park = True
     call = _call("pip install x")
     with pytest.raises(ToolParked) as parked:
         await gate.check(engine, call)
@@ -358,7 +377,6 @@ async def test_a_resumed_call_is_answered_by_its_stored_decision() -> None:
 async def test_a_resumed_call_with_an_unknown_request_or_another_input_is_denied() -> None:
     harness = Harness()
     gate, engine = harness.gate(), ScriptedEngine({"pip install x": ASK})
-    gate.park = True
     unknown = await gate.check(engine, _call("pip install x"), awaiting="apr_nope")
     assert not unknown.allowed
     assert "unknown" in unknown.reason
@@ -374,7 +392,6 @@ async def test_a_resumed_call_with_an_unknown_request_or_another_input_is_denied
 async def test_a_resumed_call_the_policy_now_denies_is_denied_despite_its_approval() -> None:
     harness = Harness()
     gate = harness.gate()
-    gate.park = True
     with pytest.raises(ToolParked) as parked:
         await gate.check(ScriptedEngine({"pip install x": ASK}), _call("pip install x"))
     await harness.service.decide(parked.value.request_id, APPROVER, approve=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import replace
 
@@ -13,7 +12,7 @@ from approvals.permissions.actions import Action
 from orchestrator.errors import ToolParked
 from orchestrator.events import GrantAdded, RunEvent
 from orchestrator.tools.gate import SCOPE_KEYS, GateCall, PermissionGate
-from tests.orchestrator.tools.fakes import ASK, Harness, ScriptedEngine
+from tests.orchestrator.tools.fakes import ASK, Harness, ScriptedEngine, parks
 
 APPROVER = Principal(id="U_APPROVER")
 KEY = "command(make test)"
@@ -31,11 +30,11 @@ def _call(target: str, *, agent: str = "alpha", digest: str = "d1") -> GateCall:
 
 async def _granted(harness: Harness, gate: PermissionGate, engine: ScriptedEngine) -> GrantAdded:
     """`make test` approved "for this run"; the grant event the gate stored."""
-    waiting = asyncio.create_task(gate.check(engine, _call("make test")))
+    asked = await parks(gate, engine, _call("make test"))
     request = await harness.next_request()
     assert json.loads(request.context[SCOPE_KEYS]) == [KEY]  # the request records what it may grant
     await harness.service.decide(request.id, APPROVER, approve=True, scope="run")
-    assert (await waiting).allowed
+    assert (await gate.check(engine, _call("make test"), awaiting=asked)).allowed
     return [e for e in harness.events if isinstance(e, GrantAdded)][-1]
 
 
@@ -65,21 +64,21 @@ async def test_a_grant_that_cannot_be_stored_does_not_take_effect() -> None:
         raise OSError("disk full")
 
     gate, engine = harness.gate(checkpoint=broken), ScriptedEngine({"make test": ASK})
-    waiting = asyncio.create_task(gate.check(engine, _call("make test")))
+    asked = await parks(gate, engine, _call("make test"))
     await harness.service.decide((await harness.next_request()).id, APPROVER, approve=True, scope="run")
-    assert (await waiting).allowed  # the approved call itself runs
+    assert (await gate.check(engine, _call("make test"), awaiting=asked)).allowed  # the approved call runs
     assert gate.grants.keys == set()  # but the next one asks again
-    again = asyncio.create_task(gate.check(engine, _call("make test", digest="d2")))
+    again = await parks(gate, engine, _call("make test", digest="d2"))
     await harness.service.decide((await harness.next_request()).id, APPROVER, approve=False)
-    assert not (await again).allowed
+    assert not (await gate.check(engine, _call("make test", digest="d2"), awaiting=again)).allowed
 
 
 async def test_a_once_approval_stores_no_grant() -> None:
     harness = Harness()
     gate, engine = harness.gate(), ScriptedEngine({"make test": ASK})
-    waiting = asyncio.create_task(gate.check(engine, _call("make test")))
+    asked = await parks(gate, engine, _call("make test"))
     await harness.service.decide((await harness.next_request()).id, APPROVER, approve=True)
-    assert (await waiting).allowed
+    assert (await gate.check(engine, _call("make test"), awaiting=asked)).allowed
     assert not [e for e in harness.events if isinstance(e, GrantAdded)]
 
 
@@ -123,10 +122,10 @@ async def test_a_grant_its_request_does_not_confirm_changes_nothing(edit: dict[s
 async def test_a_denied_or_once_request_confirms_no_grant() -> None:
     harness = Harness()
     gate, engine = harness.gate(), ScriptedEngine({"make test": ASK})
-    waiting = asyncio.create_task(gate.check(engine, _call("make test")))
+    asked = await parks(gate, engine, _call("make test"))
     request = await harness.next_request()
     await harness.service.decide(request.id, APPROVER, approve=True)  # once
-    await waiting
+    assert (await gate.check(engine, _call("make test"), awaiting=asked)).allowed
     forged = GrantAdded(agent_id="alpha", request_id=request.id, scope_keys=(KEY,), by="U_APPROVER")
     assert await harness.gate().restore_grants([forged]) == 0
 
@@ -135,7 +134,6 @@ async def test_an_identical_parked_call_resumed_first_takes_the_run_grant_once()
     """Two agents parked on one request: whichever resumes first, nobody is asked again."""
     harness = Harness()
     gate, engine = harness.gate(), ScriptedEngine({"make test": ASK})
-    gate.park = True
     with pytest.raises(ToolParked) as parked:
         await gate.check(engine, _call("make test"))
     with pytest.raises(ToolParked):  # beta's identical call waits on alpha's request
@@ -144,7 +142,6 @@ async def test_an_identical_parked_call_resumed_first_takes_the_run_grant_once()
     await harness.service.decide(parked.value.request_id, APPROVER, approve=True, scope="run")
 
     resumed = harness.gate()  # the run resumes in a new process; beta's task happens to go first
-    resumed.park = True
     beta = await resumed.check(engine, _call("make test", agent="beta", digest="d2"), awaiting=request.id)
     alpha = await resumed.check(engine, _call("make test"), awaiting=request.id)
     assert beta.allowed

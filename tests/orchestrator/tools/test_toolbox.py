@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from approvals.models import Principal
 from approvals.permissions.actions import Action, action_digest
 from approvals.permissions.decisions import Decision
+from approvals.testing import FrozenClock
 from orchestrator.config.team import TeamConfig
 from orchestrator.events import ToolDecided
 from orchestrator.llm.base import ToolCall
@@ -20,7 +22,7 @@ from orchestrator.ports import RunContext, RunTools
 from orchestrator.tools.proxy import EgressRules
 from orchestrator.tools.toolbox import WorkspaceRunTools, build_run_tools
 from tests.orchestrator.tools.conftest import needs_bwrap
-from tests.orchestrator.tools.fakes import ALLOW, Harness, ScriptedEngine
+from tests.orchestrator.tools.fakes import ALLOW, Harness, ScriptedEngine, parked_on
 
 EGRESS_ALLOWED = Decision(
     verdict="allow",
@@ -135,25 +137,26 @@ async def test_deny_reason_is_fed_back_and_nothing_runs(
 
 
 @needs_bwrap
-async def test_ask_waits_while_another_agent_works_and_runs_exactly_the_approved_input(
+async def test_ask_parks_while_another_agent_works_and_runs_exactly_the_approved_input(
     harness: Harness, source: Path, tmp_path: Path, http_server: str
 ) -> None:
     tools = await build(harness, team(source), tmp_path / "ws")
     arguments = {"command": f"curl -s {http_server}/hello"}
-    waiting = asyncio.create_task(
-        tools.for_agent("alpha").call(call("run_command", arguments), phase="coordination")
-    )
+    alpha = tools.for_agent("alpha")
+    asked = await parked_on(alpha.call(call("run_command", arguments), phase="coordination"))
     request = await harness.next_request()
+    assert request.id == asked
     assert request.digest == action_digest("run_command", {"command": f"curl -s {http_server}/hello"})
-    # The model-side dict changes while the approver thinks: what runs is still what was approved.
-    arguments["command"] = "touch swapped.txt"
     beta = await tools.for_agent("beta").call(call("read_file", {"path": "app.py"}), phase="coordination")
-    assert beta.content == "print('v1')\n"
-    assert not waiting.done()
+    assert beta.content == "print('v1')\n"  # beta worked while alpha was parked
     await harness.service.decide(request.id, APPROVER, approve=True)
-    outcome = await asyncio.wait_for(waiting, timeout=10)
+    # Another input offered with the approved request's id is judged on its own, never run on it.
+    swapped = {"command": f"curl -s {http_server}/swapped"}
+    again = await parked_on(alpha.call(call("run_command", swapped), phase="coordination", awaiting=asked))
+    assert again != asked
+    resumed = alpha.call(call("run_command", arguments), phase="coordination", awaiting=asked)
+    outcome = await asyncio.wait_for(resumed, timeout=10)
     assert _through_the_proxy(outcome.content)  # network opened for the approved egress
-    assert not (tools.workspace("alpha") / "swapped.txt").exists()
     await tools.close("the run ended")
 
 
@@ -163,11 +166,11 @@ async def test_run_scope_approval_is_not_asked_twice(
 ) -> None:
     tools = await build(harness, team(source), tmp_path / "ws")
     command = {"command": f"curl -s {http_server}/hello"}
-    first = asyncio.create_task(
-        tools.for_agent("alpha").call(call("run_command", command), phase="coordination")
-    )
+    alpha = tools.for_agent("alpha")
+    first = await parked_on(alpha.call(call("run_command", command), phase="coordination"))
     await harness.service.decide((await harness.next_request()).id, APPROVER, approve=True, scope="run")
-    assert _through_the_proxy((await first).content)
+    resumed = await alpha.call(call("run_command", command), phase="coordination", awaiting=first)
+    assert _through_the_proxy(resumed.content)
     second = await asyncio.wait_for(
         tools.for_agent("beta").call(call("run_command", dict(command)), phase="coordination"), timeout=10
     )
@@ -280,9 +283,10 @@ async def test_git_push_is_deferred_in_coordination_and_done_once_in_final(
         assert outcome.content.startswith("deferred")
     assert _git("branch", "--list", cwd=remote) == ""  # nothing was pushed
     assert harness.requested.empty()  # and nobody was asked
-    final = asyncio.create_task(tools.for_agent("alpha").call(call("run_command", push), phase="final"))
+    alpha = tools.for_agent("alpha")
+    final = await parked_on(alpha.call(call("run_command", push), phase="final"))
     await harness.service.decide((await harness.next_request()).id, APPROVER, approve=True)
-    outcome = await asyncio.wait_for(final, timeout=10)
+    outcome = await asyncio.wait_for(alpha.call(call("run_command", push), phase="final", awaiting=final), 10)
     assert outcome.content.endswith("[exit code 0]"), outcome.content
     assert "main" in _git("branch", "--list", cwd=remote)
     second = await tools.for_agent("beta").call(call("run_command", push), phase="final")
@@ -302,18 +306,18 @@ async def test_winner_patch_and_apply_back_through_the_engine(
     assert "+print('v2')" in patch
     assert await tools.winner_patch("beta") is None
     # Denied: the source stays as it was.
-    denied = asyncio.create_task(tools.apply_patch("alpha", patch))
+    denied = await parked_on(tools.apply_patch("alpha", patch))
     request = await harness.next_request()
     assert request.action.kind == "write"
     assert request.context["files"] == "app.py, new.py"
     await harness.service.decide(request.id, APPROVER, approve=False, reason="not now")
-    assert (await denied).is_error
+    assert (await tools.apply_patch("alpha", patch, awaiting=denied)).is_error
     assert (source / "app.py").read_text() == "print('v1')\n"
     assert not (source / "new.py").exists()
     # Approved: written, all files.
-    approved = asyncio.create_task(tools.apply_patch("alpha", patch))
+    approved = await parked_on(tools.apply_patch("alpha", patch))
     await harness.service.decide((await harness.next_request()).id, APPROVER, approve=True)
-    outcome = await approved
+    outcome = await tools.apply_patch("alpha", patch, awaiting=approved)
     assert not outcome.is_error, outcome.content
     assert (source / "app.py").read_text() == "print('v2')\n"
     assert (source / "new.py").read_text() == "X = 1\n"
@@ -325,7 +329,7 @@ async def test_fetch_url_asks_then_fetches_exactly_the_approved_url(
 ) -> None:
     tools = await build(harness, team(source), tmp_path / "ws")
     fetch = call("fetch_url", {"url": f"{http_server}/hello"})
-    waiting = asyncio.create_task(tools.for_agent("alpha").call(fetch, phase="coordination"))
+    asked = await parked_on(tools.for_agent("alpha").call(fetch, phase="coordination"))
     request = await harness.next_request()
     assert str(request.action) == f"fetch({http_server}/hello)"
     assert request.context == {
@@ -336,7 +340,8 @@ async def test_fetch_url_asks_then_fetches_exactly_the_approved_url(
         "scope_keys": json.dumps([f"fetch({http_server}/hello)"]),  # what "for this run" would grant
     }
     await harness.service.decide(request.id, APPROVER, approve=True)
-    outcome = await asyncio.wait_for(waiting, timeout=10)
+    resumed = tools.for_agent("alpha").call(fetch, phase="coordination", awaiting=asked)
+    outcome = await asyncio.wait_for(resumed, timeout=10)
     assert outcome.content.endswith("hello from loopback")
     assert [e.outcome for e in harness.audit.entries] == ["ask", "approved"]
     (decided,) = [e for e in harness.events if isinstance(e, ToolDecided)]
@@ -345,16 +350,16 @@ async def test_fetch_url_asks_then_fetches_exactly_the_approved_url(
 
 
 async def test_an_unanswered_ask_is_denied_when_it_expires(
-    harness: Harness, source: Path, tmp_path: Path, http_server: str
+    source: Path, tmp_path: Path, http_server: str
 ) -> None:
-    config = team(source, approvals={"approvers": ["U_APPROVER"], "timeout_seconds": 0.05})
-    tools = await build(harness, config, tmp_path / "ws")
-    outcome = await asyncio.wait_for(
-        tools.for_agent("alpha").call(
-            call("fetch_url", {"url": f"{http_server}/hello"}), phase="coordination"
-        ),
-        timeout=10,
-    )
+    clock = FrozenClock(datetime.now(UTC))
+    harness = Harness(clock=clock)
+    tools = await build(harness, team(source), tmp_path / "ws")
+    fetch = call("fetch_url", {"url": f"{http_server}/hello"})
+    asked = await parked_on(tools.for_agent("alpha").call(fetch, phase="coordination"))
+    clock.advance(timedelta(seconds=61))
+    assert [r.id for r in await harness.service.expire_due()] == [asked]
+    outcome = await tools.for_agent("alpha").call(fetch, phase="coordination", awaiting=asked)
     assert outcome.is_error
     assert "expired" in outcome.content
     assert harness.kinds().count("tool_approval_resolved") == 1
@@ -367,13 +372,12 @@ async def test_an_unanswered_ask_is_denied_when_it_expires(
 async def test_close_cancels_pending_approvals(harness: Harness, source: Path, tmp_path: Path) -> None:
     tools = await build(harness, team(source), tmp_path / "ws")
     fetch = call("fetch_url", {"url": "https://example.com/"})
-    waiting = asyncio.create_task(tools.for_agent("alpha").call(fetch, phase="coordination"))
-    request = await harness.next_request()
+    asked = await parked_on(tools.for_agent("alpha").call(fetch, phase="coordination"))
     await tools.close("the run ended")
-    outcome = await asyncio.wait_for(waiting, timeout=5)
-    assert outcome.is_error
-    assert "cancelled" in outcome.content
-    assert (await harness.service.get(request.id)).status == "cancelled"  # type: ignore[union-attr]
+    request = await harness.service.get(asked)
+    assert request is not None
+    assert (request.status, request.decision_reason) == ("cancelled", "the run ended")
+    assert await harness.service.pending() == []
 
 
 async def test_huge_arguments_are_clipped_in_events_not_in_the_file(
@@ -390,7 +394,7 @@ async def test_huge_arguments_are_clipped_in_events_not_in_the_file(
     await tools.close("the run ended")
 
 
-async def test_a_symlink_swapped_during_the_approval_does_not_redirect_the_read(
+async def test_a_symlink_swapped_while_parked_does_not_redirect_the_read(
     harness: Harness, source: Path, tmp_path: Path
 ) -> None:
     shown, secret = tmp_path / "shown.txt", tmp_path / "secret.txt"
@@ -399,16 +403,22 @@ async def test_a_symlink_swapped_during_the_approval_does_not_redirect_the_read(
     tools = await build(harness, team(source), tmp_path / "ws")
     link = tools.workspace("alpha") / "link.txt"
     link.symlink_to(shown)
-    waiting = asyncio.create_task(
-        tools.for_agent("alpha").call(call("read_file", {"path": "link.txt"}), phase="coordination")
-    )
+    read = call("read_file", {"path": "link.txt"})
+    asked = await parked_on(tools.for_agent("alpha").call(read, phase="coordination"))
     request = await harness.next_request()
     assert request.action == Action(kind="read", target=str(shown))
     assert request.context["path_as_given"] == str(link)
     link.unlink()
     link.symlink_to(secret)  # swapped while the approver looks at the request
     await harness.service.decide(request.id, APPROVER, approve=True)
-    outcome = await asyncio.wait_for(waiting, timeout=5)
+    # The resumed call now resolves to another file: the approval (of `shown`) does not cover it.
+    again = await parked_on(tools.for_agent("alpha").call(read, phase="coordination", awaiting=asked))
+    other = await harness.next_request()
+    assert (other.id, other.action) == (again, Action(kind="read", target=str(secret)))
+    assert not [e for e in harness.events if isinstance(e, ToolDecided)]  # nothing was read
+    link.unlink()
+    link.symlink_to(shown)  # back to the approved file: its approval answers the call
+    outcome = await tools.for_agent("alpha").call(read, phase="coordination", awaiting=asked)
     assert outcome.content == "the approved file\n"
     (called,) = [e for e in harness.events if isinstance(e, ToolDecided)]
     assert str(shown) in called.action  # the real path was judged and shown, not only the link
@@ -452,11 +462,11 @@ async def test_an_always_approval_allows_the_same_command_in_later_runs(
 ) -> None:
     command = call("run_command", {"command": "frobnicate --check"})
     first = await build(harness, team(source, sandbox="none"), tmp_path / "ws1")
-    pending = asyncio.create_task(first.for_agent("alpha").call(command, phase="coordination"))
+    pending = await parked_on(first.for_agent("alpha").call(command, phase="coordination"))
     request = await harness.next_request()
     assert "always" in request.scopes, "a plain, medium-risk command offers the always scope"
     await harness.service.decide(request.id, APPROVER, approve=True, scope="always")
-    await pending
+    assert not (await first.for_agent("alpha").call(command, phase="coordination", awaiting=pending)).is_error
     await first.close("the run ended")
     assert await harness.service.always_rules() == ["command(frobnicate --check)"]
 
@@ -474,14 +484,12 @@ async def test_an_always_approval_allows_the_same_command_in_later_runs(
     assert [(d.decision, d.layer) for d in decided] == [("allow", "rule")]
     assert harness.requested.empty(), "no second approval request"
     # A different command is not covered by the persisted rule.
-    other = asyncio.create_task(
-        later.for_agent("beta").call(
-            call("run_command", {"command": "frobnicate --fix"}, "c2"), phase="coordination"
-        )
-    )
+    fix = call("run_command", {"command": "frobnicate --fix"}, "c2")
+    other = await parked_on(later.for_agent("beta").call(fix, phase="coordination"))
     again = await harness.next_request()
+    assert again.id == other
     await harness.service.decide(again.id, APPROVER, approve=False)
-    assert (await other).content
+    assert (await later.for_agent("beta").call(fix, phase="coordination", awaiting=other)).is_error
     await later.close("the run ended")
 
 

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from approvals.models import Principal
+from orchestrator import drive_run, start_run
 from orchestrator.events import RunFinished, ToolDecided
 from orchestrator.llm.base import ToolResultMessage
 from orchestrator.ports import RunContext, RunTools
-from orchestrator.run.supervisor import start_run
-from orchestrator.testing import Request, Script, ScriptedModels, Turn, call, protocol, scripted_team
+from orchestrator.testing import Request, Script, ScriptedModels, Turn, call, ended, protocol, scripted_team
 from orchestrator.tools.toolbox import build_run_tools
 from tests.orchestrator.tools.fakes import Harness
 
@@ -34,7 +34,7 @@ async def test_agents_edit_their_workspaces_and_the_winner_patch_is_reported(tmp
         return await build_run_tools(ctx, approvals=harness.service, root=tmp_path / "ws")
 
     handle = await start_run(team, "fix the bug", models=models, tools=tools, subscribers=[harness.emit])
-    finished = await asyncio.wait_for(handle.wait(), timeout=20)
+    finished = await asyncio.wait_for(ended(handle), timeout=20)
     assert isinstance(finished, RunFinished)
     assert finished.patch is not None
     assert f"+BUG = False  # {finished.winner}" in finished.patch
@@ -73,11 +73,14 @@ async def test_every_agent_wants_to_push_but_only_the_winner_does_once(tmp_path:
             return Turn(calls=(call("run_command", command=push),))
         return protocol(request)
 
+    def push_first(request: Request) -> Turn:  # from the request alone: a resumed segment's new client
+        coordinating = "new_answer" in request.tool_names
+        if coordinating and not any(isinstance(m, ToolResultMessage) for m in request.messages):
+            return Turn(calls=(call("run_command", command=push),))
+        return push_when_presenting(request)
+
     harness = Harness()
-    models = ScriptedModels(
-        {a: [Turn(calls=(call("run_command", command=push),))] for a in ("a0", "a1", "a2")},
-        then=push_when_presenting,
-    )
+    models = ScriptedModels(then=push_first)
 
     async def approve_all() -> None:
         while True:
@@ -89,8 +92,10 @@ async def test_every_agent_wants_to_push_but_only_the_winner_does_once(tmp_path:
     async def tools(ctx: RunContext) -> RunTools:
         return await build_run_tools(ctx, approvals=harness.service, root=tmp_path / "ws")
 
-    handle = await start_run(team, "ship it", models=models, tools=tools, subscribers=[harness.emit])
-    finished = await asyncio.wait_for(handle.wait(), timeout=30)
+    driving = drive_run(
+        team, "ship it", approvals=harness.service, models=models, tools=tools, subscribers=[harness.emit]
+    )
+    finished = await asyncio.wait_for(driving, timeout=30)  # the winner's push parks the run once
     approver.cancel()
     assert isinstance(finished, RunFinished)
     pushes = [e for e in harness.events if isinstance(e, ToolDecided) and e.tool == "run_command"]

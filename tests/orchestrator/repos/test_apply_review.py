@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from approvals.models import Principal
-from orchestrator.events import RunFinished, Terminal
+from orchestrator.events import RunFinished
 from orchestrator.ports import RunContext, RunTools
+from orchestrator.run import Terminal
 from orchestrator.run.driver import drive_run
 from orchestrator.testing import ScriptedModels, Turn, call, scripted_team
 from orchestrator.tools.toolbox import build_run_tools

@@ -46,6 +46,15 @@ class RunStoreError(OrchestratorError):
     """The run store could not persist or read a run's events."""
 
 
+class RunStoreUnavailable(RunStoreError):
+    """The run's events could not be stored within its retry window: the run suspends, to resume later."""
+
+    def __init__(self, run_id: str, cause: BaseException) -> None:
+        super().__init__(f"run {run_id}: the run store is unavailable ({cause!r})")
+        self.run_id = run_id
+        self.cause = cause
+
+
 class ProviderConfigError(OrchestratorError):
     """A model client cannot be built: unknown backend type, or no API key where one is needed."""
 

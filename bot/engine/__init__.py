@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from approvals import lazy_exports
 from bot.engine.config import (
     PARKED,
+    SUSPEND_RETRY,
+    SUSPENDED,
     EngineConfig,
     Role,
     engine_config,
@@ -40,6 +42,8 @@ __getattr__ = lazy_exports(__name__, _LAZY)
 __all__ = [
     "PARKED",
     "RUNS_QUEUE",
+    "SUSPENDED",
+    "SUSPEND_RETRY",
     "WAKE",
     "Action",
     "Control",

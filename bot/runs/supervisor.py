@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from slack_sdk.webhook.async_client import AsyncWebhookClient
+from sqlalchemy.exc import SQLAlchemyError
 
 from approvals import ApprovalService, ConversationRef
 from bot.approval_ui.port import ThreadApprovalPort
 from bot.batched import Batched
-from bot.engine.config import PARKED
+from bot.engine.config import PARKED, SUSPENDED
 from bot.errors import OutboxError
 from bot.ops import bind_request, bind_run, bound_request
 from bot.runs.blocks import status_blocks
@@ -45,8 +46,10 @@ from orchestrator import (
     RunHandle,
     RunOutcome,
     RunStore,
+    RunStoreError,
     RunTools,
     RunView,
+    Suspended,
     TeamConfig,
     resume_run,
     start_run,
@@ -275,6 +278,17 @@ class RunSupervisor:
         return outcome
 
     async def _execute(self, run_id: str, request: RunRequest) -> str:
+        try:
+            return await self._execute_stored(run_id, request)
+        except (
+            RunStoreError,
+            SQLAlchemyError,
+            OSError,
+        ) as exc:  # the store is away: the engine runs the step again later
+            log.warning("run %s: its store is unavailable (%s); it runs again later", run_id, exc)
+            return SUSPENDED
+
+    async def _execute_stored(self, run_id: str, request: RunRequest) -> str:
         bind_run(run_id)  # this task and the run's tasks log with its id, and the request's
         if request.request_id is not None:
             bind_request(request.request_id)
@@ -293,6 +307,8 @@ class RunSupervisor:
         if active is None:
             return "failed"
         outcome = await self._drive(active)
+        if isinstance(outcome, Suspended):
+            return SUSPENDED
         return PARKED if isinstance(outcome, Parked) else outcome.kind
 
     async def _clicked(self, run_id: str) -> list[Control]:
@@ -476,6 +492,10 @@ class RunSupervisor:
         try:
             # The run store records the outcome (one truth about a run).
             outcome = await (active.handle.outcome() if self._parks else active.handle.wait())
+            if isinstance(outcome, Suspended):  # nothing unstored was shown: the status stays as stored
+                active.parked = True
+                log.warning("run suspended: %s", outcome.reason)
+                return outcome
             if isinstance(outcome, Parked):  # its workflow waits for a wake; the status shows who is asked
                 active.parked = True
                 active.renderer.refresh()

@@ -24,6 +24,7 @@ from orchestrator.run.supervisor import (
     ModelFactory,
     Parked,
     RunHandle,
+    Suspended,
     Terminal,
     resume_run,
     start_run,
@@ -124,6 +125,10 @@ class RunDriver:
             self.handle = None
             if not isinstance(outcome, Parked):
                 return outcome
+            if isinstance(outcome, Suspended):  # its store was away: resume once it may be back
+                await asyncio.sleep(outcome.retry_after)
+                handle = await self._resume(outcome.run_id)
+                continue
             self.parks += 1
             if self._stop is None:
                 await self._decided(outcome)

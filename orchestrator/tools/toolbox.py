@@ -23,7 +23,7 @@ from typing import Any
 from approvals import Approvers
 from approvals.permissions import Action, PermissionConfig, PermissionEngine, action_digest, load_rules
 from orchestrator.config.team import ApprovalsConfig
-from orchestrator.errors import OrchestratorError, ToolParked
+from orchestrator.errors import OrchestratorError, RunStoreUnavailable, ToolParked
 from orchestrator.events import (
     AgentState,
     AgentStatus,
@@ -343,7 +343,7 @@ class AgentTools:
         """
         try:
             return await self._call(call, phase, awaiting)
-        except ToolParked:
+        except (ToolParked, RunStoreUnavailable):  # the latter: not stored, so not run; the run suspends
             raise
         except Exception as exc:  # a bug costs one tool call, not the agent; cancellation propagates
             log.exception("tool %s of agent %s failed", call.name, self.agent_id)

@@ -18,6 +18,8 @@ DOORS = {
     "bot.engine": [
         "PARKED",
         "RUNS_QUEUE",
+        "SUSPENDED",
+        "SUSPEND_RETRY",
         "WAKE",
         "Action",
         "Control",

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from dbos import DBOS
 
-from bot.engine.config import PARKED, SUSPEND_RETRY, SUSPENDED
+from bot.engine.config import FENCED, PARKED, SUSPEND_RETRY, SUSPENDED
 
 log = logging.getLogger(__name__)
 
@@ -84,12 +84,16 @@ async def execute_step(run_id: str, payload: dict[str, Any]) -> str:
     coro = current.executor.execute(run_id, payload)
     try:
         if asyncio.get_running_loop() is current.loop:
-            return await coro
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, current.loop))
+            outcome = await coro
+        else:
+            outcome = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, current.loop))
     except asyncio.CancelledError:
         if current.closing.is_set():
             return await _abandon()
         raise
+    if outcome == FENCED:  # its successor drives it: this copy records nothing, ever
+        return await _abandon()
+    return outcome
 
 
 @DBOS.workflow(name=WORKFLOW)

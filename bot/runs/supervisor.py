@@ -27,7 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from approvals import ApprovalService, ConversationRef
 from bot.approval_ui.port import ThreadApprovalPort
 from bot.batched import Batched
-from bot.engine.config import PARKED, SUSPENDED
+from bot.engine.config import FENCED, PARKED, SUSPENDED
 from bot.errors import OutboxError
 from bot.ops import bind_request, bind_run, bound_request
 from bot.runs.blocks import status_blocks
@@ -308,7 +308,7 @@ class RunSupervisor:
             return "failed"
         outcome = await self._drive(active)
         if isinstance(outcome, Suspended):
-            return SUSPENDED
+            return FENCED if outcome.fenced else SUSPENDED
         return PARKED if isinstance(outcome, Parked) else outcome.kind
 
     async def _clicked(self, run_id: str) -> list[Control]:

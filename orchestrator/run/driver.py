@@ -18,6 +18,7 @@ from typing import Literal
 
 from approvals import ConversationRef
 from orchestrator.config.team import TeamConfig
+from orchestrator.errors import RunFenced
 from orchestrator.ports import ApprovalPort, RunStore, RunToolsFactory
 from orchestrator.run.emitter import Subscriber
 from orchestrator.run.supervisor import (
@@ -125,6 +126,8 @@ class RunDriver:
             self.handle = None
             if not isinstance(outcome, Parked):
                 return outcome
+            if isinstance(outcome, Suspended) and outcome.fenced:
+                raise RunFenced(outcome.run_id, 0)  # another process drives it now
             if isinstance(outcome, Suspended):  # its store was away: resume once it may be back
                 await asyncio.sleep(outcome.retry_after)
                 handle = await self._resume(outcome.run_id)

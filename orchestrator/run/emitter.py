@@ -11,7 +11,8 @@ A run never goes on unpersisted (fail-stop): a failed store write is retried wit
 whatever the store does meanwhile). If it still cannot be stored, the emitter is lost: `store_error`
 says why, `on_lost` is told once, `checkpoint`/`stored` raise `RunStoreUnavailable`, and nothing
 unstored reaches a subscriber (what Slack shows is always in the store). The run then suspends and
-is resumed from its stored prefix later.
+is resumed from its stored prefix later. A write refused as `RunFenced` (another driver stored
+that seq first) loses the emitter at once: the run is someone else's.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 
-from orchestrator.errors import RunStoreUnavailable
+from orchestrator.errors import RunFenced, RunStoreUnavailable
 from orchestrator.events import TERMINAL_KINDS, RunEvent
 from orchestrator.ports import RunStore
 from orchestrator.run.coordination import CoordinationState
@@ -220,7 +221,7 @@ class Emitter:
                 return True
             except Exception as exc:
                 left = give_up - time.monotonic()
-                if left <= 0:
+                if left <= 0 or isinstance(exc, RunFenced):  # fenced: another driver has the run
                     self._lose(exc, batch[0].seq)
                     return False
                 log.warning(

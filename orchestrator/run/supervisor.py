@@ -24,7 +24,13 @@ from approvals import ConversationRef
 from orchestrator.config.cost import Price, cost_usd, resolve_price
 from orchestrator.config.presets import PRESETS
 from orchestrator.config.team import AgentConfig, TeamConfig
-from orchestrator.errors import OrchestratorError, RunNotResumable, RunStoreUnavailable, ToolParked
+from orchestrator.errors import (
+    OrchestratorError,
+    RunFenced,
+    RunNotResumable,
+    RunStoreUnavailable,
+    ToolParked,
+)
 from orchestrator.events import (
     TERMINAL_KINDS,
     AgentFailed,
@@ -68,6 +74,7 @@ class Suspended(Parked):
 
     reason: str = ""
     retry_after: float = 1.0
+    fenced: bool = False  # another driver stored this run's events: this one must not resume it
 
 
 RunOutcome = Terminal | Parked
@@ -433,7 +440,10 @@ class _Run:
         self.done.set_result(parked if self.emitter.store_error is None else self._suspended())
 
     def _suspended(self) -> Suspended:
-        return Suspended(run_id=self.run_id, waiting=(), reason=repr(self.emitter.store_error))
+        error = self.emitter.store_error
+        return Suspended(
+            run_id=self.run_id, waiting=(), reason=repr(error), fenced=isinstance(error, RunFenced)
+        )
 
     def _worked(self) -> float:
         return time.monotonic() - self._segment_start

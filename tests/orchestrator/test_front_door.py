@@ -51,6 +51,7 @@ DOORS = {
         "RunDriver",
         "RunEvent",
         "RunFailed",
+        "RunFenced",
         "RunFinished",
         "RunHandle",
         "RunIsParked",

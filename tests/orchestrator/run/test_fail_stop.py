@@ -31,7 +31,7 @@ from orchestrator import (
 from orchestrator.events import RunEvent, RunStarted, ToolStarted, TurnMessage
 from orchestrator.run.coordination import CoordinationState
 from orchestrator.run.emitter import Emitter
-from orchestrator.testing import ScriptedModels, Turn, call, scripted_team
+from orchestrator.testing import ScriptedModels, Turn, call, hang, scripted_team
 from tests.orchestrator.tools.fakes import ScriptedEngine
 
 
@@ -177,3 +177,26 @@ async def test_a_run_whose_store_stays_away_suspends_and_resumes_from_what_was_s
     assert [e.seq for e in await store.events("run-1")] == list(
         range(1, len(await store.events("run-1")) + 1)
     )
+
+
+async def test_a_returning_driver_is_fenced_by_its_successor_and_never_writes_over_it() -> None:
+    """Two drivers of one run (a worker taken for dead returns): the old one stops at its first write."""
+    store, gate = InMemoryRunStore(), asyncio.Event()
+    team = scripted_team(2, timeout_seconds=60)
+    old_models = ScriptedModels({"a0": [hang(gate)], "a1": [hang(gate)]})
+    old = await start_run(team, "t", models=old_models, store=store, run_id="run-1")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 20
+    while len(old_models.clients) < 2 or any(not c.requests for c in old_models.clients.values()):
+        assert loop.time() < deadline, "the agents never called their models"
+        await asyncio.sleep(0.01)
+    successor = await resume_run("run-1", team, store, models=ScriptedModels())
+    result = await asyncio.wait_for(successor.outcome(), 30)
+    assert isinstance(result, RunFinished)
+    settled = await store.events("run-1")
+    gate.set()  # the old driver's model calls return: its next write meets the successor's seqs
+    outcome = await asyncio.wait_for(old.outcome(), 30)
+    assert isinstance(outcome, Suspended)
+    assert outcome.fenced
+    assert await store.events("run-1") == settled  # nothing written over the successor
+    assert [e.kind for e in settled].count("finished") == 1

@@ -22,7 +22,7 @@ from bot.engine.config import (
 )
 from bot.engine.tables import Action, Control
 from bot.engine.tables import metadata as engine_metadata
-from bot.engine.wakes import OutsideWaker, wake_on_decisions
+from bot.engine.wakes import OutsideWaker, wake_on_decisions, wake_settled
 
 if TYPE_CHECKING:
     from bot.engine.engine import RUNS_QUEUE, Engine
@@ -57,4 +57,5 @@ __all__ = [
     "package_version",
     "system_database_url",
     "wake_on_decisions",
+    "wake_settled",
 ]

@@ -33,6 +33,7 @@ DOORS = {
         "package_version",
         "system_database_url",
         "wake_on_decisions",
+        "wake_settled",
     ],
     "bot.home": ["ChannelAccess", "HomeTab", "RecentRuns"],
     "bot.listeners": ["actions", "commands", "events", "views"],

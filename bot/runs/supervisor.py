@@ -43,6 +43,7 @@ from orchestrator import (
     Parked,
     RunContext,
     RunEvent,
+    RunFinished,
     RunHandle,
     RunOutcome,
     RunStore,
@@ -294,7 +295,9 @@ class RunSupervisor:
             bind_request(request.request_id)
         events = [] if self._run_store is None else await self._run_store.events(run_id)
         if events and events[-1].kind in TERMINAL_KINDS:
-            return events[-1].kind  # it ended, and the process died before the engine heard
+            # It ended, and the process died before the engine heard: maybe before its end was shown.
+            await self._settle(run_id, request, events)
+            return events[-1].kind
         if events:
             # Read together, not one after another: after a restart every resume waits on one busy
             # event loop, and each round trip in a row adds that wait again.
@@ -310,6 +313,18 @@ class RunSupervisor:
         if isinstance(outcome, Suspended):
             return FENCED if outcome.fenced else SUSPENDED
         return PARKED if isinstance(outcome, Parked) else outcome.kind
+
+    async def _settle(self, run_id: str, request: RunRequest, events: list[RunEvent]) -> None:
+        """A run whose end is stored: its final status, and its final answer unless one was saved."""
+        saved = await self._saved(run_id)
+        views = list(itertools.accumulate(events, RunView.apply, initial=RunView()))
+        renderer = await self._renderer_for(run_id, request, views[-1], saved)
+        self._restore_progress(renderer, events, views[1:], saved)
+        final = events[-1]
+        if isinstance(final, RunFinished) and not await self._outbox.final_saved(run_id):
+            log.info("run %s: its end was stored, its final answer never saved; posting it", run_id)
+            renderer.post_final(final)
+        await renderer.finish()
 
     async def _clicked(self, run_id: str) -> list[Control]:
         """A Cancel / Finish clicked for a parked run (taken: it is acted on once)."""

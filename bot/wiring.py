@@ -259,12 +259,10 @@ class Storage:
         await self.engine.dispose()
 
     async def ping(self, *, within: float = 2.0) -> str | None:
-        """None when the database answers a trivial query within `within` seconds, else why not."""
-        from sqlalchemy import text
-
+        """None when the database takes a probe write within `within` seconds, else why not."""
         try:
-            async with asyncio.timeout(within), self.engine.connect() as connection:
-                await connection.execute(text("SELECT 1"))
+            async with asyncio.timeout(within):
+                await self.store.probe_write()
         except Exception as exc:  # any failure means not ready; the reason goes to /readyz
             return f"{type(exc).__name__}: {exc}"[:200]
         return None

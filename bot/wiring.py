@@ -261,12 +261,10 @@ class Storage:
         await self.engine.dispose()
 
     async def ping(self, *, within: float = 2.0) -> str | None:
-        """None when the database answers a trivial query within `within` seconds, else why not."""
-        from sqlalchemy import text
-
+        """None when the database takes a probe write within `within` seconds, else why not."""
         try:
-            async with asyncio.timeout(within), self.engine.connect() as connection:
-                await connection.execute(text("SELECT 1"))
+            async with asyncio.timeout(within):
+                await self.store.probe_write()
         except Exception as exc:  # any failure means not ready; the reason goes to /readyz
             return f"{type(exc).__name__}: {exc}"[:200]
         return None
@@ -327,7 +325,7 @@ async def build_services(
     """
     from approvals import ExpiryScheduler
     from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ApproverDMs, pending_for
-    from bot.engine import engine_config, wake_on_decisions
+    from bot.engine import engine_config, wake_on_decisions, wake_settled
     from bot.engine.config import state_folder
     from bot.home import ChannelAccess, HomeTab
     from bot.ops import Metrics, observer, subscribe_all
@@ -407,6 +405,9 @@ async def build_services(
     await engine.launch(supervisor if config.executes else None)
     wake_on_decisions(db.approvals, _async(supervisor.wake))  # a parked run resumes wherever it is decided
     await recover(history, db.approvals, box, held=engine.holding)
+    # A decision stored just before a crash, its wake never sent: the run would wait for its timeout.
+    left = [run.run_id for run in await history.left_running()]
+    await wake_settled(db.run_store, db.approvals, left, _async(supervisor.wake))
     await scheduler.start()  # expiry timers are rebuilt from the pending approvals
     channels = _channel_settings(teams, db.engine, box.call, groups.groups_of)
     runs = RunUseCases(

@@ -49,6 +49,15 @@ class RunStoreError(OrchestratorError):
     """The run store could not persist or read a run's events."""
 
 
+class RunStoreUnavailable(RunStoreError):
+    """The run's events could not be stored within its retry window: the run suspends, to resume later."""
+
+    def __init__(self, run_id: str, cause: BaseException) -> None:
+        super().__init__(f"run {run_id}: the run store is unavailable ({cause!r})")
+        self.run_id = run_id
+        self.cause = cause
+
+
 class ProviderConfigError(OrchestratorError):
     """A model client cannot be built: unknown backend type, or no API key where one is needed."""
 
@@ -106,3 +115,16 @@ class RunBusy(RunStoreError):
         self.holder = holder
         who = f" ({holder.describe()})" if holder is not None else ""
         super().__init__(f"run {run_id} is being driven by another process{who}")
+
+
+class RunFenced(RunStoreError):
+    """Another process already stored a different event at this run's seq: it drives the run now.
+
+    The writer that gets this must stop at once (nothing it did since is stored or shown): two
+    drivers of one run meet at the first seq both write, and only the first write stands.
+    """
+
+    def __init__(self, run_id: str, seq: int) -> None:
+        super().__init__(f"run {run_id}: seq {seq} was stored by another driver")
+        self.run_id = run_id
+        self.seq = seq

@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from approvals import ConversationRef
-from orchestrator.errors import RunStoreError
+from orchestrator.errors import RunFenced, RunStoreError
 from orchestrator.events import RunEvent, from_json, to_json
 from orchestrator.lease import hold_run
 from orchestrator.store import RunQuery, RunStatus, RunSummary, summarise
@@ -131,9 +131,28 @@ class SqlRunStore:
                     if event.kind in _SUMMARY_KINDS:
                         await self._summarise(conn, event)
         except IntegrityError as exc:
-            raise RunStoreError(f"run {first.run_id}: event seq {seqs} already stored") from exc
+            await self._already_stored(events, exc)
         except SQLAlchemyError as exc:
             raise RunStoreError(f"run {first.run_id}: cannot store events {seqs}: {exc}") from exc
+
+    async def _already_stored(self, events: tuple[RunEvent, ...], exc: IntegrityError) -> None:
+        """A write that collided: the same events (a retry after a lost commit ack) are fine."""
+        first = events[0]
+        query = select(run_events.c.seq, run_events.c.data).where(
+            run_events.c.run_id == first.run_id, run_events.c.seq.in_([e.seq for e in events])
+        )
+        try:
+            async with self.engine.connect() as conn:
+                stored = {row.seq: row.data for row in (await conn.execute(query)).all()}
+        except SQLAlchemyError as again:
+            raise RunStoreError(f"run {first.run_id}: cannot read back seq {first.seq}: {again}") from exc
+        for event in events:
+            data = stored.get(event.seq)
+            if data is not None and from_json(data) != event:
+                raise RunFenced(first.run_id, event.seq) from exc
+        if len(stored) == len(events):
+            return
+        raise RunStoreError(f"run {first.run_id}: event seq {first.seq} already stored") from exc
 
     async def _summarise(self, conn: AsyncConnection, event: RunEvent) -> None:
         current = await self._get(conn, event.run_id)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from approvals import ConversationRef
-from orchestrator.errors import RunBusy
+from orchestrator.errors import RunBusy, RunFenced, RunStoreError
 from orchestrator.events import RunEvent, RunFailed, RunFinished, RunStarted, UsageUpdated
 
 RunStatus = Literal["running", "finished", "failed", "cancelled"]
@@ -148,7 +148,15 @@ class InMemoryRunStore:
         self._leased: dict[str, LeaseHolder] = {}
 
     async def append(self, *events: RunEvent) -> None:
-        """Keep the events and fold them into their run's summary."""
+        """Keep the events and fold them into their run's summary (a seq once, as the SQL store does)."""
+        kept = {e.seq: e for e in self._events.get(events[0].run_id, [])} if events else {}
+        for event in events:
+            if event.seq in kept and kept[event.seq] != event:
+                raise RunFenced(event.run_id, event.seq)
+        if events and all(e.seq in kept for e in events):
+            return  # the same batch again (a retry after a lost acknowledgement): stored already
+        if any(e.seq in kept for e in events):
+            raise RunStoreError(f"run {events[0].run_id}: seq {events[0].seq} already stored")
         for event in events:
             self._events.setdefault(event.run_id, []).append(event)
             summary = summarise(self._summaries.get(event.run_id), event)

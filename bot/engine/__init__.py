@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from approvals import lazy_exports
 from bot.engine.config import (
     PARKED,
+    SUSPEND_RETRY,
+    SUSPENDED,
     EngineConfig,
     Role,
     engine_config,
@@ -20,7 +22,7 @@ from bot.engine.config import (
 )
 from bot.engine.tables import Action, Control
 from bot.engine.tables import metadata as engine_metadata
-from bot.engine.wakes import OutsideWaker, wake_on_decisions
+from bot.engine.wakes import OutsideWaker, wake_on_decisions, wake_settled
 
 if TYPE_CHECKING:
     from bot.engine.engine import RUNS_QUEUE, Engine
@@ -40,6 +42,8 @@ __getattr__ = lazy_exports(__name__, _LAZY)
 __all__ = [
     "PARKED",
     "RUNS_QUEUE",
+    "SUSPENDED",
+    "SUSPEND_RETRY",
     "WAKE",
     "Action",
     "Control",
@@ -53,4 +57,5 @@ __all__ = [
     "package_version",
     "system_database_url",
     "wake_on_decisions",
+    "wake_settled",
 ]

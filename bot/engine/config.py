@@ -22,6 +22,9 @@ APP_NAME = "massgen"
 PACKAGE = "massgen-chatops"
 SYSTEM_DB_FILE = "dbos.sqlite"
 PARKED = "parked"  # what a run's step returns when the run waits for a human
+SUSPENDED = "suspended"  # ... when its store could not take its events: run the step again later
+FENCED = "fenced"  # ... when another process stored its events first: it drives the run now
+SUSPEND_RETRY = 2.0  # seconds before a suspended run's step runs again
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

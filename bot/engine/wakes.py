@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from approvals import (
@@ -22,6 +22,7 @@ from approvals import (
 )
 from bot.engine.config import system_database_url
 from bot.settings import BotSettings
+from orchestrator import RunParked, RunStore
 
 if TYPE_CHECKING:
     from dbos import DBOSClient
@@ -48,6 +49,36 @@ def wake_on_decisions(service: ApprovalService, send: Send) -> Callable[[], None
     return service.subscribe(on_event)
 
 
+async def wake_settled(
+    store: RunStore, approvals: ApprovalService, run_ids: Iterable[str], send: Send
+) -> list[str]:
+    """Start-up: wake the parked runs among `run_ids` that a stored decision already settled.
+
+    A process killed between storing a decision and sending its wake leaves the run parked until
+    its workflow's timeout (an hour by default); the decision is in the store, so look. Returns
+    the runs woken. A failed send is logged: the workflow's own timeout still comes.
+    """
+    woken: list[str] = []
+    for run_id in run_ids:
+        events = await store.events(run_id)
+        if not events or not isinstance(events[-1], RunParked):
+            continue
+        for request_id in events[-1].waiting:
+            request = await approvals.get(request_id)
+            if request is None or request.status == "pending":
+                continue
+            try:
+                await send(run_id, {"approval": request_id})
+            except Exception as exc:
+                log.warning("could not wake run %s for %s: %s", run_id, request_id, exc)
+            else:
+                woken.append(run_id)
+            break
+    if woken:
+        log.info("woke %d parked runs whose approvals were settled before the restart", len(woken))
+    return woken
+
+
 class OutsideWaker:
     """Wakes runs from a process that runs no engine, through DBOS's client (connected on first use)."""
 
@@ -72,4 +103,4 @@ class OutsideWaker:
             self._client = None
 
 
-__all__ = ["OutsideWaker", "wake_on_decisions"]
+__all__ = ["OutsideWaker", "wake_on_decisions", "wake_settled"]

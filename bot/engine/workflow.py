@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from dbos import DBOS
 
-from bot.engine.config import PARKED
+from bot.engine.config import FENCED, PARKED, SUSPEND_RETRY, SUSPENDED
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class RunExecutor(Protocol):
     """What a worker process runs a run with (the bot's run supervisor)."""
 
     async def execute(self, run_id: str, payload: dict[str, Any]) -> str:
-        """Start or resume the run; its terminal kind, or `PARKED`."""
+        """Start or resume the run; its terminal kind, `PARKED`, or `SUSPENDED`."""
         ...
 
 
@@ -84,19 +84,30 @@ async def execute_step(run_id: str, payload: dict[str, Any]) -> str:
     coro = current.executor.execute(run_id, payload)
     try:
         if asyncio.get_running_loop() is current.loop:
-            return await coro
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, current.loop))
+            outcome = await coro
+        else:
+            outcome = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, current.loop))
     except asyncio.CancelledError:
         if current.closing.is_set():
             return await _abandon()
         raise
+    if outcome == FENCED:  # its successor drives it: this copy records nothing, ever
+        return await _abandon()
+    return outcome
 
 
 @DBOS.workflow(name=WORKFLOW)
 async def run_workflow(run_id: str, payload: dict[str, Any]) -> str:
-    """Execute the run; while it is parked, wait for a wake and look again."""
+    """Execute the run; while it is parked, wait for a wake and look again.
+
+    A suspended run (its store was away for longer than it could wait) is executed again after a
+    pause: it resumes from what was stored. DBOS itself waits for its database meanwhile.
+    """
     while True:
         outcome = await execute_step(run_id, payload)
+        if outcome == SUSPENDED:
+            await DBOS.sleep_async(SUSPEND_RETRY)
+            continue
         if outcome != PARKED:
             return outcome
         timeout = _host.park_timeout if _host is not None else 3600.0
@@ -105,6 +116,7 @@ async def run_workflow(run_id: str, payload: dict[str, Any]) -> str:
 
 __all__ = [
     "PARKED",
+    "SUSPENDED",
     "WAKE",
     "WORKFLOW",
     "RunExecutor",

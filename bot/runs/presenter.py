@@ -64,7 +64,7 @@ class RunRenderer:
             self._progress_dirty = True
             self.show_progress()
         if isinstance(event, RunFinished):
-            self._post_final(event)
+            self.post_final(event)
         self.refresh()
 
     def refresh(self) -> None:
@@ -103,7 +103,8 @@ class RunRenderer:
         long_enough = time.monotonic() - self._opened >= self._progress_after
         return thread_known and long_enough and self.view.outcome is None
 
-    def _post_final(self, event: RunFinished) -> None:
+    def post_final(self, event: RunFinished) -> None:
+        """Queue the final answer (in as many messages as it takes)."""
         # The answer waits for its thread: a root still queued behind other runs' goes out next.
         self._outbox.hasten(self.root, PRIORITY_FINAL)
         for i, (text, blocks) in enumerate(final_answer_messages(event, self.view)):

@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from slack_sdk.webhook.async_client import AsyncWebhookClient
+from sqlalchemy.exc import SQLAlchemyError
 
 from approvals import ApprovalService, ConversationRef
 from bot.approval_ui.port import ThreadApprovalPort
 from bot.batched import Batched
 from bot.channel_settings import Selection
-from bot.engine.config import PARKED
+from bot.engine.config import FENCED, PARKED, SUSPENDED
 from bot.errors import OutboxError
 from bot.ops import bind_request, bind_run, bound_request
 from bot.runs.blocks import status_blocks
@@ -43,11 +44,14 @@ from orchestrator import (
     Parked,
     RunContext,
     RunEvent,
+    RunFinished,
     RunHandle,
     RunOutcome,
     RunStore,
+    RunStoreError,
     RunTools,
     RunView,
+    Suspended,
     TeamConfig,
     resume_run,
     start_run,
@@ -290,12 +294,25 @@ class RunSupervisor:
         return outcome
 
     async def _execute(self, run_id: str, request: RunRequest) -> str:
+        try:
+            return await self._execute_stored(run_id, request)
+        except (
+            RunStoreError,
+            SQLAlchemyError,
+            OSError,
+        ) as exc:  # the store is away: the engine runs the step again later
+            log.warning("run %s: its store is unavailable (%s); it runs again later", run_id, exc)
+            return SUSPENDED
+
+    async def _execute_stored(self, run_id: str, request: RunRequest) -> str:
         bind_run(run_id)  # this task and the run's tasks log with its id, and the request's
         if request.request_id is not None:
             bind_request(request.request_id)
         events = [] if self._run_store is None else await self._run_store.events(run_id)
         if events and events[-1].kind in TERMINAL_KINDS:
-            return events[-1].kind  # it ended, and the process died before the engine heard
+            # It ended, and the process died before the engine heard: maybe before its end was shown.
+            await self._settle(run_id, request, events)
+            return events[-1].kind
         if events:
             # Read together, not one after another: after a restart every resume waits on one busy
             # event loop, and each round trip in a row adds that wait again.
@@ -308,7 +325,21 @@ class RunSupervisor:
         if active is None:
             return "failed"
         outcome = await self._drive(active)
+        if isinstance(outcome, Suspended):
+            return FENCED if outcome.fenced else SUSPENDED
         return PARKED if isinstance(outcome, Parked) else outcome.kind
+
+    async def _settle(self, run_id: str, request: RunRequest, events: list[RunEvent]) -> None:
+        """A run whose end is stored: its final status, and its final answer unless one was saved."""
+        saved = await self._saved(run_id)
+        views = list(itertools.accumulate(events, RunView.apply, initial=RunView()))
+        renderer = await self._renderer_for(run_id, request, views[-1], saved)
+        self._restore_progress(renderer, events, views[1:], saved)
+        final = events[-1]
+        if isinstance(final, RunFinished) and not await self._outbox.final_saved(run_id):
+            log.info("run %s: its end was stored, its final answer never saved; posting it", run_id)
+            renderer.post_final(final)
+        await renderer.finish()
 
     async def _clicked(self, run_id: str) -> list[Control]:
         """A Cancel / Finish clicked for a parked run (taken: it is acted on once)."""
@@ -485,6 +516,10 @@ class RunSupervisor:
         try:
             # The run store records the outcome (one truth about a run).
             outcome = await active.handle.outcome()
+            if isinstance(outcome, Suspended):  # nothing unstored was shown: the status stays as stored
+                active.parked = True
+                log.warning("run suspended: %s", outcome.reason)
+                return outcome
             if isinstance(outcome, Parked):  # its workflow waits for a wake; the status shows who is asked
                 active.parked = True
                 active.renderer.refresh()

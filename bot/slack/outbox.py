@@ -298,6 +298,12 @@ class Outbox:
             return None, None
         return await asyncio.gather(self._status_rows.get(run_id), self._progress_rows.get(run_id))
 
+    async def final_saved(self, run_id: str) -> bool:
+        """Whether a final answer of the run was saved (so it is sent, or was): never post it twice."""
+        if self._store is None:
+            return False
+        return bool(await self._store.first_posts([run_id], priority=PRIORITY_FINAL))
+
     def root_of(self, row: OutboxRow | None) -> MessageRef | None:
         """The message a previous process posted (or saved, and this one sends) for a run's `row`.
 

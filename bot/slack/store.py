@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    delete,
     func,
     insert,
     inspect,
@@ -128,6 +130,16 @@ class BotStore:
         """Create the tables if missing (idempotent); carries coordinates over from `bot_runs`."""
         async with self._engine.begin() as conn:
             await conn.run_sync(_create)
+
+    async def probe_write(self) -> None:
+        """Write a row and remove it, committed: raises when the database or its disk takes no writes.
+
+        A `SELECT 1` passes on a full disk or a read-only database; /readyz needs a write.
+        """
+        probe = f"readyz-{uuid.uuid4().hex}"
+        async with self._engine.begin() as conn:
+            await conn.execute(insert(slack_runs).values(run_id=probe, channel="-", created_at=time.time()))
+            await conn.execute(delete(slack_runs).where(slack_runs.c.run_id == probe))
 
     async def record_run(self, run_id: str, channel: str, *, thread_ts: str | None = None) -> None:
         """A new run in `channel` (a follow-up posts into its parent's thread `thread_ts`)."""

@@ -8,7 +8,7 @@ from orchestrator.run.coordination import AgentView, Answer, Choice, Coordinatio
 from orchestrator.run.driver import RunDriver, drive_run
 from orchestrator.run.emitter import Subscriber
 from orchestrator.run.launch import RunHandle, default_models, resume_run, start_run, stop_parked_run
-from orchestrator.run.supervisor import ModelFactory, Parked, RunOutcome, Terminal
+from orchestrator.run.supervisor import ModelFactory, Parked, RunOutcome, Suspended, Terminal
 from orchestrator.run.view import ActionResult, AgentCard, PendingApproval, RunView, ViewPhase
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "RunOutcome",
     "RunView",
     "Subscriber",
+    "Suspended",
     "Terminal",
     "ViewPhase",
     "default_models",

@@ -18,10 +18,11 @@ from typing import Literal
 
 from approvals import ConversationRef
 from orchestrator.config.team import TeamConfig
+from orchestrator.errors import RunFenced
 from orchestrator.ports import ApprovalPort, RunStore, RunToolsFactory
 from orchestrator.run.emitter import Subscriber
 from orchestrator.run.launch import RunHandle, resume_run, start_run, stop_parked_run
-from orchestrator.run.supervisor import ModelFactory, Parked, Terminal
+from orchestrator.run.supervisor import ModelFactory, Parked, Suspended, Terminal
 from orchestrator.store import InMemoryRunStore
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,12 @@ class RunDriver:
             self.handle = None
             if not isinstance(outcome, Parked):
                 return outcome
+            if isinstance(outcome, Suspended) and outcome.fenced:
+                raise RunFenced(outcome.run_id, 0)  # another process drives it now
+            if isinstance(outcome, Suspended):  # its store was away: resume once it may be back
+                await asyncio.sleep(outcome.retry_after)
+                handle = await self._resume(outcome.run_id)
+                continue
             self.parks += 1
             if self._stop is None:
                 await self._decided(outcome)

@@ -4,8 +4,15 @@
 and two agents can never interleave between a check and its event. Delivery (store first, then
 subscribers, in seq order) runs in one drain task; the events queued while it stored the last
 ones are stored together, in one transaction: a slow subscriber delays others' delivery, never
-the run. A failing subscriber is logged and skipped; a failing store is logged once and recorded in
-`store_error` (the run goes on; its live stream stays complete).
+the run. A failing subscriber is logged and skipped.
+
+A run never goes on unpersisted (fail-stop): a failed store write is retried with backoff for up to
+`retry_for` seconds while `checkpoint` waits (so a tool call is stored as started before it runs,
+whatever the store does meanwhile). If it still cannot be stored, the emitter is lost: `store_error`
+says why, `on_lost` is told once, `checkpoint`/`stored` raise `RunStoreUnavailable`, and nothing
+unstored reaches a subscriber (what Slack shows is always in the store). The run then suspends and
+is resumed from its stored prefix later. A write refused as `RunFenced` (another driver stored
+that seq first) loses the emitter at once: the run is someone else's.
 """
 
 from __future__ import annotations
@@ -13,9 +20,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 
+from orchestrator.errors import RunFenced, RunStoreUnavailable
 from orchestrator.events import TERMINAL_KINDS, RunEvent
 from orchestrator.ports import RunStore
 from orchestrator.run.coordination import CoordinationState
@@ -23,6 +32,9 @@ from orchestrator.run.coordination import CoordinationState
 Subscriber = Callable[[RunEvent], Awaitable[None] | None]
 # Events queued while a transaction was under way are stored together, at most this many at once.
 BATCH = 64
+# A failed write is tried again after FIRST_BACKOFF seconds, doubling up to MAX_BACKOFF.
+FIRST_BACKOFF = 0.05
+MAX_BACKOFF = 2.0
 log = logging.getLogger(__name__)
 
 
@@ -30,7 +42,14 @@ class Emitter:
     """One per run."""
 
     def __init__(
-        self, run_id: str, *, clock: Callable[[], float], store: RunStore | None, state: CoordinationState
+        self,
+        run_id: str,
+        *,
+        clock: Callable[[], float],
+        store: RunStore | None,
+        state: CoordinationState,
+        retry_for: float = 600.0,
+        on_lost: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.run_id = run_id
         self.state = state
@@ -48,6 +67,8 @@ class Emitter:
         self._delivered = asyncio.Event()
         self._persisted_seq = state.last_seq
         self._persisted = asyncio.Event()
+        self.retry_for = retry_for
+        self._on_lost = on_lost
 
     def start(self) -> None:
         """Start the delivery task (needs a running loop)."""
@@ -78,7 +99,8 @@ class Emitter:
         """Emit `event` and return once it is in the store (before subscribers see it).
 
         What a restart must not repeat (a completed model call, a tool about to execute) waits
-        for this; without a store, or once the store failed, it returns at once (nothing resumes).
+        for this; without a store it returns at once (nothing resumes). Raises
+        `RunStoreUnavailable` once the store is lost: the caller must not act on the event.
         """
         stamped = self.emit(event)
         await self._stored(stamped.seq)
@@ -95,6 +117,12 @@ class Emitter:
             and not self._drained.is_set()
         ):
             await self._persisted.wait()
+        self.check()
+
+    def check(self) -> None:
+        """Raise `RunStoreUnavailable` if the store was lost (events from then on are not kept)."""
+        if self.store_error is not None:
+            raise RunStoreUnavailable(self.run_id, self.store_error)
 
     async def changed(self) -> None:
         """Return after the next emitted event."""
@@ -146,7 +174,8 @@ class Emitter:
             batch, ended = await self._next_batch()
             if not batch:
                 break
-            await self._persist(batch)  # stored before anyone hears of them
+            if not await self._persist(batch):  # stored before anyone hears of them
+                break  # lost: nothing unstored is delivered, later events are dropped
             self._persisted_seq = batch[-1].seq
             self._persisted.set()
             self._persisted = asyncio.Event()
@@ -180,13 +209,35 @@ class Emitter:
         self._delivered.set()
         self._delivered = asyncio.Event()
 
-    async def _persist(self, batch: list[RunEvent]) -> None:
-        if self._store is None or self.store_error is not None:
-            return
-        try:
-            await self._store.append(*batch)
-        except Exception as exc:
-            self.store_error = exc
-            log.exception(
-                "run %s: store failed at seq %d; later events are not persisted", self.run_id, batch[0].seq
-            )
+    async def _persist(self, batch: list[RunEvent]) -> bool:
+        """Store `batch`, trying again with backoff for `retry_for` seconds; whether it was stored."""
+        if self._store is None:
+            return True
+        give_up = time.monotonic() + self.retry_for
+        backoff = FIRST_BACKOFF
+        while True:
+            try:
+                await self._store.append(*batch)
+                return True
+            except Exception as exc:
+                left = give_up - time.monotonic()
+                if left <= 0 or isinstance(exc, RunFenced):  # fenced: another driver has the run
+                    self._lose(exc, batch[0].seq)
+                    return False
+                log.warning(
+                    "run %s: storing seq %d failed (%r); trying again in %.2f s",
+                    self.run_id,
+                    batch[0].seq,
+                    exc,
+                    min(backoff, left),
+                )
+                await asyncio.sleep(min(backoff, left))
+                backoff = min(backoff * 2, MAX_BACKOFF)
+
+    def _lose(self, exc: BaseException, seq: int) -> None:
+        self.store_error = exc
+        log.error(
+            "run %s: store failed at seq %d for %.0f s; the run suspends", self.run_id, seq, self.retry_for
+        )
+        if self._on_lost is not None:
+            self._on_lost(exc)

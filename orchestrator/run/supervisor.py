@@ -23,7 +23,13 @@ from typing import Literal
 from approvals import ConversationRef
 from orchestrator.config.cost import Price, cost_usd, resolve_price
 from orchestrator.config.team import AgentConfig, TeamConfig
-from orchestrator.errors import ToolParked
+from orchestrator.errors import (
+    OrchestratorError,
+    RunFenced,
+    RunNotResumable,
+    RunStoreUnavailable,
+    ToolParked,
+)
 from orchestrator.events import (
     AgentFailed,
     AgentStatus,
@@ -54,6 +60,19 @@ class Parked:
     waiting: tuple[str, ...]  # the approval request ids it waits on
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Suspended(Parked):
+    """A run that stopped because its store could not take its events (fail-stop), not for a human.
+
+    Every task ended, nothing unstored was shown; resume it by id once the store is back (after
+    `retry_after` seconds): it goes on from what was stored.
+    """
+
+    reason: str = ""
+    retry_after: float = 1.0
+    fenced: bool = False  # another driver stored this run's events: this one must not resume it
+
+
 RunOutcome = Terminal | Parked
 
 
@@ -75,7 +94,14 @@ class Supervisor:
     ):
         self.team = team
         self.run_id = run_id
-        self.emitter = Emitter(run_id, clock=clock, store=store, state=state or CoordinationState())
+        self.emitter = Emitter(
+            run_id,
+            clock=clock,
+            store=store,
+            state=state or CoordinationState(),
+            retry_for=team.orchestrator.timeout_seconds,
+            on_lost=self._store_lost,
+        )
         self.done: asyncio.Future[RunOutcome] = asyncio.get_running_loop().create_future()
         self.restored = Restored()
         self.resumed = False
@@ -112,6 +138,12 @@ class Supervisor:
     async def checkpoint(self, event: RunEvent) -> None:
         """Emit `event` and return once it is stored."""
         await self.emitter.checkpoint(event)
+
+    def _store_lost(self, exc: BaseException) -> None:
+        """The store is gone for longer than the run may wait: stop every task, suspend the run."""
+        log.error("run %s: suspending, its events cannot be stored: %r", self.run_id, exc)
+        if self.main_task is not None and not self._finishing:
+            self.main_task.cancel()
 
     def over_budget(self) -> bool:
         """Whether the run's spend reached its cap."""
@@ -155,11 +187,15 @@ class Supervisor:
         interrupted = False
         self._started.set()
         try:
-            outcome, interrupted = await self._outcome(models, tools, context)
+            if self.emitter.store_error is None:  # else its start is not stored: it suspends at once
+                outcome, interrupted = await self._outcome(models, tools, context)
             if isinstance(outcome, RunFinished) and not interrupted:
-                outcome = await self._apply_back(outcome)
+                with contextlib.suppress(RunStoreUnavailable):  # it suspends below
+                    outcome = await self._apply_back(outcome)
         finally:
-            if isinstance(outcome, Parked):
+            if self.emitter.store_error is not None:
+                await self._park(self._suspended())
+            elif isinstance(outcome, Parked):
                 await self._park(outcome)
             else:
                 await self._finish(outcome or RunFailed(reasons={"run": "ended without a result"}))
@@ -167,7 +203,7 @@ class Supervisor:
             raise asyncio.CancelledError
 
     async def _park(self, parked: Parked) -> None:
-        """Every task ends; the workspaces and the pending asks stay for the resume."""
+        """Every task ends; the workspaces and the pending asks stay for the resume (`Suspended` too)."""
         self._finishing = True
         await self._stop_agents()
         if self.tools is not None:
@@ -177,9 +213,16 @@ class Supervisor:
                 log.exception("run %s: parking the tools failed", self.run_id)
         if self.owns_clients:
             await self._close_clients()
-        self.emit(RunParked(waiting=parked.waiting, worked_seconds=self._worked()))
+        if not isinstance(parked, Suspended):
+            self.emit(RunParked(waiting=parked.waiting, worked_seconds=self._worked()))
         await self.emitter.close()
-        self.done.set_result(parked)
+        self.done.set_result(parked if self.emitter.store_error is None else self._suspended())
+
+    def _suspended(self) -> Suspended:
+        error = self.emitter.store_error
+        return Suspended(
+            run_id=self.run_id, waiting=(), reason=repr(error), fenced=isinstance(error, RunFenced)
+        )
 
     def _worked(self) -> float:
         return time.monotonic() - self._segment_start
@@ -211,9 +254,14 @@ class Supervisor:
             current = asyncio.current_task()
             if current is not None:
                 current.uncancel()
+            if self.emitter.store_error is not None:
+                return self._suspended(), False
             how, by = self._stop or ("cancel", None)
             terminal = RunCancelled(by=by) if how == "cancel" else await self._salvage("finish_now")
             return terminal, self._stop is None  # None: cancelled by someone else (e.g. loop shutdown)
+        except RunStoreUnavailable:
+            self._finishing = True
+            return self._suspended(), False
         except Exception as exc:  # a bug must still end the run visibly, never hang it
             log.exception("run %s crashed", self.run_id)
             return RunFailed(reasons={"run": f"internal error: {exc!r}"}), False
@@ -265,6 +313,9 @@ class Supervisor:
             await self._close_clients()
         stamped = self.emit(terminal)
         await self.emitter.close()
+        if self.emitter.store_error is not None:  # its end is not stored: nobody may hear of it
+            self.done.set_result(self._suspended())
+            return
         assert isinstance(stamped, RunFinished | RunFailed | RunCancelled)
         self.done.set_result(stamped)
 
@@ -361,7 +412,7 @@ class Supervisor:
                 self._in_turn.discard(agent_id)  # before the event that wakes the coordinator
                 self.emitter.emit(AgentStatus(agent_id=agent_id, status="awaiting_approval"))
                 return
-            except BudgetReached:
+            except (BudgetReached, RunStoreUnavailable):  # the latter: the run suspends
                 return
             except AgentDropped as exc:
                 self.emit(AgentFailed(agent_id=agent_id, reason=str(exc)))

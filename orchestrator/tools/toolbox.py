@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from approvals.permissions import Action, PermissionConfig, PermissionEngine, action_digest, load_rules
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import OrchestratorError, RunStoreUnavailable
 from orchestrator.events import (
     AgentState,
     AgentStatus,
@@ -290,6 +290,8 @@ class AgentTools:
         """
         try:
             return await self._call(call, phase, awaiting)
+        except RunStoreUnavailable:  # not stored, so not run; the run suspends
+            raise
         except Exception as exc:  # a bug costs one tool call, not the agent; cancellation propagates
             log.exception("tool %s of agent %s failed", call.name, self.agent_id)
             return ToolOutcome(content=f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)

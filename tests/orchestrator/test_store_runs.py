@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from approvals import ConversationRef
 from approvals.sql import make_engine
 from orchestrator import resume_run, start_run
-from orchestrator.errors import RunNotResumable, RunStoreError
+from orchestrator.errors import RunFenced, RunNotResumable, RunStoreError
 from orchestrator.events import (
     AnswerSubmitted,
     RunCancelled,
@@ -87,8 +87,8 @@ async def test_sql_refuses_duplicate_and_orphan_events(tmp_path: Path) -> None:
     store = await SqlRunStore.create(engine)
     started = RunStarted(run_id="r1", seq=1, at=1.0, task="t", agents=())
     await store.append(started)
-    with pytest.raises(RunStoreError, match="already stored"):
-        await store.append(started)
+    await store.append(started)  # a retry after a lost acknowledgement: stored once
+    assert await store.events("r1") == [started]
     orphan = AnswerSubmitted(run_id="r2", seq=1, at=1.0, agent_id="a", label="agent1.1", content="x")
     await store.append(orphan)  # not a summary event: stored, no summary row
     assert await store.get("r2") is None
@@ -105,11 +105,23 @@ async def test_events_stored_together_are_all_or_none(store: RunStore) -> None:
     summary = await store.get(run_id)
     assert summary is not None
     assert summary.status == "cancelled"  # every summary event of the batch was folded in
-    if not isinstance(store, InMemoryRunStore):  # a database refuses the whole batch
-        again = AnswerSubmitted(run_id=run_id, seq=4, at=4.0, agent_id="a", label="agent1.2", content="y")
-        with pytest.raises(RunStoreError, match=r"seq 3\.\.4 already stored"):
-            await store.append(cancelled, again)
-        assert [e.seq for e in await store.events(run_id)] == [1, 2, 3]
+    again = AnswerSubmitted(run_id=run_id, seq=4, at=4.0, agent_id="a", label="agent1.2", content="y")
+    with pytest.raises(RunStoreError, match=r"seq 3 already stored"):  # the whole batch is refused
+        await store.append(cancelled, again)
+    assert [e.seq for e in await store.events(run_id)] == [1, 2, 3]
+
+
+async def test_a_seq_stored_by_another_driver_fences_this_one(store: RunStore) -> None:
+    run_id = f"r-{uuid.uuid4().hex[:8]}"
+    started = RunStarted(run_id=run_id, seq=1, at=1.0, task="t", agents=())
+    mine = AnswerSubmitted(run_id=run_id, seq=2, at=2.0, agent_id="a", label="agent1.1", content="mine")
+    theirs = AnswerSubmitted(run_id=run_id, seq=2, at=2.5, agent_id="a", label="agent1.1", content="theirs")
+    await store.append(started, theirs)
+    await store.append(started, theirs)  # the successor's own retry: fine
+    with pytest.raises(RunFenced) as fenced:
+        await store.append(mine)
+    assert fenced.value.seq == 2
+    assert await store.events(run_id) == [started, theirs]
 
 
 async def test_a_run_stores_the_events_queued_behind_a_transaction_together() -> None:

@@ -84,3 +84,42 @@ async def test_a_run_resumed_after_its_park_edits_the_progress_message_it_posted
         await bot.settle(30)
         assert (await bot.services.runs.history.recent())[0].state == "finished"
         assert len(progress_posts()) == 1, progress_posts()
+
+
+async def test_a_run_ended_before_its_answer_was_saved_gets_it_posted_once(
+    tmp_path: Path,
+) -> None:
+    """A kill between storing the run's end and saving its answer: the step's recovery posts it."""
+    from sqlalchemy import delete
+
+    from bot.slack.outbox import PRIORITY_FINAL
+    from bot.slack.store import slack_outbox
+
+    async with bot_harness(tmp_path) as bot:
+        await bot.command("say hello")
+        await bot.settle()
+        [run] = await bot.services.runs.history.recent()
+        assert run.state == "finished"
+        assert run.thread_ts is not None
+
+        def replies() -> int:
+            return sum(1 for m in bot.slack.messages[CHANNEL].values() if m.get("thread_ts") == run.thread_ts)
+
+        shown = replies()
+        payload = {"task": "say hello", "requester": REQUESTER, "channel": CHANNEL, "thread_ts": None}
+        supervisor = bot.services.runs.supervisor
+        assert await supervisor.execute(run.run_id, payload) == "finished"  # its answer was saved: nothing
+        await bot.settle()
+        assert replies() == shown
+        async with bot.services.storage.engine.begin() as conn:  # as if killed before it was saved
+            await conn.execute(
+                delete(slack_outbox).where(
+                    slack_outbox.c.run_id == run.run_id, slack_outbox.c.priority == PRIORITY_FINAL
+                )
+            )
+        assert await supervisor.execute(run.run_id, payload) == "finished"
+        await bot.settle()
+        assert replies() == shown + 1  # posted again, once
+        assert await supervisor.execute(run.run_id, payload) == "finished"
+        await bot.settle()
+        assert replies() == shown + 1

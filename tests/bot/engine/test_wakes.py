@@ -8,7 +8,8 @@ from typing import Any
 from approvals import ApprovalService, Approvers, Ask, Principal
 from approvals.permissions.actions import Action, action_digest
 from approvals.testing import FrozenClock, InMemoryApprovalStore, InMemoryAuditLog, ask_decision
-from bot.engine import wake_on_decisions
+from bot.engine import wake_on_decisions, wake_settled
+from orchestrator import InMemoryRunStore, RunParked, RunStarted
 
 
 def _service() -> tuple[ApprovalService, FrozenClock]:
@@ -64,3 +65,26 @@ async def test_a_failing_wake_never_undoes_the_decision() -> None:
     stored = await service.get(request.id)
     assert stored is not None
     assert stored.status == "approved"
+
+
+async def test_a_parked_run_whose_approval_was_decided_before_a_restart_is_woken() -> None:
+    """The decision is stored, the process died before its wake: start-up finds it in the stores."""
+    service, _ = _service()
+    store = InMemoryRunStore()
+    decided = await service.request(_ask("run-decided"))
+    waiting = await service.request(_ask("run-waiting"))
+    for run_id, request_id in (("run-decided", decided.id), ("run-waiting", waiting.id), ("run-live", None)):
+        await store.append(RunStarted(run_id=run_id, seq=1, at=1.0, task="t", agents=()))
+        if request_id is not None:
+            await store.append(RunParked(run_id=run_id, seq=2, at=2.0, waiting=(request_id,)))
+    await service.decide(decided.id, Principal(id="U_A"), approve=True)  # nobody subscribed: no wake
+    sent: list[tuple[str, Any]] = []
+
+    async def send(run_id: str, message: Any) -> None:
+        sent.append((run_id, message))
+
+    woken = await wake_settled(
+        store, service, ["run-decided", "run-waiting", "run-live", "run-unknown"], send
+    )
+    assert woken == ["run-decided"]
+    assert sent == [("run-decided", {"approval": decided.id})]

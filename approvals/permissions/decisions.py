@@ -29,6 +29,7 @@ class Decision:
     egress: bool = False
     # True when an "always" approval (a persisted allow rule) may be offered for this action.
     always_offerable: bool = False
+    hosts: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         """The decision as the JSON object the CLI and the audit print."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
+import time
 from dataclasses import dataclass, field, replace
 
 import tree_sitter as ts
@@ -26,6 +28,7 @@ from approvals.permissions.shell.script import (
     expanded_names,
     literal_feed,
     loop_word,
+    node_text,
 )
 from approvals.permissions.shell.words import MAX_WORD_PARTS, Word, WordReader
 
@@ -45,7 +48,9 @@ _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 # quoted spans, comments and here-documents set aside, twice a cap in words, operators or parts of
 # one word is refused without parsing. Twice, so only text far past the parser's own caps is.
 _LEXICAL_FROM = 2048
-_QUOTED = re.compile(r"""'[^']*'|"(?:[^"\\$`]|\\.)*"|(?:^|(?<=\s))#[^\n]*""")
+# Each alternative consumes what it starts (an unclosed quote runs to the end): one linear pass.
+# (A closing quote required after `"\"\"\"…` made every quote a new start: 2 s at 16 KiB.)
+_QUOTED = re.compile(r"""'[^']*'?|"(?:[^"\\]|\\.)*"?|(?:^|(?<=\s))#[^\n]*""")
 _OPERATOR_RUN = re.compile(r"[;&|\n]+|\$\(|`")
 _PART_CHARS = re.compile(r"""[$'"`{]""")
 _STATEMENT_TYPES = frozenset(
@@ -69,9 +74,43 @@ _INERT_TYPES = frozenset(
 )  # fmt: skip
 
 
-@functools.cache
+# CPU seconds of the judging thread one parse may take. tree-sitter's error recovery is super-linear
+# on some malformed text (16 KiB of `x=(` took 2-3 s); no honest command comes near this.
+PARSE_BUDGET_S = 0.025
+_LANGUAGE = ts.Language(tree_sitter_bash.language())
+# One parser per thread: a tree-sitter parser is not safe to share, and a shared one behind a lock
+# would make every agent's judgment wait on the slowest (the engine judges in worker threads).
+_PARSERS = threading.local()
+
+
+class _ParseTooSlow(Exception):
+    """The parse ran past `PARSE_BUDGET_S`."""
+
+
 def _parser() -> ts.Parser:
-    return ts.Parser(ts.Language(tree_sitter_bash.language()))
+    parser: ts.Parser | None = getattr(_PARSERS, "parser", None)
+    if parser is None:
+        parser = ts.Parser(_LANGUAGE)
+        _PARSERS.parser = parser
+    return parser
+
+
+def _parse(source: bytes) -> ts.Tree:
+    """Parse `source` with this thread's parser, stopped past the parse budget (`_ParseTooSlow`)."""
+    stop = time.thread_time() + PARSE_BUDGET_S
+
+    def read(offset: int, _point: object) -> bytes:
+        return source[offset : offset + 1024]
+
+    def progress(*_state: object) -> bool:
+        return time.thread_time() > stop
+
+    parser = _parser()
+    try:
+        return parser.parse(read, progress_callback=progress)
+    except ValueError as exc:
+        parser.reset()
+        raise _ParseTooSlow from exc
 
 
 @functools.lru_cache(maxsize=8192)
@@ -93,13 +132,19 @@ def parse_shell(text: str) -> Script:
         # fuzzing); no shell syntax needs them, so they become U+FFFD and the command is asked.
         text = _ASTRAL.sub("\ufffd", text)
         problems.append("characters outside the Basic Multilingual Plane")
-    tree = _parser().parse(text.encode("utf-8", "surrogatepass"))
-    if tree.root_node.has_error and "((" in text:
-        # bash reads an unbalanced `((` as two subshells; so do we, when that parses cleanly.
-        retry = _parser().parse(re.sub(r"(?<!\$)\(\(", "( (", text).encode("utf-8", "surrogatepass"))
-        if not retry.root_node.has_error:
-            tree = retry
-    walker = _Walker(problems=problems, source=text.encode("utf-8", "surrogatepass"))
+    source = text.encode("utf-8", "surrogatepass")
+    try:
+        tree = _parse(source)
+        if tree.root_node.has_error and "((" in text:
+            # bash reads an unbalanced `((` as two subshells; so do we, when that parses cleanly.
+            spaced = re.sub(r"(?<!\$)\(\(", "( (", text).encode("utf-8", "surrogatepass")
+            retry = _parse(spaced)
+            if not retry.root_node.has_error:
+                tree, source = retry, spaced
+    except _ParseTooSlow:
+        why = "the shell grammar could not parse it within its budget"
+        return Script(commands=(), problems=(why,), parse_error=True, refused=f"too complex to judge: {why}")
+    walker = _Walker(problems=problems, source=source)
     try:
         walker.statement(tree.root_node)
     except (RecursionError, _TooComplex) as exc:
@@ -155,6 +200,7 @@ class _Walker:
         self.words = WordReader(
             on_substitution=self.statement,
             on_problem=self.problems.append,
+            source=self.source,
             is_listing=lists_workspace_paths_piped,
             is_revision=prints_revision,
         )
@@ -299,8 +345,8 @@ class _Walker:
             elif child.type == "heredoc_redirect":
                 for part in child.children:
                     if part.type == "heredoc_body":
-                        heredoc = part.text.decode("utf-8", "replace") if part.text else ""
-                        variables.extend(expanded_names(part))
+                        heredoc = node_text(part, self.source)
+                        variables.extend(expanded_names(part, self.source))
                         self._inert(part)
                     elif part.type == "file_redirect":
                         redirects.append(self._redirect(part))
@@ -383,12 +429,12 @@ class _Walker:
 
     def _function(self, node: ts.Node) -> None:
         name_node = node.child_by_field_name("name") or node.children[0]
-        name = name_node.text.decode("utf-8", "replace") if name_node.text else ""
+        name = node_text(name_node, self.source)
         self.problems.append(f"defines a shell function ({name})")
         before = len(self.commands)
         for child in node.children[1:]:
             self._child(child)
-        body_text = node.text.decode("utf-8", "replace") if node.text else ""
+        body_text = node_text(node, self.source)
         calls_itself = any(c.words and c.words[0].text == name for c in self.commands[before:])
         if calls_itself and ("&" in body_text or "|" in body_text):
             self.fork_bomb = True
@@ -398,8 +444,8 @@ class _Walker:
         name: str | None = None
         value: Word | None = None
         for child in node.children:
-            if child.type == "variable_name" and child.text and name is None:
-                name = child.text.decode("utf-8", "replace")
+            if child.type == "variable_name" and child.end_byte > child.start_byte and name is None:
+                name = node_text(child, self.source)
                 self.locals.add(name)
             elif child.type in ("do_group", "compound_statement"):
                 self.statement(child)
@@ -414,9 +460,7 @@ class _Walker:
             self.environment.append((name, value))
         bindings = self.words.bindings
         once = name not in bindings and standalone and node.type == "variable_assignment"
-        plain_value = (
-            value is not None and value.plain and "+=" not in (node.text or b"").decode("utf-8", "replace")
-        )
+        plain_value = value is not None and value.plain and "+=" not in node_text(node, self.source)
         if once and plain_value and value is not None:
             bindings[name] = value.text  # a leading ~ stays ~: the path layer reads it as home
         else:
@@ -434,7 +478,7 @@ class _Walker:
         if name_node is None or body is None or node.children[0].type != "for":
             self._assignment(node)
             return
-        name = name_node.text.decode("utf-8", "replace") if name_node.text else ""
+        name = node_text(name_node, self.source)
         self.locals.add(name)
         values = [
             self.words.read(c) for i, c in enumerate(node.children) if node.field_name_for_child(i) == "value"
@@ -464,8 +508,8 @@ class _Walker:
         for child in node.children[1:]:
             if child.type == "variable_assignment":
                 self._assignment(child)
-                name = child.children[0].text or b""
-                words.append(Word(text=name.decode("utf-8", "replace") + "=…"))
+                name = node_text(child.children[0], self.source)
+                words.append(Word(text=name + "=…"))
             elif child.is_named:
                 words.append(self.words.read(child))
         self.commands.append(SimpleCommand(tuple(words)))

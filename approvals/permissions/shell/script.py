@@ -124,17 +124,22 @@ def literal_feed(command: SimpleCommand | None) -> str | None:
     return command.heredoc
 
 
-def expanded_names(node: ts.Node) -> Iterator[str]:
+def node_text(node: ts.Node, source: bytes) -> str:
+    """A node's text, sliced from the parsed bytes (a tree parsed from a reader has no copy of them)."""
+    return source[node.start_byte : node.end_byte].decode("utf-8", "replace")
+
+
+def expanded_names(node: ts.Node, source: bytes) -> Iterator[str]:
     """Names of the variables expanded anywhere inside a node (an unquoted here-document body)."""
     for child in node.children:
         if child.type in ("simple_expansion", "expansion"):
             name = next(
                 (c for c in child.children if c.type in ("variable_name", "special_variable_name")), None
             )
-            if name is not None and name.text:
-                yield name.text.decode("utf-8", "replace")
+            if name is not None and name.end_byte > name.start_byte:
+                yield node_text(name, source)
         elif child.child_count and child.type not in ("command_substitution", "process_substitution"):
-            yield from expanded_names(child)
+            yield from expanded_names(child, source)
 
 
 def loop_word(word: Word) -> bool:

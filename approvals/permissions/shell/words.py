@@ -130,10 +130,6 @@ def _unescape_double(raw: str) -> str:
     return re.sub(r'\\([\\"$`\n])', lambda m: "" if m.group(1) == "\n" else m.group(1), raw)
 
 
-def _node_text(node: ts.Node) -> str:
-    return node.text.decode("utf-8", "replace") if node.text else ""
-
-
 class WordReader:
     """Turns word nodes into `Word`s; hands substitution bodies back to the statement walker."""
 
@@ -141,11 +137,13 @@ class WordReader:
         self,
         on_substitution: Callable[[ts.Node], None],
         on_problem: Callable[[str], None],
+        source: bytes,
         is_listing: Callable[[Sequence[Sequence[str]]], bool] = lambda stages: False,
         is_revision: Callable[[Sequence[Sequence[str]]], bool] = lambda stages: False,
     ) -> None:
         self._on_substitution = on_substitution
         self._on_problem = on_problem
+        self._source = source
         self._is_listing = is_listing
         self._is_revision = is_revision
         # Variables the script itself set, in document order: a value, or None once it is unknowable.
@@ -161,9 +159,12 @@ class WordReader:
         stack = [node]
         while stack and len(self.evaluated_names) < 256:
             current = stack.pop()
-            if current.type == "variable_name" and current.text:
-                self.evaluated_names.append(current.text.decode("utf-8", "replace"))
+            if current.type == "variable_name" and current.end_byte > current.start_byte:
+                self.evaluated_names.append(self._text(current))
             stack.extend(current.children)
+
+    def _text(self, node: ts.Node) -> str:
+        return self._source[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
     def read_group(self, nodes: Sequence[ts.Node]) -> Word:
         """Adjacent nodes with no space between them form one word (`$"x"` arrives as two)."""
@@ -184,7 +185,7 @@ class WordReader:
 
     def _read(self, node: ts.Node) -> Word:
         kind = node.type
-        raw = _node_text(node)
+        raw = self._text(node)
         if kind in ("word", "number", "variable_name", "special_variable_name"):
             text, escaped_letter = _unescape_unquoted(raw)
             glob = bool(_GLOB.search(re.sub(r"\\.", "", raw)))
@@ -297,7 +298,7 @@ class WordReader:
         parts: list[Word] = []
         for child in node.children:
             if child.type == "string_content":
-                parts.append(Word(text=_unescape_double(_node_text(child)), quoted=True))
+                parts.append(Word(text=_unescape_double(self._text(child)), quoted=True))
             elif child.type == "$":
                 parts.append(Word(text="$", quoted=True))
             elif child.is_named:
@@ -319,9 +320,9 @@ class WordReader:
 
     def _expansion(self, node: ts.Node) -> Word:
         names = [c for c in node.children if c.type in ("variable_name", "special_variable_name")]
-        name = _node_text(names[0]) if names else ""
+        name = self._text(names[0]) if names else ""
         kinds = [c.type for c in node.children]
-        if name and (kinds[1:2] == ["!"] or ("@" in kinds and "P" in _node_text(node)[-3:])):
+        if name and (kinds[1:2] == ["!"] or ("@" in kinds and "P" in self._text(node)[-3:])):
             self.evaluated_names.append(name)  # `${!x}`, `${x@P}`: x's value is expanded again
         simple = node.type == "simple_expansion" or [c.type for c in node.children] == [
             "${",

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from approvals.permissions import Action
+from approvals.permissions import Action, PermissionConfig, PermissionEngine, load_rules
 from approvals.permissions.budget import MAX_WORK, TooComplex, deadline, work_spent
 from approvals.permissions.shell.words import MAX_BRACE_VARIANTS, brace_variants
 from tests.approvals.permissions.engines import engine as _engine
@@ -237,3 +237,26 @@ def test_a_cdpath_landing_stays_a_candidate_directory(workspace: Path, command: 
     decision = _engine(workspace, "allow-all", True).evaluate(Action(kind="command", target=command))
     assert decision.resolved == "deny", (command, decision.reason)
     assert decision.layer == "floor", (command, decision.reason)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "echo " + "x=(" * 5000,  # tree-sitter error recovery, super-linear: stopped by the parse budget
+        "echo " + '"\\' * 8000,  # an unclosed quote after many escaped ones (the lexical pre-count)
+        "".join(f"t{i}=$(mktemp); read t{i}; " for i in range(500)),  # the temporary-name scan
+    ],
+)
+def test_adversarial_text_is_never_allowed(tmp_path: Path, text: str) -> None:
+    rules = load_rules({"allow": ["command(*)"]})
+    engine = PermissionEngine(PermissionConfig(workspace=tmp_path, policy="allow-all", rules=rules))
+    decision = engine.evaluate(Action(kind="command", target=text[:16000]))
+    assert decision.verdict != "allow", decision
+
+
+def test_a_temporary_name_set_once_still_counts_as_shown(tmp_path: Path) -> None:
+    engine = PermissionEngine(PermissionConfig(workspace=tmp_path))
+    shown = engine.evaluate(Action(kind="command", target='t=$(mktemp); echo hi > "$t"; rm -f "$t"'))
+    reread = engine.evaluate(Action(kind="command", target='t=$(mktemp); read t; rm -f "$t"'))
+    assert "hidden target" not in shown.reason, shown
+    assert reread.verdict != "allow", reread

@@ -200,10 +200,10 @@ def test_allow_rules_never_apply_to_ambiguous_urls(tmp_path: Path, url: str) -> 
 @pytest.mark.parametrize(
     ("kind", "target", "verdict"),
     [
-        # engine v2: nesting past the cap is refused (deny, "too complex to judge"), not asked
-        ("command", "(" * 3000 + "ls" + ")" * 3000, "deny"),
-        ("command", "echo " + "$(" * 2000 + "ls" + ")" * 2000, "deny"),
-        ("command", "(" * 3000 + "rm -rf /" + ")" * 3000, "deny"),
+        # nesting past the cap: asked ("too complex to judge", fails closed), never allowed
+        ("command", "(" * 3000 + "ls" + ")" * 3000, "ask"),
+        ("command", "echo " + "$(" * 2000 + "ls" + ")" * 2000, "ask"),
+        ("command", "(" * 3000 + "rm -rf /" + ")" * 3000, "ask"),
         ("fetch", "[", "ask"),
         ("fetch", "http://[::1", "ask"),
     ],

@@ -111,7 +111,9 @@ def test_pathological_text_gets_a_decision(workspace: Path, case: dict[str, Any]
     target = eval(case["expr"], {"__builtins__": {"range": range, "str": str, "chr": chr}})
     decision = _decide(workspace, target)
     if case["expect"] == "deny":
-        assert decision.verdict == "deny", decision
+        # Past a bound (size, structure, time) the engine asks a human, flagged so no policy allows it.
+        assert decision.verdict == "deny" or "fails closed: ask" in decision.reason, decision
+        assert decision.verdict != "allow", decision
     elif case["expect"] == "not_allow":
         assert decision.verdict != "allow", decision
 

@@ -22,6 +22,7 @@ from approvals.permissions.errors import PermissionConfigError
 from approvals.permissions.fetch import judge_fetch
 from approvals.permissions.findings import Finding, worst
 from approvals.permissions.floor import SYSTEM_DIRS, classify_path
+from approvals.permissions.hosts import egress_hosts, hosts_note
 from approvals.permissions.paths import Boundary, within
 from approvals.permissions.policy import POLICY_NAMES, PolicyName, resolve
 from approvals.permissions.rules import BUCKETS, EMPTY_RULES, RuleSet
@@ -184,6 +185,7 @@ class PermissionEngine:
             rule=top.rule,
             side_effect=any(d.side_effect for d in decisions),
             egress=any(d.egress for d in decisions),
+            hosts=tuple(dict.fromkeys(h for d in decisions for h in d.hosts)),
             always_offerable=all(d.always_offerable or d.verdict == "allow" for d in decisions)
             and any(d.always_offerable for d in decisions),
         )
@@ -324,18 +326,19 @@ class PermissionEngine:
         resolved = resolve(
             finding.verdict, finding.risk, sensitive=finding.sensitive, policy=self.config.policy
         )
+        hosts = egress_hosts(action) if finding.egress else ()
+        reason = finding.reason if not finding.egress else f"{finding.reason} · {hosts_note(hosts)}"
         return Decision(
             verdict=finding.verdict,
             resolved=resolved,
             risk=finding.risk,
             layer=finding.layer,
-            reason=finding.reason
-            if resolved == finding.verdict
-            else f"{self.config.policy} policy: {finding.reason}",
+            reason=reason if resolved == finding.verdict else f"{self.config.policy} policy: {reason}",
             rule=finding.rule,
             side_effect=finding.side_effect,
             egress=finding.egress,
             always_offerable=self._always_offerable(action, finding),
+            hosts=hosts,
         )
 
     def _always_offerable(self, action: Action, finding: Finding) -> bool:

@@ -8,6 +8,7 @@ Nothing raises out of `call`: every failure becomes a tool result the model can 
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import functools
 import json
 import logging
@@ -38,6 +39,9 @@ from orchestrator.tools.gate import GateCall, GateResult, PermissionGate, RunGra
 from orchestrator.tools.proxy import DEFAULT_EGRESS, EgressRules
 from orchestrator.tools.sandbox import Sandbox, rendered_exit_code
 from orchestrator.tools.specs import (
+    ListFilesArgs,
+    ReadFileArgs,
+    SearchFilesArgs,
     ToolArgumentError,
     ToolEnv,
     WriteFileArgs,
@@ -49,7 +53,7 @@ from orchestrator.tools.specs import (
     tool_specs,
 )
 from orchestrator.tools.unconfined import confine_engines
-from orchestrator.tools.workspace import RunWorkspaces, secret_patterns
+from orchestrator.tools.workspace import SECRET_FILES, RunWorkspaces, secret_patterns
 from orchestrator.tools.wsync import DEFAULT_LIMITS, SnapshotLimits, WorkspaceSync
 
 log = logging.getLogger(__name__)
@@ -335,8 +339,26 @@ class AgentTools:
             return await self._refuse(report, result.reason, result)
         return await self._run_bound(report, frozen, digest, result, real)
 
+    def _secret_refusal(self, target: Path, real: str | None) -> str | None:
+        mine = (self.env.workspace, *self.env.peers)
+        for path in dict.fromkeys([target, Path(real)] if real is not None else [target]):
+            if any(path == root or root in path.parents for root in mine):
+                continue
+            if any(path == hidden or hidden in path.parents for hidden in self.env.hidden):
+                return f"refused: {path} is a hidden place (secrets stay out of reach)"
+            if any(fnmatch.fnmatchcase(part, pattern) for part in path.parts for pattern in SECRET_FILES):
+                return f"refused: {path} is a secrets file (never read outside a workspace)"
+        return None
+
     def _boundary_refusal(self, args: Any, real: str | None) -> str | None:
-        """File writes stay in the own workspace whatever is approved; peers' are never writable."""
+        """File writes stay in the own workspace whatever is approved; peers' are never writable.
+
+        Reads outside the workspaces never reach a hidden place (the bot's home, its state, the
+        folders `hide` names) or a secrets file (`.env*`, keys, credentials), approved or not:
+        these tools run in the bot's process, so the sandbox does not hide them there.
+        """
+        if isinstance(args, ReadFileArgs | ListFilesArgs | SearchFilesArgs):
+            return self._secret_refusal(resolve(args.path, self.env.workspace), real)
         if not isinstance(args, WriteFileArgs):
             return None
         target = resolve(args.path, self.env.workspace)

@@ -15,6 +15,7 @@ tree, tells whether the limit was hit, and is removed with every process left in
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -28,6 +29,7 @@ from pathlib import Path
 _CGROUP_FS = Path("/sys/fs/cgroup")
 _MIB = 1 << 20
 _CPU_GRACE_S = 5
+_DISK_POLL_S = 0.1  # how often a running command's disk use is read (one statvfs)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,11 +37,14 @@ class Limits:
     """What one command's tree may use; 0 leaves that limit unset."""
 
     processes: int = 512
-    memory_bytes: int = 4096 * _MIB
-    file_bytes: int = 2048 * _MIB
+    memory_bytes: int = 1536 * _MIB
+    file_bytes: int = 512 * _MIB
     cpu_seconds: int = 600
     open_files: int = 1024
-    tmp_bytes: int = 1024 * _MIB  # the sandbox's /tmp (and HOME) tmpfs
+    tmp_bytes: int = 512 * _MIB  # the sandbox's /tmp (and HOME) tmpfs
+    # Disk the command may take on the workspace's filesystem (its free space, watched while it
+    # runs; the tree is killed past it): many files each under `file_bytes` cannot fill the disk.
+    disk_bytes: int = 1024 * _MIB
 
     def rlimits(self) -> list[tuple[int, int]]:
         """(resource, value) pairs for `setrlimit`, soft and hard alike."""
@@ -205,12 +210,30 @@ _NO_SPACE = re.compile(r"No space left on device")
 _SIGXCPU, _SIGXFSZ = int(signal.SIGXCPU), int(signal.SIGXFSZ)
 
 
+def disk_taken(path: Path, since: int) -> int:
+    """Bytes of free space `path`'s filesystem lost since `since` (a `disk_free` reading)."""
+    return since - disk_free(path)
+
+
+def disk_free(path: Path) -> int:
+    """Bytes free to an unprivileged writer on `path`'s filesystem."""
+    stat = os.statvfs(path)
+    return stat.f_bavail * stat.f_frsize
+
+
 def limits_hit(
-    limits: Limits, output: str, exit_code: int | None, cgroup: CommandCgroup | None = None
+    limits: Limits,
+    output: str,
+    exit_code: int | None,
+    cgroup: CommandCgroup | None = None,
+    *,
+    disk_hit: bool = False,
 ) -> tuple[str, ...]:
     """Which limits the command ran into, each as the sentence the agent and the thread see."""
     signalled = {abs(exit_code) if exit_code < 0 else exit_code - 128} if exit_code is not None else set()
     hit: list[str] = []
+    if disk_hit:
+        hit.append(f"disk limit ({limits.disk_bytes // _MIB} MiB written to the workspace) reached")
     if (cgroup is not None and cgroup.pids_hit()) or _FORK_FAILED.search(output):
         hit.append(f"process limit ({limits.processes}) reached")
     if (cgroup is not None and cgroup.oom_killed()) or _NO_MEMORY.search(output):
@@ -226,3 +249,27 @@ def limits_hit(
             f"no space left on a device (the sandbox's /tmp and HOME hold {limits.tmp_bytes // _MIB} MiB)"
         )
     return tuple(hit)
+
+
+class DiskWatch:
+    """Kills the command's tree once the workspace's filesystem lost `limit` bytes since its start."""
+
+    def __init__(self, workspace: Path, limit: int, proc: asyncio.subprocess.Process) -> None:
+        self.hit = False
+        self._task: asyncio.Task[None] | None = None
+        if limit > 0:
+            self._task = asyncio.ensure_future(self._watch(workspace, limit, proc, disk_free(workspace)))
+
+    async def _watch(self, workspace: Path, limit: int, proc: asyncio.subprocess.Process, start: int) -> None:
+        while proc.returncode is None:
+            await asyncio.sleep(_DISK_POLL_S)
+            if disk_taken(workspace, start) > limit:
+                self.hit = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                return
+
+    def stop(self) -> None:
+        """The command ended: stop watching."""
+        if self._task is not None:
+            self._task.cancel()

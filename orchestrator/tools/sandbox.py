@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import Literal
 
 from orchestrator.errors import SandboxUnavailable
-from orchestrator.tools.limits import DEFAULT_LIMITS, CommandCgroup, Limits, limits_hit, preexec
+from orchestrator.tools.limits import (
+    DEFAULT_LIMITS,
+    CommandCgroup,
+    DiskWatch,
+    Limits,
+    limits_hit,
+    preexec,
+)
 from orchestrator.tools.proxy import BRIDGE, DEFAULT_EGRESS, PROXY_PORT, EgressRules
 from orchestrator.tools.sockets import host_sockets, socket_dirs
 from orchestrator.tools.unconfined import OK_WARNING, unconfined_ok
@@ -398,6 +405,7 @@ async def _supervise(
     assert proc.stdout is not None
     capture = _Capture(spec.output_limit)
     reader = asyncio.ensure_future(capture.drain(proc.stdout))
+    watch = DiskWatch(spec.workspace, spec.limits.disk_bytes, proc)
     timed_out = False
     try:
         # `asyncio.timeout`, not `wait_for`: on 3.11 `wait_for` swallows a cancellation that arrives
@@ -414,6 +422,8 @@ async def _supervise(
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=_KILL_GRACE_S * 4)
         raise
+    finally:
+        watch.stop()
     # Reap background leftovers (`cmd &`) that would otherwise outlive the call.
     _signal_group(proc, signal.SIGKILL)
     # A daemonised grandchild may hold the pipe open: then the model gets what was read so far.
@@ -430,7 +440,7 @@ async def _supervise(
         dropped_bytes=capture.dropped,
         timed_out=timed_out,
         duration_s=loop.time() - started,
-        limits_hit=limits_hit(spec.limits, tail, exit_code, cgroup),
+        limits_hit=limits_hit(spec.limits, tail, exit_code, cgroup, disk_hit=watch.hit),
     )
 
 

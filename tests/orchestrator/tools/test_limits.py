@@ -130,3 +130,13 @@ async def test_the_limit_leads_the_result_so_a_short_preview_shows_it(tmp_path: 
     result = await _run("seq 1 100000; yes > fill.txt", _env(tmp_path))
     assert result.startswith("[stopped: file size limit (8 MiB) reached]\n1\n2\n")
     assert result.endswith("]")  # still ends with the exit status line
+
+
+@needs_bwrap
+async def test_many_files_each_under_the_size_limit_stop_at_the_disk_limit(tmp_path: Path) -> None:
+    limits = Limits(file_bytes=8 << 20, disk_bytes=24 << 20)
+    filler = "for i in $(seq 64); do head -c 4000000 /dev/zero > f$i; sleep 0.05; done; echo FILLED"
+    result = await _run(filler, _env(tmp_path, limits))
+    assert "[stopped: disk limit (24 MiB written to the workspace) reached]" in result
+    assert "FILLED" not in result
+    assert sum(f.stat().st_size for f in tmp_path.glob("f*")) < 64 * 4000000

@@ -12,7 +12,7 @@ import asyncio
 import json
 import time
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,9 +21,10 @@ from approvals import ApprovalRequested, ApprovalService, Principal
 from approvals.events import ApprovalEvent
 from approvals.testing import InMemoryApprovalStore, InMemoryAuditLog
 from orchestrator.config.team import TeamConfig
+from orchestrator.errors import ToolParked
 from orchestrator.events import RunEvent, ToolDecided
 from orchestrator.llm.base import ToolCall
-from orchestrator.ports import RunContext, ToolPhase
+from orchestrator.ports import RunContext, ToolOutcome, ToolPhase
 from orchestrator.tools import WorkspaceRunTools, build_run_tools
 from tests.security.world import World
 
@@ -213,6 +214,20 @@ class _Run:
         return self.tools
 
 
+async def _resumed(
+    service: ApprovalService, call: Callable[[str | None], Awaitable[ToolOutcome]]
+) -> ToolOutcome:
+    """A call as the run drives it: an ask parks it; once the approver decides, it resumes."""
+    awaiting: str | None = None
+    for _ in range(8):
+        try:
+            return await call(awaiting)
+        except ToolParked as parked:
+            awaiting = parked.request_id
+            await asyncio.wait_for(service.wait(awaiting), timeout=60)
+    raise AssertionError("a call parked more than eight times")
+
+
 async def _call(
     run: _Run, approver: _Approver, result: Result, step: Step, subs: dict[str, str], index: int
 ) -> str:
@@ -222,7 +237,10 @@ async def _call(
     events_before = len(run.events)
     call = ToolCall(id=f"{run.run_id}-c{index}", name=step.tool, arguments=arguments)
     run.world.doing = f"{run.run_id} {step.phase} {step.tool} #{index}"
-    outcome = await run.tools.for_agent("alpha").call(call, phase=step.phase)
+    agent = run.tools.for_agent("alpha")
+    outcome = await _resumed(
+        run.service, lambda awaiting: agent.call(call, phase=step.phase, awaiting=awaiting)
+    )
     decided = [e for e in run.events[events_before:] if isinstance(e, ToolDecided)]
     executed = bool(decided and decided[-1].executed)
     asked = len(approver.asked) > asked_before
@@ -347,7 +365,9 @@ async def _apply_and_trigger(
     texts.append(patch)  # the patch is posted to the thread
     asked_before = len(approver.asked)
     world.doing = "apply-back"
-    outcome = await tools.apply_patch("alpha", patch)
+    outcome = await _resumed(
+        runs[0].service, lambda awaiting: tools.apply_patch("alpha", patch, awaiting=awaiting)
+    )
     result.calls.append(
         CallRecord(
             tool="apply_patch",

@@ -24,9 +24,7 @@ from approvals import ConversationRef
 from orchestrator.config.cost import Price, cost_usd, resolve_price
 from orchestrator.config.team import AgentConfig, TeamConfig
 from orchestrator.errors import (
-    OrchestratorError,
     RunFenced,
-    RunNotResumable,
     RunStoreUnavailable,
     ToolParked,
 )

@@ -68,14 +68,21 @@ async def _answer(
         reply = await services.channels.open(where.channel, where.user, trigger)
     elif isinstance(parsed, StartRun):
         reply = await services.runs.start(parsed, where)
-    elif isinstance(parsed, Status):
-        reply = await services.runs.status(parsed.run_id, where.channel, where.user)
-    elif isinstance(parsed, Cancel):
-        reply = await services.runs.cancel(parsed.run_id, where.user)
-    elif isinstance(parsed, ListApprovals):
-        reply = await services.approval_ui.pending_text(where.user)
     else:
-        reply = await services.runs.history_text(where.channel)
+        reply = await keyword_reply(services, parsed, where)
     if reply:
         hook = where.response_url
         await tell(services, user=where.user, channel=where.channel, text=reply, response_url=hook)
+
+
+async def keyword_reply(
+    services: Services, parsed: Status | Cancel | ListApprovals | History, where: Where
+) -> str | None:
+    """The answer to a keyword command (`status`, `cancel RUN`, `approvals`, `history`), slash or mention."""
+    if isinstance(parsed, Status):
+        return await services.runs.status(parsed.run_id, where.channel, where.user)
+    if isinstance(parsed, Cancel):
+        return await services.runs.cancel(parsed.run_id, where.user)
+    if isinstance(parsed, ListApprovals):
+        return await services.approval_ui.pending_text(where.user)
+    return await services.runs.history_text(where.channel)

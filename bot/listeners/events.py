@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncApp
 
+from bot.listeners.commands import keyword_reply
 from bot.listeners.replies import tell
 from bot.listeners.workspaces import REFUSED, Workspaces
 from bot.runs import Where, help_text
-from bot.slack.parse import Help, UsageError, parse_task, strip_mentions
+from bot.slack.parse import Help, OpenSettings, StartRun, UsageError, parse_command, strip_mentions
 
 if TYPE_CHECKING:
     from bot.wiring import Services
@@ -69,16 +70,21 @@ async def _mention(services: Services, event: dict[str, Any], delivery: str | No
     thread = event.get("thread_ts")
     thread_ts = thread if isinstance(thread, str) else None
     # Only the bot's own mention goes: "@massgen ask @alice about the outage" keeps Alice.
+    # `@massgen status` answers like `/massgen status`; anything else is a task (`repo=NAME` first).
     text = strip_mentions(str(event.get("text") or ""), services.identity.get("user_id"))
-    parsed = parse_task(text, mention=True)
+    parsed = parse_command(text, mention=True)
     reply: str | None
+    where = Where(user=user, channel=channel, thread_ts=thread_ts, delivery=delivery)
     if isinstance(parsed, UsageError):
         reply = parsed.message
     elif isinstance(parsed, Help):
         reply = help_text()
-    else:
-        where = Where(user=user, channel=channel, thread_ts=thread_ts, delivery=delivery)
+    elif isinstance(parsed, StartRun):
         reply = await services.runs.mention(parsed, where)
+    elif isinstance(parsed, OpenSettings):  # a modal needs a slash command's trigger_id
+        reply = "Channel settings open with `/massgen settings`."
+    else:
+        reply = await keyword_reply(services, parsed, where)
     if reply:
         await tell(services, user=user, channel=channel, text=reply, thread_ts=thread_ts)
 

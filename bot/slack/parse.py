@@ -98,8 +98,8 @@ def strip_mentions(text: str, bot_user_id: str | None = None) -> str:
     return " ".join(text.split())
 
 
-def parse_command(text: str) -> Command:
-    """Parse the text after `/massgen` (still Slack-escaped) into a command."""
+def parse_command(text: str, *, mention: bool = False) -> Command:
+    """Parse the text after `/massgen` or a mention (`mention=True`), still Slack-escaped."""
     words = text.split()
     if not words:
         return Help()
@@ -107,7 +107,7 @@ def parse_command(text: str) -> Command:
     keyword = _keyword(head, rest)
     if keyword is not None:
         return keyword
-    return parse_task(text)
+    return parse_task(text, mention=mention)
 
 
 def _keyword(head: str, rest: list[str]) -> Command | None:

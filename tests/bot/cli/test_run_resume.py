@@ -14,6 +14,8 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
+
 from approvals import SqlApprovalStore, make_engine
 from orchestrator import SqlRunStore
 from orchestrator.events import ToolStarted
@@ -217,3 +219,32 @@ async def test_a_run_killed_while_waiting_is_cancelled_with_cancel(tmp_path: Pat
         await engine.dispose()
     assert request is not None
     assert request.status == "cancelled"  # nobody can approve an action no agent waits for
+
+
+async def test_cancel_needs_no_api_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--cancel` calls no model: the built-in team's keys, gone by then, do not stop it."""
+    async with ProviderServer(command_first(tmp_path / "count.txt")) as server:
+        for name, value in {
+            "OPENAI_BASE_URL": server.openai_base_url,
+            "ANTHROPIC_BASE_URL": server.anthropic_base_url,
+            "MASSGEN_CHAT_BASE_URL": server.openai_base_url,
+            "OPENAI_API_KEY": "k",
+            "ANTHROPIC_API_KEY": "k",
+        }.items():
+            monkeypatch.setenv(name, value)
+        first = await Cli.start("write the report")  # the built-in team
+        await first.until("out", '"kind": "parked"')
+        await first.kill()
+    keyless = {
+        k: v
+        for k, v in os.environ.items()
+        if k != "MASSGEN_TEAM" and not k.endswith(("_API_KEY", "_BASE_URL"))
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "run", "--json", "--cancel", first.run_id(),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        cwd=ROOT, env=keyless,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 4, err.decode()
+    assert json.loads(out.decode().splitlines()[-1])["kind"] == "cancelled"

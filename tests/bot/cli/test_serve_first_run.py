@@ -153,3 +153,10 @@ async def test_a_bad_playground_port_is_one_line(tmp_path: Path) -> None:
     assert code == 1
     assert "Traceback" not in stderr
     assert f"cannot listen on 127.0.0.1:{port}" in stderr
+
+
+def test_env_example_names_every_variable_the_readme_names() -> None:
+    readme = (ENV_EXAMPLE.parent / "README.md").read_text()
+    named = set(re.findall(r"\b(?:MASSGEN|SLACK|DATABASE|OPENAI|ANTHROPIC)_[A-Z_]+", readme))
+    example = ENV_EXAMPLE.read_text()
+    assert sorted(name for name in named if name not in example) == []

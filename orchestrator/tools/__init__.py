@@ -4,8 +4,6 @@
 """
 
 from orchestrator.tools.gate import DEFERRED, GateCall, GateResult, PermissionGate, RunGrants
-from orchestrator.tools.limits import Limits
-from orchestrator.tools.proxy import EgressProxy, EgressRules
 from orchestrator.tools.sandbox import CommandResult, Sandbox, SandboxSpec, sandbox_status, scrubbed_env
 from orchestrator.tools.specs import (
     TOOL_NAMES,
@@ -32,12 +30,9 @@ __all__ = [
     "TOOL_NAMES",
     "AgentTools",
     "CommandResult",
-    "EgressProxy",
-    "EgressRules",
     "EngineFactory",
     "GateCall",
     "GateResult",
-    "Limits",
     "PermissionGate",
     "Rebuilt",
     "RunGrants",

@@ -52,7 +52,7 @@ from approvals.models import (
     offered_scopes,
 )
 from approvals.ports import ApprovalStore, Clock, ExpiryTimer, SystemClock
-from approvals.service import ApprovalService, DecisionListener
+from approvals.service import ApprovalService
 
 if TYPE_CHECKING:
     from approvals.scheduler import ExpiryScheduler
@@ -107,7 +107,6 @@ __all__ = [
     "ConversationRef",
     "DecideResult",
     "Decided",
-    "DecisionListener",
     "DecisionRejected",
     "ExpiryScheduler",
     "ExpiryTimer",

@@ -57,7 +57,6 @@ log = logging.getLogger(__name__)
 Subscriber = Callable[[ApprovalEvent], Awaitable[None] | None]
 # Told about every request that reached a terminal state (approved, denied, expired, cancelled),
 # after it is stored: how the engine layer wakes a parked run.
-DecisionListener = Callable[[ApprovalRequest], Awaitable[None]]
 # Every failed compare-and-set means another writer changed the row, and a request admits only
 # a bounded number of changes (one vote per approver, one terminal state), so this is never hit
 # in practice; it turns a store bug into an error instead of a spin.
@@ -89,7 +88,6 @@ class ApprovalService:
         self._new_id = new_id
         self._new_nonce = new_nonce
         self._subscribers: list[Subscriber] = []
-        self._listeners: list[DecisionListener] = []
         self._wakeups: dict[str, set[asyncio.Event]] = {}
         self._timer: ExpiryTimer | None = None
 
@@ -241,20 +239,6 @@ class ApprovalService:
 
         return unsubscribe
 
-    def add_decision_listener(self, listener: DecisionListener) -> Callable[[], None]:
-        """Await `listener(request)` after every decision is stored; returns the removal function.
-
-        Every way a request ends calls it, in the process that ended it: a click, the CLI, the
-        file handshake, expiry, `cancel_run`. A failing listener is logged; the decision stands.
-        """
-        self._listeners.append(listener)
-
-        def remove() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
-        return remove
-
     async def record_decision(self, entry: AuditEntry) -> None:
         """Audit an allow/deny the engine took without asking anyone."""
         await self._audit.record(entry)
@@ -325,11 +309,6 @@ class ApprovalService:
         for wakeup in self._wakeups.get(request.id, ()):
             wakeup.set()
         await self._emit(event)
-        for listener in list(self._listeners):  # the row is stored: whoever wakes the run may read it
-            try:
-                await listener(request)
-            except Exception:
-                log.exception("decision listener failed on request %s", request.id)
 
     async def _reject(
         self, request_id: str, request: ApprovalRequest | None, principal_id: str, why: str

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -43,7 +42,6 @@ log = logging.getLogger(__name__)
 
 SCOPE_KEYS = "scope_keys"  # the ask's context entry: the JSON list of keys a "run" approval grants
 JUDGE_TIMEOUT_S = 2.0  # a verdict slower than this is a deny: the engine is pure and takes milliseconds
-_ENGINE_LOCK = threading.Lock()
 
 DEFERRED = (
     "deferred: this action has an outside effect (push/publish/post) and is never executed while "
@@ -411,15 +409,9 @@ def _unconfirmed(run_id: str, grant: GrantAdded, request: ApprovalRequest | None
 
 
 def _evaluate(engine: Evaluator, actions: tuple[Action, ...], grants: frozenset[str]) -> Decision:
-    # The engine shares one tree-sitter parser per process, which is not safe to use from two threads
-    # at once: judgments run one at a time (each takes milliseconds). A worker that cannot get its turn
-    # gives up instead of parking a thread of the default executor behind a stuck judgment.
-    if not _ENGINE_LOCK.acquire(timeout=JUDGE_TIMEOUT_S):
-        raise TimeoutError("another judgment is stuck")
-    try:
-        return engine.evaluate_many(actions, grants=grants)
-    finally:
-        _ENGINE_LOCK.release()
+    # No lock: the engine keeps one shell parser per thread and bounds its own work, so one agent's
+    # pathological command never makes another agent's judgment wait.
+    return engine.evaluate_many(actions, grants=grants)
 
 
 def _fail_closed(reason: str) -> Decision:

@@ -280,7 +280,7 @@ async def test_live_view_renders_cards_and_final_panels() -> None:
     console.print(final_panel(RunCancelled(by="cli:me"), None))
     text = console.export_text()
     for needle in ("agent1 (a0)", "some streamed", "Final answer: the task is done.", "NO CONSENSUS",
-                   "timeout:latest_answer", "quota exceeded", "Cancelled by cli:me"):  # fmt: skip
+                   "timed out, with the latest answer", "quota exceeded", "Cancelled by cli:me"):  # fmt: skip
         assert needle in text
 
 

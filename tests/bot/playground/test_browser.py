@@ -82,7 +82,7 @@ async def test_only_the_approver_can_approve_from_the_page(
             timeout=WAIT_MS
         )
         status = page.locator(".msg", has_text="Task:").first  # the run's status message, edited in place
-        await expect(status).to_contain_text("Done", timeout=WAIT_MS)
+        await expect(status).to_contain_text("Finished", timeout=WAIT_MS)
         await page.mouse.move(0, 0)
         await page.screenshot(path=str(shots / f"playground-{size}-final.png"))
         await context.close()

@@ -510,14 +510,14 @@ async def test_a_run_grant_keeps_the_approved_host_list(
     )
     engine = ScriptedEngine({command: ask})
     tools = await build(harness, team(source), tmp_path / "ws", engine_factory=lambda config: engine)
-    first = asyncio.create_task(
-        tools.for_agent("alpha").call(call("run_command", {"command": command}), phase="coordination")
-    )
+    alpha = tools.for_agent("alpha")
+    asked = await parked_on(alpha.call(call("run_command", {"command": command}), phase="coordination"))
     await harness.service.decide((await harness.next_request()).id, APPROVER, approve=True, scope="run")
+    first = await alpha.call(call("run_command", {"command": command}), phase="coordination", awaiting=asked)
     second = await tools.for_agent("beta").call(
         call("run_command", {"command": command}), phase="coordination"
     )
-    for outcome in (await first, second):
+    for outcome in (first, second):
         assert "hello from loopback" in outcome.content
         assert "[egress refused: localhost:1 (not on the approval)]" in outcome.content
     assert harness.requested.empty()
@@ -529,14 +529,17 @@ async def test_unconfined_commands_ask_with_the_reason_unless_the_dev_flag_is_se
 ) -> None:
     monkeypatch.delenv("MASSGEN_UNCONFINED_OK", raising=False)
     tools = await build(harness, team(source, sandbox="none"), tmp_path / "ws", bwrap_path="/nonexistent")
-    first = asyncio.create_task(
-        tools.for_agent("alpha").call(call("run_command", {"command": "echo hi"}), phase="coordination")
-    )
+    alpha = tools.for_agent("alpha")
+    asked = await parked_on(alpha.call(call("run_command", {"command": "echo hi"}), phase="coordination"))
     request = await harness.next_request()
+    assert request.id == asked
     assert "UNCONFINED" in request.reason
     assert "MASSGEN_UNCONFINED_OK" in request.reason
     await harness.service.decide(request.id, APPROVER, approve=True, scope="run")
-    assert (await first).content == "hi\n[exit code 0]"
+    first = await alpha.call(
+        call("run_command", {"command": "echo hi"}), phase="coordination", awaiting=asked
+    )
+    assert first.content == "hi\n[exit code 0]"
     # The run grant covers the repeat; file tools are judged as before (not asked).
     again = await tools.for_agent("alpha").call(
         call("run_command", {"command": "echo hi"}), phase="coordination"

@@ -8,7 +8,6 @@ Nothing raises out of `call`: every failure becomes a tool result the model can 
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import functools
 import json
 import logging
@@ -53,7 +52,7 @@ from orchestrator.tools.specs import (
     tool_specs,
 )
 from orchestrator.tools.unconfined import confine_engines
-from orchestrator.tools.workspace import SECRET_FILES, RunWorkspaces, secret_patterns
+from orchestrator.tools.workspace import SECRET_FILES, RunWorkspaces, is_secret_name, secret_patterns
 from orchestrator.tools.wsync import DEFAULT_LIMITS, SnapshotLimits, WorkspaceSync
 
 log = logging.getLogger(__name__)
@@ -341,12 +340,13 @@ class AgentTools:
 
     def _secret_refusal(self, target: Path, real: str | None) -> str | None:
         mine = (self.env.workspace, *self.env.peers)
+        secrets = (*SECRET_FILES, *self._ctx.team.workspace.secrets)  # the team's names too
         for path in dict.fromkeys([target, Path(real)] if real is not None else [target]):
             if any(path == root or root in path.parents for root in mine):
                 continue
             if any(path == hidden or hidden in path.parents for hidden in self.env.hidden):
                 return f"refused: {path} is a hidden place (secrets stay out of reach)"
-            if any(fnmatch.fnmatchcase(part, pattern) for part in path.parts for pattern in SECRET_FILES):
+            if any(is_secret_name(part, secrets) for part in path.parts):
                 return f"refused: {path} is a secrets file (never read outside a workspace)"
         return None
 

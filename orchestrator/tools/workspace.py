@@ -208,12 +208,17 @@ def secret_patterns(config: WorkspaceConfig) -> tuple[str, ...] | None:
     return None if config.copy_secrets else (*SECRET_FILES, *config.secrets)
 
 
+def is_secret_name(name: str, patterns: Sequence[str]) -> bool:
+    """Whether a file or folder called `name` is a secrets file by one of `patterns`."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
 def drop_secrets(top: Path, patterns: Sequence[str]) -> list[str]:
     """Remove every file or folder under `top` whose name matches a pattern; the relative paths removed."""
     removed: list[str] = []
     for folder, dirs, files in os.walk(top):
         for name in [*dirs, *files]:
-            if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
+            if is_secret_name(name, patterns):
                 path = Path(folder) / name
                 removed.append(str(path.relative_to(top)))
                 if path.is_dir() and not path.is_symlink():

@@ -11,6 +11,7 @@ import re
 from typing import Final
 
 from approvals.permissions.actions import Action
+from approvals.permissions.fetch import URL, normalise
 
 MAX_HOSTS: Final = 16
 _URL = re.compile(
@@ -37,6 +38,9 @@ _REGISTRIES: Final[dict[str, tuple[str, ...]]] = {
 def egress_hosts(action: Action) -> tuple[str, ...]:
     """The host names `action` names or implies, lower-cased, in order of appearance, deduplicated."""
     text = action.target
+    if action.kind == "fetch":  # the engine's own URL reading, the one its fetch rules judge
+        url = normalise(text)
+        return (url.host,) if isinstance(url, URL) and url.host else ()
     found: list[str] = [m.group(1) for m in _URL.finditer(text)]
     found += [m.group(1) for m in _SCP.finditer(text)]
     if action.kind == "command":

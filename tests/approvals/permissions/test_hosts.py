@@ -42,3 +42,10 @@ def test_an_egress_decision_names_its_hosts_or_says_it_opens_nothing(tmp_path: P
     quiet = engine.evaluate(Action(kind="command", target="ls -la"))
     assert quiet.hosts == ()
     assert not quiet.egress
+
+
+def test_a_fetch_names_the_host_the_engine_reads_from_its_url() -> None:
+    assert egress_hosts(Action(kind="fetch", target="HTTPS://Docs.Example.com:443/a")) == (
+        "docs.example.com",
+    )
+    assert egress_hosts(Action(kind="fetch", target="file:///etc/passwd")) == ()

@@ -148,8 +148,7 @@ class PermissionEngine:
     def evaluate(self, action: Action, *, grants: frozenset[str] = frozenset()) -> Decision:
         """The engine's verdict on one action, and what the policy resolves an ask to (never raises)."""
         try:
-            with deadline(self.config.clock, self.config.budget_seconds):
-                finding = worst(self._checked(action))
+            finding = self._judged(action)
         except JudgmentTimeout:
             finding = _unjudged("judgment took too long")
         except TooComplex as exc:
@@ -162,6 +161,21 @@ class PermissionEngine:
                 egress=finding.egress, side_effect=finding.side_effect, broad=finding.broad,
             )  # fmt: skip
         return self._decision(action, finding)
+
+    def _judged(self, action: Action) -> Finding:
+        """The worst finding on `action` within the budget, given one second try.
+
+        A judgment's own work is bounded deterministically (`budget.spend`); the CPU deadline is the
+        backstop. A pause that is not the judgment's (a garbage-collector cycle over a large heap, CPU
+        time a busy host accounts to the thread) can spend it once; it does not recur on the retry,
+        whose parse is cached. Text that really needs the time runs out twice and fails closed.
+        """
+        try:
+            with deadline(self.config.clock, self.config.budget_seconds):
+                return worst(self._checked(action))
+        except JudgmentTimeout:
+            with deadline(self.config.clock, self.config.budget_seconds):
+                return worst(self._checked(action))
 
     async def evaluate_async(self, action: Action, *, grants: frozenset[str] = frozenset()) -> Decision:
         """`evaluate` in a worker thread, so a judgment never blocks the event loop (same deadline)."""

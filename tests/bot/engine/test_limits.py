@@ -131,8 +131,9 @@ async def test_a_concurrency_limit_holds_the_calls_in_flight(engine: Engine) -> 
         # With at most 2 in flight, the 3rd request after any one starts only once one of those
         # two (each taking DELAY) has ended.
         assert min(later - t for t, later in zip(times, times[2:], strict=False)) >= DELAY * 0.95
-        # Released in this process without the SQLite wake-up check (1 s): three waves, well under 3 s.
-        assert times[-1] - times[0] < 2 * DELAY + 1.0
+        # Released in this process, not at the SQLite wake-up check (1 s each, ~2.6 s for the two
+        # later waves): three waves well under that, with room for a loaded shared machine.
+        assert times[-1] - times[0] < 2 * DELAY + 1.6
 
 
 async def test_a_call_not_admitted_in_time_leaves_no_permit_behind(engine: Engine) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 _CGROUP_FS = Path("/sys/fs/cgroup")
 _MIB = 1 << 20
 _CPU_GRACE_S = 5
-_DISK_POLL_S = 0.1  # how often a running command's disk use is read (one statvfs)
+_WATCH_POLL_S = 0.1  # how often a running command's disk use and process limit are read
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -202,6 +202,9 @@ _FORK_FAILED = re.compile(
     r"fork: (retry|Resource temporarily unavailable)|Cannot fork|can't start new thread|"
     r"BlockingIOError: \[Errno 11\]"
 )
+# What a shell says when its fork is refused: what stops the tree where no cgroup counts it (not
+# Python's EAGAIN, which a non-blocking socket raises too).
+_SHELL_FORK_REFUSED = re.compile(rb"fork: (retry: )?Resource temporarily unavailable|Cannot fork")
 _NO_MEMORY = re.compile(r"MemoryError|Cannot allocate memory|cannot allocate|bad_alloc|out of memory", re.I)
 _FILE_SIZE = re.compile(r"File size limit exceeded|File too large")
 _CPU = re.compile(r"CPU time limit exceeded")
@@ -228,13 +231,14 @@ def limits_hit(
     cgroup: CommandCgroup | None = None,
     *,
     disk_hit: bool = False,
+    processes_hit: bool = False,
 ) -> tuple[str, ...]:
     """Which limits the command ran into, each as the sentence the agent and the thread see."""
     signalled = {abs(exit_code) if exit_code < 0 else exit_code - 128} if exit_code is not None else set()
     hit: list[str] = []
     if disk_hit:
         hit.append(f"disk limit ({limits.disk_bytes // _MIB} MiB written to the workspace) reached")
-    if (cgroup is not None and cgroup.pids_hit()) or _FORK_FAILED.search(output):
+    if processes_hit or (cgroup is not None and cgroup.pids_hit()) or _FORK_FAILED.search(output):
         hit.append(f"process limit ({limits.processes}) reached")
     if (cgroup is not None and cgroup.oom_killed()) or _NO_MEMORY.search(output):
         hit.append(f"memory limit ({limits.memory_bytes // _MIB} MiB) reached")
@@ -251,25 +255,55 @@ def limits_hit(
     return tuple(hit)
 
 
-class DiskWatch:
-    """Kills the command's tree once the workspace's filesystem lost `limit` bytes since its start."""
+class LimitWatch:
+    """Kills the command's tree once it runs into its process limit or takes too much disk.
 
-    def __init__(self, workspace: Path, limit: int, proc: asyncio.subprocess.Process) -> None:
-        self.hit = False
-        self._task: asyncio.Task[None] | None = None
-        if limit > 0:
-            self._task = asyncio.ensure_future(self._watch(workspace, limit, proc, disk_free(workspace)))
+    A tree that reached its process limit is stopped at once rather than left to churn: bash
+    retries a refused fork for 15 s and carries on as soon as a child exits, so a fork bomb would
+    otherwise run until the command timeout. The limit is read from the cgroup's `pids.events`
+    where there is one, else from the fork failures the output reports (`fork_refused`). The disk
+    is the workspace filesystem's free space, against what it was when the command started.
+    """
 
-    async def _watch(self, workspace: Path, limit: int, proc: asyncio.subprocess.Process, start: int) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        limits: Limits,
+        proc: asyncio.subprocess.Process,
+        *,
+        cgroup: CommandCgroup | None,
+        fork_refused: Callable[[], bool],
+    ) -> None:
+        self.disk_hit = False
+        self.processes_hit = False
+        self._task = asyncio.ensure_future(self._watch(workspace, limits, proc, cgroup, fork_refused))
+
+    async def _watch(
+        self,
+        workspace: Path,
+        limits: Limits,
+        proc: asyncio.subprocess.Process,
+        cgroup: CommandCgroup | None,
+        fork_refused: Callable[[], bool],
+    ) -> None:
+        start = disk_free(workspace) if limits.disk_bytes > 0 else 0
         while proc.returncode is None:
-            await asyncio.sleep(_DISK_POLL_S)
-            if disk_taken(workspace, start) > limit:
-                self.hit = True
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                return
+            await asyncio.sleep(_WATCH_POLL_S)
+            if limits.disk_bytes > 0 and disk_taken(workspace, start) > limits.disk_bytes:
+                self.disk_hit = True
+            elif limits.processes > 0 and (fork_refused() or (cgroup is not None and cgroup.pids_hit())):
+                self.processes_hit = True
+            else:
+                continue
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            return
 
     def stop(self) -> None:
         """The command ended: stop watching."""
-        if self._task is not None:
-            self._task.cancel()
+        self._task.cancel()
+
+
+def fork_refused(chunk: bytes) -> bool:
+    """Whether a piece of a command's output has a shell reporting a refused fork (the process limit)."""
+    return _SHELL_FORK_REFUSED.search(chunk) is not None

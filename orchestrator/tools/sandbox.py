@@ -25,8 +25,9 @@ from orchestrator.errors import SandboxUnavailable
 from orchestrator.tools.limits import (
     DEFAULT_LIMITS,
     CommandCgroup,
-    DiskWatch,
     Limits,
+    LimitWatch,
+    fork_refused,
     limits_hit,
     preexec,
 )
@@ -405,7 +406,9 @@ async def _supervise(
     assert proc.stdout is not None
     capture = _Capture(spec.output_limit)
     reader = asyncio.ensure_future(capture.drain(proc.stdout))
-    watch = DiskWatch(spec.workspace, spec.limits.disk_bytes, proc)
+    watch = LimitWatch(
+        spec.workspace, spec.limits, proc, cgroup=cgroup, fork_refused=lambda: capture.fork_refused
+    )
     timed_out = False
     try:
         # `asyncio.timeout`, not `wait_for`: on 3.11 `wait_for` swallows a cancellation that arrives
@@ -440,7 +443,9 @@ async def _supervise(
         dropped_bytes=capture.dropped,
         timed_out=timed_out,
         duration_s=loop.time() - started,
-        limits_hit=limits_hit(spec.limits, tail, exit_code, cgroup, disk_hit=watch.hit),
+        limits_hit=limits_hit(
+            spec.limits, tail, exit_code, cgroup, disk_hit=watch.disk_hit, processes_hit=watch.processes_hit
+        ),
     )
 
 
@@ -454,9 +459,14 @@ class _Capture:
         self.limit = limit
         self.kept = bytearray()
         self.dropped = 0
+        self.fork_refused = False  # whether the output, kept or dropped, reported a refused fork
+        self._edge = b""  # the end of the last chunk, so a report split across two is still seen
 
     async def drain(self, stream: asyncio.StreamReader) -> None:
         while chunk := await stream.read(_READ_CHUNK):
+            if not self.fork_refused:
+                self.fork_refused = fork_refused(self._edge + chunk)
+                self._edge = chunk[-64:]
             room = max(self.limit - len(self.kept), 0)
             self.kept += chunk[:room]
             self.dropped += len(chunk) - min(len(chunk), room)

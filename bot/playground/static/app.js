@@ -266,6 +266,9 @@ function showTab(tab) {
 function live() {
   const events = new EventSource("/ui/events");
   events.addEventListener("change", () => refresh());
+  // What changed before the stream was (re)connected, e.g. a modal opened by the first click, is
+  // read again once it is: a change is never announced only to a page that was not listening yet.
+  events.addEventListener("open", () => refresh());
   events.onerror = () => { /* EventSource reconnects by itself */ };
 }
 

@@ -4,6 +4,7 @@ path (`execute` -> sandbox -> bubblewrap) are contained, named in the tool resul
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -51,6 +52,24 @@ async def test_a_fork_bomb_is_contained_named_and_leaves_no_process(tmp_path: Pa
     # `exec sleep`: the command's own shell needs no fork to finish, while the bomb keeps trying.
     result = await _run(f"{marker}() {{ {marker} | {marker} & }}; {marker}; exec sleep 2", _env(tmp_path))
     assert "[stopped: process limit (64) reached]" in result
+    assert _left(marker) == []
+
+
+@needs_bwrap
+@process_limit_enforced
+async def test_a_bomb_that_waits_for_its_children_is_stopped_at_the_limit_not_the_timeout(
+    tmp_path: Path,
+) -> None:
+    # bash retries a refused fork and goes on once a child exits: left alone, this loop would keep
+    # the limit full for 600 x 8 s / 64, far past the command timeout.
+    marker = f"bomb{uuid.uuid4().hex[:8]}"
+    loop = f"for i in $(seq 600); do (exec -a {marker} sleep 8) & done; wait; echo {marker}-finished"
+    started = time.monotonic()
+    result = await _run(loop, _env(tmp_path))
+    assert time.monotonic() - started < 6  # left to retry, bash takes 8 s or more here
+    assert "[stopped: process limit (64) reached]" in result
+    assert "timed out" not in result
+    assert f"{marker}-finished" not in result
     assert _left(marker) == []
 
 

@@ -329,10 +329,11 @@ async def build_services(
     from bot.engine.config import state_folder
     from bot.home import ChannelAccess, HomeTab
     from bot.ops import Metrics, observer, subscribe_all
-    from bot.runs import RunHistory, RunSupervisor, RunUseCases, SharedModels, TeamCatalog
+    from bot.runs import RunHistory, RunRepositories, RunSupervisor, RunUseCases, SharedModels, TeamCatalog
     from bot.slack import GroupResolver
     from bot.tasks import TaskSupervisor
     from orchestrator import default_models, sandbox_status, warm_up
+    from orchestrator.repos import RepoCache
 
     if team is not None:
         teams = TeamCatalog(team, teams_dir=settings.teams_dir)
@@ -375,6 +376,7 @@ async def build_services(
         progress_after=settings.progress_after,
         models=models,
         teams=teams,
+        repositories=RunRepositories(db.engine, RepoCache(state_folder(settings))),
     )
     engine.admission.observe = metrics.observe_admission
     supervisor.engine = engine

@@ -1,4 +1,5 @@
-"""The tables the migrations keep: approvals, runs, Slack coordinates and outbox, engine, workspaces."""
+"""The tables the migrations keep: approvals, runs, Slack coordinates and outbox, engine, workspaces,
+channel settings and runs' repositories."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from sqlalchemy import MetaData
 from approvals import approval_metadata
 from bot.channel_settings import channel_metadata
 from bot.engine import engine_metadata
+from bot.runs import repository_metadata
 from bot.slack import bot_metadata
 from orchestrator import run_metadata, workspace_metadata
 
@@ -20,4 +22,5 @@ def target_metadata() -> list[MetaData]:
         engine_metadata,
         workspace_metadata,
         channel_metadata,
+        repository_metadata,
     ]

@@ -4,6 +4,7 @@ from bot.runs.blocks import ANSWER_GONE, apply_line, help_text, salvage_phrase
 from bot.runs.history import RunHistory, SlackRun
 from bot.runs.models import SharedModels
 from bot.runs.presenter import retire_status
+from bot.runs.repositories import RunRepositories, repository_metadata
 from bot.runs.supervisor import ActiveRun, RunRequest, RunSupervisor, ToolsBuilder
 from bot.runs.teams import TeamCatalog, TeamChoice, TeamNotFound
 from bot.runs.use_cases import RunUseCases, Where
@@ -12,6 +13,7 @@ __all__ = [
     "ANSWER_GONE",
     "ActiveRun",
     "RunHistory",
+    "RunRepositories",
     "RunRequest",
     "RunSupervisor",
     "RunUseCases",
@@ -24,6 +26,7 @@ __all__ = [
     "Where",
     "apply_line",
     "help_text",
+    "repository_metadata",
     "retire_status",
     "salvage_phrase",
 ]

@@ -8,6 +8,7 @@ escape Slack's control characters.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from bot.approval_ui.blocks import APPROVALS_HELP
@@ -30,11 +31,14 @@ from bot.render.redact import redact
 from bot.render.views import modal
 from orchestrator import (
     AgentCard,
+    PullRequest,
     RunFinished,
     RunView,
 )
 
 Rendered = tuple[str, list[Block]]
+# A link is shown only for a plain http(s) URL: no spaces, and none of mrkdwn's `<`, `>`, `|`.
+_LINKABLE = re.compile(r"https?://[^\s<>|]{1,2000}")
 ANSWER_GONE = "That answer is no longer available."  # Show full, after the run's store forgot it
 MESSAGE_TEXT_BUDGET = 10_000  # visible block text per message; Slack rejects ~12-13k (bolt-js #2509)
 
@@ -130,6 +134,8 @@ def status_blocks(view: RunView, *, now: float, used: str = "") -> Rendered:
         blocks.append(context(f"✋ {len(view.pending)} waiting for approval: {waiting}{more}"))
     if view.outcome is not None:
         blocks.append(section(_outcome(view)))
+        if view.pull_request is not None:
+            blocks.append(section(pull_request_line(view.pull_request)))
     elif view.run_id:
         stop = confirm(
             "Cancel this run?",
@@ -180,6 +186,21 @@ def _group(chunks: list[str], first_budget: int) -> list[list[str]]:
     return groups
 
 
+def pull_request_line(pull_request: PullRequest) -> str:
+    """mrkdwn: the pull request a run's approved publish opened (or added a commit to), linked."""
+    title = safe(" ".join(pull_request.title.split()), 150)
+    url = pull_request.url or ""
+    link = f"<{url}|{title}>" if _LINKABLE.fullmatch(url) else title
+    number = f" #{pull_request.number}" if pull_request.number is not None else ""
+    if pull_request.url is None:
+        what = f"Branch {code(pull_request.branch, 120)} pushed"
+    elif pull_request.created:
+        what = f"🔀 Pull request{number} opened: {link}"
+    else:
+        what = f"🔀 Pull request{number} updated with a new commit: {link}"
+    return f"{what} · {safe(pull_request.stat, 120)} · {code(pull_request.branch, 120)}"
+
+
 def apply_line(event: RunFinished) -> str:
     """Whether the winner's patch reached the source (`workspace.apply: ask`; shown when attempted)."""
     if event.applied:
@@ -213,7 +234,9 @@ def final_answer_messages(event: RunFinished, view: RunView) -> list[Rendered]:
                 if line[:1] in "+-" and not line.startswith(("+++", "---"))
             )
             blocks.append(context(f"The winner's workspace has a patch ({changed} changed lines)."))
-        if i == len(groups) - 1 and event.applied is not None:
+        if i == len(groups) - 1 and event.pull_request is not None:
+            blocks.append(section(pull_request_line(event.pull_request)))
+        elif i == len(groups) - 1 and event.applied is not None:
             blocks.append(context(safe(apply_line(event), 500)))
         if i == len(groups) - 1:
             blocks += [context(safe(rebuilt_line(view, a, why), 500)) for a, why in view.rebuilt[:5]]

@@ -33,6 +33,7 @@ from bot.errors import OutboxError
 from bot.ops import bind_request, bind_run, bound_request
 from bot.runs.blocks import status_blocks
 from bot.runs.presenter import RunRenderer
+from bot.runs.repositories import RunRepositories
 from bot.runs.teams import TeamCatalog, TeamChoice
 from bot.slack.outbox import MessageRef, Outbox
 from bot.slack.parse import StartRun
@@ -41,6 +42,7 @@ from bot.tasks import TaskSupervisor
 from orchestrator import (
     TERMINAL_KINDS,
     ModelFactory,
+    OrchestratorError,
     Parked,
     RunContext,
     RunEvent,
@@ -190,9 +192,11 @@ class RunSupervisor:
         progress_after: float = 20.0,
         models: ModelFactory | None = None,
         teams: TeamCatalog | None = None,
+        repositories: RunRepositories | None = None,
     ) -> None:
         self._outbox = outbox
         self._teams = teams
+        self._repositories = repositories  # None: runs never name a repository (tests, benches)
         self.engine: Engine | None = None  # set by the composition root; None runs runs inline
         self._store = store
         self._approvals = approvals
@@ -360,6 +364,7 @@ class RunSupervisor:
         """A parked run woken by a Cancel / Finish now: end it without resuming its agents."""
         assert self._run_store is not None  # `_clicked` found one
         renderer = await self._renderer_for(run_id, request, RunView.of(events), saved)
+        request = await self._restored(run_id, request)
         terminal = await stop_parked_run(
             run_id,
             request.choice.team,
@@ -418,6 +423,7 @@ class RunSupervisor:
         self._restore_progress(renderer, events, views[1:], saved)
         renderer.refresh()  # its buttons (ids only) keep working: the run is alive again
         try:
+            request = await self._restored(run_id, request)
             handle = await resume_run(
                 run_id,
                 request.choice.team,
@@ -454,6 +460,12 @@ class RunSupervisor:
             renderer = await self._renderer_for(run_id, request, None, await self._saved(run_id))
         log.info("run started in %s for %s", request.channel, request.requester)
         try:
+            request = await self._bound(run_id, request)
+        except OrchestratorError as exc:  # an unknown name, a fetch that failed: one line in the thread
+            log.warning("run %s: its repository could not be prepared: %s", run_id, exc)
+            renderer.failed_to_start(str(exc))
+            return None
+        try:
             handle = await start_run(
                 request.choice.team,
                 request.task,
@@ -475,6 +487,28 @@ class RunSupervisor:
             return None
         log.info("run %s started", run_id)
         return ActiveRun(request=request, handle=handle, renderer=renderer)
+
+    async def _bound(self, run_id: str, request: RunRequest) -> RunRequest:
+        """A new run's request with its team bound to the run's repository, if it has one."""
+        if self._repositories is None:
+            return request
+        name = None if request.selection is None else request.selection.repository
+        team = await self._repositories.bind(
+            run_id, request.choice.team, name=name, channel=request.channel, thread_ts=request.thread_ts
+        )
+        return self._with_team(request, team)
+
+    async def _restored(self, run_id: str, request: RunRequest) -> RunRequest:
+        """A stored run's request with the repository binding it started with."""
+        if self._repositories is None:
+            return request
+        return self._with_team(request, await self._repositories.restore(run_id, request.choice.team))
+
+    @staticmethod
+    def _with_team(request: RunRequest, team: TeamConfig) -> RunRequest:
+        if team is request.choice.team:
+            return request
+        return dataclasses.replace(request, choice=TeamChoice(name=request.choice.name, team=team))
 
     def _open(self, run_id: str, request: RunRequest, *, view: RunView | None = None) -> RunRenderer:
         """Post the status message at once (the ts arrives later) and build the run's renderer."""

@@ -22,6 +22,7 @@ from orchestrator.events import (
     AnswerSubmitted,
     ConsensusReached,
     FinalDelta,
+    PullRequest,
     RunCancelled,
     RunEvent,
     RunFailed,
@@ -123,6 +124,7 @@ class RunView:
     cancelled_by: str | None = None
     # (agent id, why): workspaces a takeover could not restore and rebuilt from the source
     rebuilt: tuple[tuple[str, str], ...] = ()
+    pull_request: PullRequest | None = None  # a run on a repository: what its approved publish made
     last_seq: int = 0
 
     @classmethod
@@ -293,7 +295,16 @@ def _finished(view: RunView, event: RunFinished) -> RunView:
             "output_tokens": event.output_tokens,
             "cost_usd": event.cost_usd,
         }
-    return _end(view, event, "finished", winner=event.winner, tally=tally, salvage=event.salvage, **totals)
+    return _end(
+        view,
+        event,
+        "finished",
+        winner=event.winner,
+        tally=tally,
+        salvage=event.salvage,
+        pull_request=event.pull_request,
+        **totals,
+    )
 
 
 def _failed(view: RunView, event: RunFailed) -> RunView:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.channel_settings import REFUSED
+from bot.playground.forge import demo_remote
 from bot.playground.payloads import encode_interactive, view_submission
 from bot.render import ids
 from tests.bot.harness import APPROVER, CHANNEL, INTRUDER, REQUESTER, BotHarness, bot_harness
@@ -148,7 +149,10 @@ def _status_texts(bot: BotHarness) -> list[str]:
 
 async def test_a_run_uses_the_channel_defaults_and_its_status_says_which(tmp_path: Path) -> None:
     release = asyncio.Event()
-    async with bot_harness(tmp_path, handler=_slow_first_answers(release)) as bot:
+    remote = demo_remote(tmp_path / "forge")  # a run on `billing` fetches it
+    repos = f"repositories:\n  - {{name: billing, url: 'file://{remote}', forge: none}}\n"
+    handler = _slow_first_answers(release)
+    async with bot_harness(tmp_path, handler=handler, team_extra=repos, state_dir=tmp_path / "s") as bot:
         _configure(bot)
         await _submit(bot, _values(repo="billing", approvers=(LEAD,)), user=ADMIN)
         await bot.wait_for(lambda: any("saved" in e for e in bot.ephemerals(ADMIN)))

@@ -254,13 +254,27 @@ async def _pipe(
 # to the proxy's unix socket, and exec the command (the bridge dies with the sandbox's pid namespace).
 BRIDGE = r"""
 import os, socket, sys, threading
-path, port, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+path, port, program, argv = sys.argv[1], int(sys.argv[2]), bytes.fromhex(sys.argv[3]), sys.argv[4:]
 listener = socket.socket()
 listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 listener.bind(("127.0.0.1", port))
 listener.listen(128)
 if os.fork():
     listener.close()
+    # The command's side: the seccomp filter (no unix sockets) first, as bubblewrap would load it.
+    try:
+        import ctypes
+        class Prog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+        code = ctypes.create_string_buffer(program, len(program))
+        prog = Prog(len(program) // 8, ctypes.addressof(code))
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(38, 1, 0, 0, 0) or libc.prctl(22, 2, ctypes.byref(prog), 0, 0):
+            raise OSError(ctypes.get_errno(), "prctl")
+    except Exception as exc:
+        print(f"sandbox: the seccomp filter could not be installed ({exc}); the command was not run",
+              file=sys.stderr)
+        os._exit(126)
     os.execv(argv[0], argv)
 os.setsid()
 for fd in (0, 1, 2):

@@ -16,7 +16,7 @@ import re
 import shutil
 import signal
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -32,6 +32,7 @@ from orchestrator.tools.limits import (
     preexec,
 )
 from orchestrator.tools.proxy import BRIDGE, DEFAULT_EGRESS, PROXY_PORT, EgressRules
+from orchestrator.tools.seccomp import unix_socket_filter
 from orchestrator.tools.sockets import host_sockets, socket_dirs
 from orchestrator.tools.unconfined import OK_WARNING, unconfined_ok
 
@@ -194,13 +195,14 @@ class Sandbox:
                 argv = ["/bin/bash", "-c", command]
                 return await _execute(argv, env=env, cwd=spec.workspace, spec=spec)
         env = scrubbed_env(os.environ, home=Path(SANDBOX_HOME), extra=spec.extra_env)
-        if not spec.network:
-            return await _execute(self.bwrap_argv(command, spec, env), env={}, cwd=spec.workspace, spec=spec)
-        bridge = _bridge_python()
+        bridge = _bridge_python() if spec.network else None
         if bridge is None:
-            argv = self.bwrap_argv(command, spec, env)
-            result = await _execute(argv, env={}, cwd=spec.workspace, spec=spec)
-            return replace(result, egress_refused=("no python3 on this host to bridge the egress proxy",))
+            with _filter_fd() as fd:  # bubblewrap loads the filter: `--seccomp FD`
+                argv = self.bwrap_argv(command, spec, env, seccomp_fd=fd)
+                result = await _execute(argv, env={}, cwd=spec.workspace, spec=spec, pass_fds=(fd,))
+            if spec.network:
+                return replace(result, egress_refused=("no python3 on this host to bridge the egress proxy",))
+            return result
         with tempfile.TemporaryDirectory(prefix="massgen-proxy-") as folder:  # mode 0700: the bot's only
             socket_path = Path(folder) / "proxy.sock"
             proxy = self.egress.proxy(tuple(spec.hosts))
@@ -222,11 +224,14 @@ class Sandbox:
         env: Mapping[str, str],
         *,
         bridge: tuple[str, Path] | None = None,
+        seccomp_fd: int | None = None,
     ) -> list[str]:
         """The bubblewrap command line; mount order matters (later mounts cover earlier ones).
 
         Always its own network namespace (only loopback inside); with `bridge` (python, proxy socket)
-        the proxy's socket is mounted and a relay on 127.0.0.1 starts before the command.
+        the proxy's socket is mounted and a relay on 127.0.0.1 starts before the command, which
+        installs the seccomp filter on the command's side; otherwise bubblewrap loads it from
+        `seccomp_fd` (`seccomp.py`: no unix sockets).
         """
         ws = str(spec.workspace)
         argv = [self._bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
@@ -246,11 +251,14 @@ class Sandbox:
         if bridge is not None:
             argv += ["--bind", str(bridge[1]), _PROXY_SOCKET]
         argv += ["--unshare-all", "--die-with-parent", "--new-session", "--chdir", ws, "--clearenv"]
+        if seccomp_fd is not None and bridge is None:
+            argv += ["--seccomp", str(seccomp_fd)]
         for name, value in env.items():
             argv += ["--setenv", name, value]
         argv.append("--")
         if bridge is not None:
-            argv += [bridge[0], "-I", "-S", "-c", BRIDGE, _PROXY_SOCKET, str(PROXY_PORT)]
+            program = unix_socket_filter().hex()
+            argv += [bridge[0], "-I", "-S", "-c", BRIDGE, _PROXY_SOCKET, str(PROXY_PORT), program]
         argv += ["/bin/bash", "-c", command]
         return argv
 
@@ -372,12 +380,32 @@ def _bridge_python() -> str | None:
     return None
 
 
-async def _execute(argv: list[str], *, env: Mapping[str, str], cwd: Path, spec: SandboxSpec) -> CommandResult:
+@contextlib.contextmanager
+def _filter_fd() -> Iterator[int]:
+    """A pipe's read end holding the seccomp program, for bubblewrap's `--seccomp FD` (read once)."""
+    program = unix_socket_filter()
+    read, write = os.pipe()
+    try:
+        os.write(write, program)  # a few hundred bytes: far below a pipe's buffer
+        os.close(write)
+        write = -1
+        yield read
+    finally:
+        os.close(read)
+        if write >= 0:
+            os.close(write)
+
+
+async def _execute(
+    argv: list[str], *, env: Mapping[str, str], cwd: Path, spec: SandboxSpec, pass_fds: Sequence[int] = ()
+) -> CommandResult:
     loop = asyncio.get_running_loop()
     started = loop.time()
     cgroup = await asyncio.to_thread(CommandCgroup.create, spec.limits)
     try:
-        return await _supervise(argv, env=env, cwd=cwd, spec=spec, cgroup=cgroup, started=started)
+        return await _supervise(
+            argv, env=env, cwd=cwd, spec=spec, cgroup=cgroup, started=started, pass_fds=pass_fds
+        )
     finally:
         if cgroup is not None:
             await asyncio.to_thread(cgroup.remove)
@@ -391,6 +419,7 @@ async def _supervise(
     spec: SandboxSpec,
     cgroup: CommandCgroup | None,
     started: float,
+    pass_fds: Sequence[int] = (),
 ) -> CommandResult:
     loop = asyncio.get_running_loop()
     proc = await asyncio.create_subprocess_exec(
@@ -402,6 +431,7 @@ async def _supervise(
         env=dict(env),
         start_new_session=True,  # its own process group, so a timeout kills every descendant
         preexec_fn=preexec(spec.limits, cgroup),  # limits for the whole tree, set before exec
+        pass_fds=tuple(pass_fds),
     )
     assert proc.stdout is not None
     capture = _Capture(spec.output_limit)

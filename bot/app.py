@@ -83,8 +83,19 @@ def build_web_app(app: AsyncApp, services: Services) -> web.Application:
     """`POST /slack/events` (events, interactivity, slash commands) and `GET /healthz`."""
 
     async def slack_events(request: web.Request) -> web.Response:
-        bolt_request = await to_bolt_request(request)
-        return await to_aiohttp_response(await app.async_dispatch(bolt_request))
+        # Bolt parses the body as it builds the request and its context; what it cannot parse
+        # (not UTF-8, a `payload` that is not a JSON object, an `event` that is not one) raises
+        # out of it. Listener errors never do (Bolt answers those itself), so what raises here is
+        # the request's fault: 400 and one line, never a 500 with a traceback.
+        try:
+            bolt_request = await to_bolt_request(request)
+            if not isinstance(bolt_request.body, dict):
+                raise TypeError(f"the body is a {type(bolt_request.body).__name__}, not an object")
+            response = await app.async_dispatch(bolt_request)
+        except Exception as exc:
+            log.warning("malformed Slack request refused: %s: %s", type(exc).__name__, str(exc)[:200])
+            return web.json_response({"error": "malformed request body"}, status=400)
+        return await to_aiohttp_response(response)
 
     web_app = web.Application()
     web_app.router.add_post(EVENTS_PATH, slack_events)

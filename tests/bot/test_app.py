@@ -106,3 +106,32 @@ async def test_slash_command_acks_fast(tmp_path: Path) -> None:
         elapsed.sort()
         # Slack's budget is 3 s; ours is 100 ms at p99 (the bench measures it under load).
         assert elapsed[-2] < 0.1, elapsed
+
+
+MALFORMED = [
+    pytest.param(b"payload=%7Bnot-json", id="payload-not-json"),
+    pytest.param(b"payload=%5B1%2C2%5D", id="payload-a-list"),
+    pytest.param(b'{"type": "event_callback", "event": 5}', id="event-not-an-object"),
+    pytest.param(b"\xff\xfe\x00garbage", id="not-utf8"),
+    pytest.param(
+        b'{"type": "event_callback", "event": {"type": "app_mention", "user": 5, "text": 7}}',
+        id="mention-fields-of-the-wrong-type",
+    ),
+    pytest.param(
+        b"payload=%7B%22type%22%3A%22block_actions%22%2C%22user%22%3A5%2C%22actions%22%3A3%7D",
+        id="click-fields-of-the-wrong-type",
+    ),
+]
+
+
+@pytest.mark.parametrize("body", MALFORMED)
+async def test_a_malformed_signed_body_gets_400_and_one_log_line(
+    tmp_path: Path, body: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with bot_harness(tmp_path) as bot:
+        status, text = await bot.post(body)
+        assert (status, json.loads(text)) == (400, {"error": "malformed request body"})
+        refused = [r for r in caplog.records if "malformed Slack request refused" in r.getMessage()]
+        assert len(refused) == 1
+        assert refused[0].exc_info is None, "one line, no traceback"
+        assert await bot.services.runs.history.recent() == []

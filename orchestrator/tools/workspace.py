@@ -23,6 +23,7 @@ from typing import Literal
 
 from orchestrator.config.team import WorkspaceConfig
 from orchestrator.errors import PatchConflict, WorkspaceError
+from orchestrator.repos.mirror import is_base_tree
 from orchestrator.repos.trusted_git import GitError, run_git
 
 ChangeKind = Literal["added", "modified", "deleted"]
@@ -115,7 +116,9 @@ class RunWorkspaces:
         try:
             spaces.run_dir.mkdir(parents=True)
             if source is not None:
-                copy_tree(source, spaces.snapshot)
+                # A repository's commit tree is immutable and the snapshot is only read: linked, not
+                # copied. Agents write in place, so theirs are real copies of it.
+                copy_tree(source, spaces.snapshot, link=is_base_tree(source))
                 if secrets:
                     drop_secrets(spaces.snapshot, secrets)
             for agent_id in spaces.agent_ids:
@@ -190,15 +193,18 @@ class RunWorkspaces:
             shutil.rmtree(directory, ignore_errors=True)
 
 
-def copy_tree(source: Path, target: Path) -> None:
-    """Copy a directory, symlinks kept as links; GNU `cp -a` is about five times faster than copytree."""
+def copy_tree(source: Path, target: Path, *, link: bool = False) -> None:
+    """Copy a directory, symlinks kept as links; GNU `cp -a` is about five times faster than copytree.
+
+    `link`: hard links instead of copies (`cp -al`, about 20x faster again), for a source nobody
+    writes, read by a target nobody writes in place either.
+    """
     cp = shutil.which("cp")
     if cp is None:
-        shutil.copytree(source, target, symlinks=True)
+        shutil.copytree(source, target, symlinks=True, copy_function=os.link if link else shutil.copy2)
         return
-    proc = subprocess.run(
-        [cp, "-a", "--reflink=auto", "--", str(source), str(target)], capture_output=True, check=False
-    )
+    how = ["-al"] if link else ["-a", "--reflink=auto"]
+    proc = subprocess.run([cp, *how, "--", str(source), str(target)], capture_output=True, check=False)
     if proc.returncode != 0:
         raise OSError(f"copying {source} failed: {proc.stderr.decode(errors='replace').strip()}")
 

@@ -27,6 +27,7 @@ from approvals.permissions.paths import Boundary, within
 from approvals.permissions.policy import POLICY_NAMES, PolicyName, resolve
 from approvals.permissions.rules import BUCKETS, EMPTY_RULES, RuleSet
 from approvals.permissions.shell.invocation import Invocation, expand
+from approvals.permissions.shell.listings import lists_workspace_paths
 from approvals.permissions.shell.words import UNKNOWN
 
 __all__ = ["DEFAULT_PROTECTED", "PermissionConfig", "PermissionEngine", "PolicyName"]
@@ -60,6 +61,7 @@ _HIDING = (
 # Verbs that destroy their operands: with operands the text does not show, only a human may allow.
 _DESTROYERS = frozenset({"rm", "rmdir", "shred", "unlink", "truncate", "wipe", "srm", "mv"})
 _SHOWN_INPUT = ("heredoc", "herestring")
+_FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete"})
 _LIST_SOURCES = frozenset({"find", "fd", "ls", "git", "grep", "rg", "echo", "printf"})
 _URL_WORD = re.compile(r"(?:https?|ftp|wss?)://", re.IGNORECASE)
 _UNFAITHFUL = re.compile("[\x00\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -270,9 +272,19 @@ class PermissionEngine:
         Not hidden: a substitution listing workspace files (`rm $(git ls-files -o)`), and a name
         set once from `$(mktemp)` (`tmp=$(mktemp); …; rm -f "$tmp"`).
         """
+        found_safely = True  # the last `find`'s filter: can it name only plain workspace files?
         for inv in invocations:
+            if inv.program == "find":
+                found_safely = not self._may_name_git(inv.argv)
+                if "-delete" in inv.argv and not found_safely:
+                    return "hidden target: find deletes what its tests match, which can be .git or a secret"
+                continue
             if inv.program not in _DESTROYERS:
                 continue
+            if inv.wrappers[:1] == ("find",) and not found_safely:
+                return (
+                    f"hidden target: {inv.program} acts on what find matches, which can be .git or a secret"
+                )
             from_input = "xargs" in inv.wrappers and inv.extra_args and inv.command.stdin not in _SHOWN_INPUT
             if from_input and not self._listed_inside(inv.command.upstream):
                 return f"hidden target: {inv.program} acts on paths read from its input"
@@ -288,12 +300,44 @@ class PermissionEngine:
         return None
 
     def _listed_inside(self, upstream: tuple[str, ...]) -> bool:
-        """`find . -name '*.pyc' | xargs rm`: a listing program over workspace paths only."""
+        """`find . -name '*.pyc' | xargs rm`: a listing of workspace paths only.
+
+        The listing cannot name a hidden file either: `ls -A | xargs rm -rf` would delete `.git`.
+        """
         if not upstream or posixpath.basename(upstream[0]) not in _LIST_SOURCES:
+            return False
+        if self._may_name_git(upstream):
             return False
         paths = [a for a in upstream[1:] if not a.startswith("-") and ("/" in a or a.startswith((".", "~")))]
         absolute = self._boundary.absolute
         return all(UNKNOWN not in p and within(absolute(p), self._boundary.workspace) for p in paths)
+
+    def _may_name_git(self, argv: Sequence[str]) -> bool:
+        """Whether a listing can print the workspace's own `.git` (or a hidden secret beside it).
+
+        `find .` with no name filter, `ls -A` of the workspace, `echo .git`. A listing of a named
+        subfolder is no worse than `rm -rf` of that folder, which is not asked either.
+        """
+        program, args = posixpath.basename(argv[0]), list(argv[1:])
+        if program in ("echo", "printf"):
+            return any(".git" in a.split("/") for a in args)
+        if program == "find":
+            head = next((i for i, a in enumerate(args) if a in _FIND_ACTIONS), len(args))
+            first_test = next((i for i, a in enumerate(args) if a.startswith(("-", "(", "!"))), len(args))
+            roots = args[:first_test] or ["."]  # find's roots lead; none is the current folder
+            at_top = any(self._at_or_above_workspace(r) for r in roots)
+            return at_top and not lists_workspace_paths(["find", *args[:head]])
+        if program == "ls":
+            hidden = any(
+                a.startswith("-") and not a.startswith("--") and ("a" in a or "A" in a) for a in args
+            )
+            operands = [a for a in args if not a.startswith("-")] or ["."]
+            return hidden and any(self._at_or_above_workspace(o) for o in operands)
+        return False
+
+    def _at_or_above_workspace(self, text: str) -> bool:
+        path = self._boundary.absolute(text)
+        return UNKNOWN in text or within(self._boundary.workspace, path)
 
     def _findings(self, action: Action) -> Iterator[Finding]:
         if action.kind not in ACTION_KINDS:

@@ -127,13 +127,24 @@ class Boundary:
         )
 
     def absolute(self, text: str, cwd: str | None = None) -> str:
-        """Lexical absolute path: `~` expanded, relative to `cwd` (default: workspace), `..` folded."""
+        """The absolute path the kernel will act on: `~` expanded, `..` taken physically.
+
+        Relative to `cwd` (default: the workspace); `..` as the kernel takes it, after the symlinks
+        before it.
+
+        `docs/host/../usr` with `docs/host -> /etc` is `/usr`, not `docs/usr`: folding `..`
+        lexically first would judge a place the command never touches. The last component is kept
+        as written (an unlink or a write acts on a link itself, not on its target); the floor,
+        the boundary and the rules all see this one path.
+        """
         if text == "~" or text.startswith("~/"):
             text = self.home + text[1:]
         elif text.startswith("~"):
             user, _, rest = text[1:].partition("/")
             text = posixpath.join("/root" if user == "root" else f"/home/{user}", rest)
         path = posixpath.join(cwd or self.workspace, text)
+        if ".." in path.split("/"):
+            path = _physical(path)
         path = posixpath.normpath(path)
         path = "/" + path.lstrip("/") if path.startswith("//") else path
         alias = self.workspace_alias
@@ -261,11 +272,24 @@ class Boundary:
             if _within(path, self.workspace)
             else posixpath.relpath(path, self.workspace)
         )
+        if ".git" in rel.split("/"):  # a repository's internals at any depth (hooks, config, objects)
+            return True
         for pattern in self.protected:
             stem = pattern[:-3] if pattern.endswith("/**") else pattern
             if rel == stem or _within(rel, stem) or fnmatch.fnmatchcase(rel, pattern):
                 return True
         return False
+
+
+def _physical(path: str) -> str:
+    """`path` with its folders resolved as the kernel walks them (symlinks, then `..`).
+
+    Its last component stays as written; a last `..` or `.` resolves fully (the folder it names).
+    """
+    head, last = posixpath.split(path)
+    if last in ("", ".", ".."):
+        return os.path.realpath(path)
+    return posixpath.join(os.path.realpath(head or "/"), last)
 
 
 def is_raw_device(path: str) -> bool:

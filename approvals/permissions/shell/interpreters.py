@@ -36,6 +36,27 @@ _INTERPRETER_CODE_FLAGS = {
 }
 
 
+# Options that take the next word as their value (so it is not the script or the code). Short
+# letters count inside a cluster too (`-Wignore`, `-IW ignore`, `bash -eo pipefail`).
+_VALUED_LONG = {
+    "python": frozenset({"--check-hash-based-pycs"}),
+    "node": frozenset({"--require", "--import", "--loader", "--experimental-loader", "--conditions",
+                       "--input-type", "--title", "--env-file", "--stack-size", "--inspect-port"}),
+    "ruby": frozenset({"--encoding", "--external-encoding", "--internal-encoding", "--enable", "--disable"}),
+    "shell": frozenset({"--rcfile", "--init-file"}),
+}  # fmt: skip
+_VALUED_SHORT = {
+    "python": "WXm",
+    "node": "rC",
+    "perl": "IMmlx0",
+    "ruby": "IrCEFx",
+    "php": "cdz",
+    "shell": "oO",
+}
+# The short letter whose value (the rest of the cluster, else the next word) is code.
+_CODE_LETTER = {"perl": "eE", "ruby": "e", "node": "ep", "lua": "e", "php": "rBRFE"}
+
+
 def interpreter_family(program: str) -> str | None:
     """`python3.12` → python, `nodejs` → node; None when not a known interpreter."""
     for family in ("python", "node", "perl", "ruby", "php", "deno", "bun", "lua", "Rscript", "julia"):
@@ -49,32 +70,57 @@ def interpreter_family(program: str) -> str | None:
 
 
 def with_inline_code(inv: Invocation) -> Invocation:
-    """Record the code an interpreter (or awk) is handed inline: `-c`/`-e` text or a here-document."""
+    """Record the code an interpreter (or awk) is handed inline: `-c`/`-e` text or a here-document.
+
+    Options are walked with their values (`python3 -W ignore -c …`, `perl -I lib -pe …`), so code
+    after them is found and judged, not taken for a script file.
+    """
     family = interpreter_family(inv.program)
     if inv.program in ("awk", "gawk", "mawk", "nawk"):
         program = next((w.text for w in inv.words[1:] if not w.text.startswith("-")), None)
         return replace(inv, inline_code=program) if "-f" not in inv.argv else inv
     if family is None:
         return inv
-    flag = _INTERPRETER_CODE_FLAGS.get(family)
-    for i, word in enumerate(inv.words[1:], start=1):
-        text = word.text
-        if flag and (
-            text == flag
-            or text in ("--eval", "-p", "--print", "-E", "--command")
-            or (text.startswith(flag) and flag != "eval")
-        ):
-            code = text[len(flag) :] if len(text) > len(flag) and text.startswith(flag) else None
-            if code is None:
-                code = inv.words[i + 1].text if i + 1 < len(inv.words) else ""
+    words = inv.words
+    i = 1
+    while i < len(words):
+        text = words[i].text
+        following = words[i + 1].text if i + 1 < len(words) else ""
+        if text == "--":
+            break
+        code = _code_option(text, family, following)
+        if code is not None:
             return replace(inv, inline_code=code)
         if text in STDIN_NAMES:
             break  # `python /dev/stdin`, `node -`: the script is standard input
         if not text.startswith("-"):
             return inv  # a script operand: the script is read from a file
+        i += 1 + _takes_value(text, family)
     if inv.command.stdin in ("heredoc", "herestring"):
         return replace(inv, inline_code=inv.command.heredoc or "")
     return inv
+
+
+def _code_option(text: str, family: str, following: str) -> str | None:
+    """The code option word `text` hands over (its rest, else the next word), or None."""
+    flag = _INTERPRETER_CODE_FLAGS.get(family)
+    if flag and (
+        text == flag
+        or text in ("--eval", "-p", "--print", "-E", "--command")
+        or (text.startswith(flag) and flag != "eval")
+    ):
+        return text[len(flag) :] if len(text) > len(flag) and text.startswith(flag) else following
+    if not text.startswith("-") or text.startswith("--") or len(text) < 3:
+        return None
+    # A cluster: `python3 -Ic …`, `perl -pe …`, `ruby -ne …`; a valued letter first ends it (`-Ifoo`).
+    letters = "c" if family == "python" else _CODE_LETTER.get(family, "")
+    valued = _VALUED_SHORT.get(family, "")
+    for at, ch in enumerate(text[1:], start=1):
+        if ch in valued:
+            return None
+        if ch in letters:
+            return text[at + 1 :] or following
+    return None
 
 
 def reads_code_from_pipe(inv: Invocation) -> bool:
@@ -120,15 +166,40 @@ def nested_shell_text(inv: Invocation) -> str | None:
     return None
 
 
+def _takes_value(text: str, family: str) -> int:
+    """1 when option word `text` takes the next word as its value (`-W ignore`, `-o xtrace`)."""
+    if text.startswith("--"):
+        return 1 if "=" not in text and text in _VALUED_LONG.get(family, frozenset()) else 0
+    short = _VALUED_SHORT.get(family, "")
+    # The value is the rest of the cluster when there is one: only a valued letter last takes a word.
+    return 1 if len(text) > 1 and text[-1] in short and all(ch not in short for ch in text[1:-1]) else 0
+
+
 def _shell_text(inv: Invocation) -> str | None:
+    """The command string of `sh -c …`, after any options and their values.
+
+    `bash -o x -c '…'`, `bash -c -e '…'`: the string is the first operand after the options,
+    wherever `-c` is among them.
+    """
     words = inv.words
-    for i, word in enumerate(words[1:], start=1):
-        if word.text.startswith("-") and "c" in word.text[1:] and not word.text.startswith("--"):
-            return words[i + 1].text if i + 1 < len(words) else ""
-        if word.text in STDIN_NAMES:
+    command_flag = False
+    i = 1
+    while i < len(words):
+        text = words[i].text
+        if text == "--":
+            i += 1
+            break
+        if text.startswith(("-", "+")) and len(text) > 1 and not text.startswith("--") and "c" in text[1:]:
+            command_flag = True
+        if text in STDIN_NAMES and not command_flag:
             break  # `bash /dev/stdin`, `sh -`: the script comes from standard input
-        if not word.text.startswith(("-", "+")):
-            return None
+        if not text.startswith(("-", "+")) or text in STDIN_NAMES:
+            break
+        i += 1 + _takes_value(text, "shell")
+    if command_flag:
+        return words[i].text if i < len(words) else ""
+    if i < len(words) and words[i].text not in STDIN_NAMES:
+        return None  # a script operand: the script is read from a file
     if inv.command.stdin in ("heredoc", "herestring"):
         return inv.command.heredoc or ""
     upstream = inv.command.upstream

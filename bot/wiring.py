@@ -62,6 +62,10 @@ class OutboxOptions:
     budget_window: float = 60.0
     # Per Web API call; a post answered later is looked up by its marker, never posted twice.
     call_timeout: float = 10.0
+    # How long a post or an update is retried through 5xx, timeouts and 429s before it is given up
+    # (the requester is then told), and the backoff's cap between tries.
+    retry_window: float = 900.0
+    retry_max_delay: float = 30.0
 
     def scaled(self, factor: float) -> OutboxOptions:
         """The same budgets over `factor` times the time (0.02: a minute lasts 1.2 s)."""
@@ -70,6 +74,8 @@ class OutboxOptions:
             update_interval=self.update_interval * factor,
             channel_interval=self.channel_interval * factor,
             budget_window=self.budget_window * factor,
+            retry_window=self.retry_window * factor,
+            retry_max_delay=self.retry_max_delay * factor,
         )
 
 
@@ -303,6 +309,8 @@ def _make_outbox(
         tier2_per_minute=options.tier2_per_minute,
         budget_window=options.budget_window,
         call_timeout=options.call_timeout,
+        retry_window=options.retry_window,
+        retry_max_delay=options.retry_max_delay,
         # Every post is saved before it is sent; start() sends what this executor left unsent.
         store=OutboxStore(engine, owner=owner),
     )

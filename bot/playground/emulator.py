@@ -34,7 +34,7 @@ import re
 import time
 import uuid
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
@@ -227,6 +227,7 @@ class SlackEmulator(MethodsMixin):
         self.calls: list[Call] = []
         self.violations: list[str] = []
         self.faults: dict[str, deque[Fault]] = defaultdict(deque)
+        self._outage: tuple[float, Fault, frozenset[str] | None] | None = None  # until, answer, methods
         self.team_id, self.bot_user_id, self.bot_id, self.app_id = "T0001", "U0BOT", "B0001", "A0001"
         self.usergroups: dict[str, list[str]] = {}
         self.users: dict[str, dict[str, Any]] = {}
@@ -331,6 +332,27 @@ class SlackEmulator(MethodsMixin):
 
     # -- test helpers ----------------------------------------------------------------------------
 
+    def fail_for(
+        self,
+        seconds: float,
+        *,
+        status: int = 503,
+        error: str = "service_unavailable",
+        retry_after: float | None = None,
+        methods: Iterable[str] | None = None,
+    ) -> None:
+        """An outage: every Web API call (or those of `methods`) answers `status` for `seconds`.
+
+        Nothing takes effect meanwhile, as when Slack's edge refuses the request; `Retry-After`
+        goes with the answer when given (Slack sends it with 503s as with 429s).
+        """
+        fault = Fault(error=error, status=status, retry_after=retry_after, times=1)
+        self._outage = (self.clock() + seconds, fault, None if methods is None else frozenset(methods))
+
+    def end_outage(self) -> None:
+        """Slack answers again from now on."""
+        self._outage = None
+
     def inject(self, method: str, fault: Fault | None = None, **kwargs: Any) -> None:
         """Fail the next call(s) of `method` as described (default: one 429 with Retry-After 1)."""
         self.faults[method].append(fault or Fault(**kwargs))
@@ -409,6 +431,12 @@ class SlackEmulator(MethodsMixin):
         if error := self._token_error(method, request, params):
             self.violate(f"{method}: {error} (token)")
             return 200, {"ok": False, "error": error}, {}
+        if self._outage is not None:
+            until, outage, methods = self._outage
+            if self.clock() >= until:
+                self._outage = None
+            elif methods is None or method in methods:
+                return self._fault_response(outage)
         fault = self._take_fault(method)
         if fault is not None and not fault.commit:
             await asyncio.sleep(fault.delay)  # emulating a slow server, not waiting for a condition

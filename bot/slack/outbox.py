@@ -35,6 +35,7 @@ import asyncio
 import copy
 import functools
 import logging
+import random
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -78,8 +79,12 @@ PRIORITY_THREAD = 5
 PRIORITY_APPROVAL = 10
 PRIORITY_FINAL = 10
 MARKER_EVENT = "massgen_outbox"  # metadata event_type carrying the post's client-generated id
-_MAX_ATTEMPTS = 5
-_MAX_RATE_LIMITED = 50  # 429s are waited out (Retry-After), not counted as failed attempts
+_MAX_ATTEMPTS = 5  # of an interactive call (`call`: a views.open's trigger lasts 3 s anyway)
+# Posts and updates are retried for a window, not a number of attempts: a Slack outage of minutes
+# delays them, it does not lose them. The backoff doubles up to its cap, with jitter, and never
+# comes before Slack's Retry-After (429s, and 503s during an incident).
+RETRY_WINDOW = 900.0
+RETRY_MAX_DELAY = 30.0
 # Refusals a text-only post survives by being re-sent as plain-text pieces.
 _SPLIT_ON = frozenset({"msg_too_long", "invalid_blocks", "msg_blocks_too_long", "invalid_arguments"})
 SPLIT_CHARS = 3_900  # per piece: under the 4,000 characters Slack shows of a top-level text
@@ -102,6 +107,8 @@ class Outbox:
         clock: Callable[[], float] = time.monotonic,
         store: OutboxStore | None = None,
         call_timeout: float | None = None,
+        retry_window: float = RETRY_WINDOW,
+        retry_max_delay: float = RETRY_MAX_DELAY,
     ) -> None:
         # The outbox does its own retries; the SDK's default connection-error retry would resend
         # a chat.postMessage whose request already reached Slack, i.e. post it twice.
@@ -123,6 +130,8 @@ class Outbox:
         self._update_writers: dict[str, asyncio.Task[None]] = {}
         self.update_interval = update_interval
         self.channel_interval = channel_interval
+        self.retry_window = retry_window
+        self.retry_max_delay = retry_max_delay
         self._clock = clock
         per_window = {2: tier2_per_minute, 3: tier3_per_minute, 4: tier4_per_minute, 5: tier4_per_minute}
         self._budgets = Budgets(per_window, budget_window, posts_per_minute=posts_per_minute)
@@ -484,7 +493,8 @@ class Outbox:
             self.stats.rate_limited += 1
             pause = retry_after if retry_after is not None else 1.0
         else:
-            pause = min(0.25 * 2**attempt, 5.0)
+            backoff = min(0.25 * 2 ** min(attempt, 16), self.retry_max_delay)
+            pause = max(backoff * random.uniform(0.8, 1.2), retry_after or 0.0)  # noqa: S311 (jitter)
         self._budgets.back_off(method, now + pause)
         log.info("slack %s: %s, retrying in %.2fs", method, kind, pause)
 
@@ -567,6 +577,7 @@ class Outbox:
         try:
             await self._send("chat.update", kwargs)
             slot.failures = slot.rate_limited = 0
+            slot.failing_since = None
             await self._mark_shown(slot, version)
         except Exception as exc:  # an update is idempotent, so retry is safe
             kind, retry_after = classify(exc)
@@ -574,7 +585,9 @@ class Outbox:
                 slot.rate_limited += 1
             else:
                 slot.failures += 1
-            if kind == "fatal" or slot.failures > _MAX_ATTEMPTS or slot.rate_limited > _MAX_RATE_LIMITED:
+            if slot.failing_since is None:
+                slot.failing_since = self._clock()
+            if kind == "fatal" or self._clock() - slot.failing_since > self.retry_window:
                 self.stats.dropped_updates += 1
                 log.warning("chat.update of %r given up: %s", slot.ref, _error_code(exc) or exc)
                 await self._mark_shown(slot, version)
@@ -668,11 +681,12 @@ class Outbox:
         `whole`: the post itself (its row counts the attempt), not a piece of a split one.
         """
         oldest = f"{time.time() - 600:.6f}"  # Slack ts is wall-clock seconds
-        if maybe_sent and (found := await self._find_posted(channel, marker, thread, oldest)):
+        give_up_at = self._clock() + self.retry_window
+        if maybe_sent and (found := await self._look_up(channel, marker, thread, oldest, give_up_at)):
             self.stats.duplicates_avoided += 1
             return found
-        attempt = limited = 0
-        while attempt < _MAX_ATTEMPTS:
+        attempt = 0
+        while True:
             delay = self._channel_next.get(channel, 0.0) - self._clock()
             while delay > 0:  # pacing, not waiting for a condition
                 await asyncio.sleep(delay)
@@ -690,16 +704,36 @@ class Outbox:
                         f"post failed: {exc}", method="chat.postMessage", error=_error_code(exc)
                     ) from exc
                 if kind == "ambiguous" and (
-                    found := await self._find_posted(channel, marker, thread, oldest)
+                    found := await self._look_up(channel, marker, thread, oldest, give_up_at)
                 ):
                     self.stats.duplicates_avoided += 1
                     return found
                 if whole:
                     await self._store_call("note_error", marker, f"{kind}: {_error_code(exc) or exc!r}")
-                limited += kind == "ratelimited"
-                attempt += kind != "ratelimited" or limited > _MAX_RATE_LIMITED
+                if self._clock() >= give_up_at:
+                    raise OutboxError(
+                        f"post failed for {self.retry_window:g} s ({kind})",
+                        method="chat.postMessage",
+                        error=_error_code(exc),
+                    ) from exc
+                attempt += kind != "ratelimited"
                 self._note_retry("chat.postMessage", kind, retry_after, attempt)
-        raise OutboxError(f"post failed after {_MAX_ATTEMPTS} attempts", method="chat.postMessage")
+
+    async def _look_up(
+        self, channel: str, marker: str, thread: str | None, oldest: str, give_up_at: float
+    ) -> str:
+        """`_find_posted`, its own failures retried until `give_up_at`: after an ambiguous answer
+        the post is re-sent only once Slack said it is not there, never on a guess."""
+        attempt = 0
+        while True:
+            try:
+                return await self._find_posted(channel, marker, thread, oldest)
+            except OutboxError:
+                if self._clock() >= give_up_at:
+                    raise
+            attempt += 1
+            delay = min(0.25 * 2 ** min(attempt, 16), self.retry_max_delay) * random.uniform(0.8, 1.2)  # noqa: S311
+            await asyncio.sleep(min(delay, max(give_up_at - self._clock(), 0.0)))
 
     async def _read_history(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
         """A history read; in a public channel the bot posted to uninvited (`chat:write.public`),

@@ -9,6 +9,8 @@ from typing import Literal
 import aiohttp
 from slack_sdk.errors import SlackApiError
 
+from orchestrator.llm import parse_retry_after
+
 # docs.slack.dev/apis/web-api/rate-limits and each method's page; 5 = "special", treated as Tier 4.
 _TIERS = {
     "chat.update": 3,
@@ -104,14 +106,9 @@ class Budgets:
 
 
 def _retry_after(exc: SlackApiError) -> float | None:
+    """Slack's `Retry-After` (429s, and 503s during an outage), in seconds or an HTTP date."""
     headers = getattr(exc.response, "headers", None) or {}
-    for key, value in dict(headers).items():
-        if key.lower() == "retry-after":
-            try:
-                return max(0.0, float(value))
-            except (TypeError, ValueError):
-                return None
-    return None
+    return parse_retry_after({str(k): str(v) for k, v in dict(headers).items()})
 
 
 def classify(exc: BaseException) -> tuple[FailureKind, float | None]:
@@ -124,7 +121,7 @@ def classify(exc: BaseException) -> tuple[FailureKind, float | None]:
         status = getattr(exc.response, "status_code", 200)
         if status == 429:
             return "ratelimited", _retry_after(exc)
-        return ("ambiguous", None) if status >= 500 else ("fatal", None)
+        return ("ambiguous", _retry_after(exc)) if status >= 500 else ("fatal", None)
     if isinstance(exc, aiohttp.ClientConnectorError):
         return "unsent", None
     if isinstance(exc, (asyncio.TimeoutError, aiohttp.ClientError)):

@@ -117,6 +117,7 @@ class Slot:
     in_flight: bool = False
     failures: int = 0
     rate_limited: int = 0  # 429s in a row (waited out, not failures)
+    failing_since: float | None = None  # the first failure of the current run of them (the window)
     version: int = 0  # order of update() calls, to merge slots keeping the newest state
     row_ids: set[str] = field(default_factory=set)  # its rows in the store (marked sent once shown)
 

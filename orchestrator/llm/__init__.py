@@ -24,7 +24,7 @@ from orchestrator.llm.base import (
     Usage,
     UserMessage,
 )
-from orchestrator.llm.retry import RetryPolicy
+from orchestrator.llm.retry import RetryPolicy, parse_retry_after
 
 if TYPE_CHECKING:
     from orchestrator.llm.deferred import after_sdk_loads
@@ -69,6 +69,7 @@ __all__ = [
     "after_sdk_loads",
     "make_model_client",
     "margin",
+    "parse_retry_after",
     "preload_sdks",
     "resolve_api_key",
     "warm_up",

@@ -29,7 +29,10 @@ def make_outbox(slack: SlackEmulator, **overrides: float) -> Outbox:
     timeout = overrides.pop("timeout", 5)
     # slack_sdk annotates `timeout` as int, but it is aiohttp's seconds and fractions work.
     client = AsyncWebClient(token="xoxb-test", base_url=slack.api_url, timeout=timeout)  # type: ignore[arg-type]
-    options: dict[str, float] = {"update_interval": 0.2, "channel_interval": 0.06, "budget_window": 3.0}
+    options: dict[str, float] = {
+        "update_interval": 0.2, "channel_interval": 0.06, "budget_window": 3.0,
+        "retry_window": 20.0, "retry_max_delay": 0.5,
+    }  # fmt: skip
     options.update(overrides)
     return Outbox(client, **options)  # type: ignore[arg-type]
 
@@ -171,13 +174,33 @@ async def test_retries_never_duplicate_a_post(
     await slack.wait_for(lambda: len(slack.calls_to("chat.postMessage")) == 1 + expect_posts)
 
 
-async def test_unknown_outcome_is_not_retried(slack: SlackEmulator, outbox: Outbox) -> None:
+async def test_an_unknown_outcome_is_looked_up_again_never_sent_on_a_guess(
+    slack: SlackEmulator, outbox: Outbox
+) -> None:
     slack.inject("chat.postMessage", Fault(status=500, error="internal_error", commit=True))
-    slack.inject("conversations.history", Fault(status=500, error="internal_error"))
+    slack.inject("conversations.history", Fault(status=500, error="internal_error", times=2))
     ref = outbox.post(CHANNEL, text="maybe posted")
-    with pytest.raises(OutboxError, match="outcome unknown"):
-        await ref.ts()
+    ts = await ref.ts()
+    assert ts in slack.messages[CHANNEL]
     assert len(slack.calls_to("chat.postMessage")) == 1
+    assert len(slack.calls_to("conversations.history")) == 3  # two failed look-ups, then found
+
+
+async def test_an_outcome_still_unknown_at_the_end_of_the_window_gives_up_without_resending(
+    slack: SlackEmulator,
+) -> None:
+    box = make_outbox(slack, retry_window=1.0)
+    await box.start()
+    try:
+        slack.inject("chat.postMessage", Fault(status=500, error="internal_error", commit=True))
+        slack.inject("conversations.history", Fault(status=500, error="internal_error", times=1000))
+        ref = box.post(CHANNEL, text="maybe posted")
+        with pytest.raises(OutboxError, match="outcome unknown"):
+            await ref.ts()
+        assert len(slack.calls_to("chat.postMessage")) == 1
+    finally:
+        slack.faults.clear()
+        await box.close()
 
 
 async def test_fatal_post_fails_ref_and_its_replies(slack: SlackEmulator, outbox: Outbox) -> None:

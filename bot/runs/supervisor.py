@@ -35,7 +35,7 @@ from bot.runs.blocks import status_blocks
 from bot.runs.presenter import RunRenderer
 from bot.runs.repositories import RunRepositories
 from bot.runs.teams import TeamCatalog, TeamChoice
-from bot.slack.outbox import MessageRef, Outbox
+from bot.slack.outbox import GiveUp, MessageRef, Outbox
 from bot.slack.parse import StartRun
 from bot.slack.store import BotStore
 from bot.tasks import TaskSupervisor
@@ -66,6 +66,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# What Slack answers when the bot may not post where it was asked (the rest: Slack failed).
+_NOT_A_MEMBER = frozenset(
+    {"not_in_channel", "channel_not_found", "is_archived", "restricted_action", "cannot_dm_bot",
+     "ekm_access_denied", "team_access_not_granted", "messages_tab_disabled"}
+)  # fmt: skip
 SUBMIT_WAIT = 30.0  # seconds a submitting task waits for its run to begin in this process
 RECENT_SUBMITS = 1024  # run ids remembered to recognise a redelivery
 
@@ -221,6 +226,8 @@ class RunSupervisor:
         self._begun: dict[str, asyncio.Event] = {}  # runs submitted here, until they begin here
         self._submitted: dict[str, None] = {}  # the latest run ids submitted here, oldest first
         self._no_runs = asyncio.Event()  # wakes the ticker when the last run ends
+        self._told: dict[str, None] = {}  # runs whose requester heard that Slack lost a post
+        outbox.on_give_up.append(self._on_give_up)
         self.started = 0
 
     def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
@@ -599,6 +606,53 @@ class RunSupervisor:
         else:
             await active.handle.cancel(by=control.by)
 
+    def _on_give_up(self, event: GiveUp) -> None:
+        """A post of a run was given up after the outbox's retry window: its requester is told once.
+
+        The status message's own failure is `_watch_root`'s (it stops the run and says why).
+        """
+        run_id = event.run_id
+        active = self._active.get(run_id or "")
+        if (
+            run_id is None
+            or run_id in self._told
+            or (active and active.renderer.root.marker == event.post_id)
+        ):
+            return
+        self._told[run_id] = None
+        if len(self._told) > RECENT_SUBMITS:
+            self._told.pop(next(iter(self._told)))
+        self.spawn(self._tell_given_up(run_id, event, active), name=f"given-up:{run_id}")
+
+    async def _tell_given_up(self, run_id: str, event: GiveUp, active: ActiveRun | None) -> None:
+        requester = active.request.requester if active is not None else await self._requester_of(run_id)
+        if requester is None:
+            return
+        text = (
+            f"Slack did not take some of the messages of run `{run_id}` (its status or answer may be "
+            f"missing in the channel: {event.error or event.reason}). `/massgen status {run_id}` shows "
+            "how it stands."
+        )
+        try:
+            await self._outbox.ephemeral(event.channel, requester, text=text)
+            return
+        except OutboxError as exc:
+            log.warning("run %s: telling %s in the channel failed (%s); trying a DM", run_id, requester, exc)
+        try:
+            opened = await self._outbox.call("conversations.open", users=requester)
+            dm = str((opened.get("channel") or {}).get("id") or "")
+            if dm:
+                await self._outbox.call("chat.postMessage", channel=dm, text=text)
+        except OutboxError as exc:
+            log.error("run %s: its requester could not be told that Slack lost a post: %s", run_id, exc)
+
+    async def _requester_of(self, run_id: str) -> str | None:
+        if self._run_store is None:
+            return None
+        events = await self._run_store.events(run_id)
+        started = events[0] if events else None
+        return getattr(started, "requester", None)
+
     async def _watch_root(self, run_id: str, root: MessageRef, request: RunRequest) -> None:
         """If the status message cannot be posted (bot not in the channel), stop the run and say why."""
         try:
@@ -609,7 +663,12 @@ class RunSupervisor:
         active = self._active.get(run_id)
         if active is not None:
             await active.handle.cancel(by="slack")
-        if request.channel.startswith("D"):  # a DM cannot be joined with /invite
+        if reason not in _NOT_A_MEMBER:  # Slack itself failed for the whole retry window
+            text = (
+                f"Slack did not take this run's status message ({reason}) for as long as I retried, "
+                "so the run was stopped. Please try again in a few minutes."
+            )
+        elif request.channel.startswith("D"):  # a DM cannot be joined with /invite
             text = (
                 f"I could not post in this conversation ({reason}), so the run was stopped. "
                 "Start it in a channel I am in, or in a direct message with me (my Messages tab)."

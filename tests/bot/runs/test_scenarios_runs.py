@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ from bot.playground.emulator import Fault
 from bot.playground.payloads import encode_form, slash_command
 from bot.render import ids
 from orchestrator.events import RunStarted
-from tests.bot.harness import APPROVER, CHANNEL, INTRUDER, REQUESTER, BotHarness, bot_harness
+from tests.bot.harness import APPROVER, CHANNEL, FAST, INTRUDER, REQUESTER, BotHarness, bot_harness
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, Reply
 
@@ -228,3 +229,19 @@ async def test_model_and_user_text_cannot_ping_the_channel_or_leak_secrets(tmp_p
         sent = str([c.params for c in bot.slack.calls])
         assert "a" * 40 not in sent  # the key-shaped secret was redacted everywhere
     # Leaving the harness asserts the emulator saw no live mention anywhere (text or blocks).
+
+
+async def test_a_requester_hears_once_when_slack_loses_a_runs_posts_past_the_retry_window(
+    tmp_path: Path,
+) -> None:
+    async with bot_harness(tmp_path, options=replace(FAST, retry_window=1.0)) as bot:
+        await bot.command("summarise the incident")
+        await bot.wait_for(lambda: bool(bot.posts()), 10)  # the status message is up
+        bot.slack.fail_for(120.0, methods=["chat.postMessage"])  # then Slack stops taking posts
+        await bot.settle(30)
+        run = (await bot.services.runs.history.recent())[0]
+        told = [t for t in bot.ephemerals(REQUESTER) if "Slack did not take" in t]
+        assert len(told) == 1, bot.ephemerals(REQUESTER)
+        assert run.run_id in told[0]
+        assert bot.services.outbox.stats.given_up >= 1
+        bot.slack.end_outage()

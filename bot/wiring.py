@@ -385,9 +385,9 @@ async def build_services(
         models=models,
         teams=teams,
         repositories=RunRepositories(db.engine, RepoCache(state_folder(settings))),
+        engine=engine,
     )
     engine.admission.observe = metrics.observe_admission
-    supervisor.engine = engine
     engine.on_takeover = box.take_over  # a dead executor's runs and its unsent posts move together
     groups = GroupResolver(box.call, ttl=settings.group_cache_ttl)
     dms = ApproverDMs(box, db.store, groups.members, policy=settings.approval_dms)

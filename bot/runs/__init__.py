@@ -5,7 +5,9 @@ from bot.runs.history import RunHistory, SlackRun
 from bot.runs.models import SharedModels
 from bot.runs.presenter import retire_status
 from bot.runs.repositories import RunRepositories, repository_metadata
-from bot.runs.supervisor import ActiveRun, RunRequest, RunSupervisor, ToolsBuilder
+from bot.runs.request import RunRequest
+from bot.runs.submitter import RunSubmitter
+from bot.runs.supervisor import ActiveRun, RunSupervisor, ToolsBuilder
 from bot.runs.teams import TeamCatalog, TeamChoice, TeamNotFound
 from bot.runs.use_cases import RunUseCases, Where
 
@@ -15,6 +17,7 @@ __all__ = [
     "RunHistory",
     "RunRepositories",
     "RunRequest",
+    "RunSubmitter",
     "RunSupervisor",
     "RunUseCases",
     "SharedModels",

@@ -12,31 +12,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import hashlib
 import itertools
 import logging
-import secrets
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from slack_sdk.webhook.async_client import AsyncWebhookClient
 from sqlalchemy.exc import SQLAlchemyError
 
 from approvals import ApprovalService, ConversationRef
 from bot.approval_ui.port import ThreadApprovalPort
 from bot.batched import Batched
-from bot.channel_settings import Selection
 from bot.engine.config import FENCED, PARKED, SUSPENDED
 from bot.errors import OutboxError
-from bot.ops import bind_request, bind_run, bound_request
+from bot.ops import bind_request, bind_run
 from bot.runs.blocks import status_blocks
+from bot.runs.notices import RequesterNotices
 from bot.runs.presenter import RunRenderer
 from bot.runs.repositories import RunRepositories
+from bot.runs.request import RunRequest
+from bot.runs.submitter import Handover, RunSubmitter
 from bot.runs.teams import TeamCatalog, TeamChoice
 from bot.slack.outbox import GiveUp, MessageRef, Outbox
-from bot.slack.parse import StartRun
 from bot.slack.store import BotStore
 from bot.tasks import TaskSupervisor
 from orchestrator import (
@@ -66,92 +64,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# What Slack answers when the bot may not post where it was asked (the rest: Slack failed).
-_NOT_A_MEMBER = frozenset(
-    {"not_in_channel", "channel_not_found", "is_archived", "restricted_action", "cannot_dm_bot",
-     "ekm_access_denied", "team_access_not_granted", "messages_tab_disabled"}
-)  # fmt: skip
-SUBMIT_WAIT = 30.0  # seconds a submitting task waits for its run to begin in this process
-RECENT_SUBMITS = 1024  # run ids remembered to recognise a redelivery
-
-
-def run_id_for(delivery: str | None) -> str:
-    """A run's id: derived from Slack's delivery id (the same request delivered twice, to any front
-    end, is one workflow and so one run), else random."""
-    if delivery is None:
-        return f"run-{secrets.token_hex(6)}"
-    return f"run-{hashlib.sha256(delivery.encode()).hexdigest()[:12]}"
-
 
 # (run context, approval port) -> run tools; None runs agents with the workflow tools only.
 ToolsBuilder = Callable[[RunContext, ThreadApprovalPort], Awaitable[RunTools]]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunRequest:
-    """A run to start from Slack."""
-
-    choice: TeamChoice
-    task: str
-    requester: str
-    channel: str
-    thread_ts: str | None = None  # a follow-up posts into its parent's thread
-    context: str | None = None  # the previous final answer, for a follow-up
-    response_url: str | None = None  # a slash command's webhook: works where the bot cannot post
-    parsed: StartRun | None = None  # what was asked for: a worker resolves the team from it again
-    delivery: str | None = None  # Slack's id for the request: the run id derives from it
-    request_id: str | None = None  # the id the request's log records carry (its run's carry it too)
-    selection: Selection | None = None  # repository, defaults used, channel approvers (settings room)
-
-    def payload(self) -> dict[str, Any]:
-        """Plain data for the engine (pickled into its database: no secrets, so no team config)."""
-        parsed = self.parsed
-        return {
-            "team": None if parsed is None else parsed.team,
-            "agents": [] if parsed is None else list(parsed.agents),
-            "policy": None if parsed is None else parsed.policy,
-            "task": self.task,
-            "requester": self.requester,
-            "channel": self.channel,
-            "thread_ts": self.thread_ts,
-            "context": self.context,
-            "response_url": self.response_url,
-            "request_id": self.request_id or bound_request(),
-            "selection": None if self.selection is None else self.selection.payload(),
-        }
-
-    def used(self) -> str:
-        """What the status message says the run used ("repo `billing` (channel default) · …"), or ""."""
-        if self.selection is None:
-            return ""
-        team = None if self.parsed is None else self.parsed.team
-        return self.selection.line(team=team, policy=self.choice.team.permissions.policy)
-
-    @classmethod
-    def of(cls, payload: dict[str, Any], teams: TeamCatalog) -> RunRequest:
-        """The request back from its payload, its team resolved from this process's catalog."""
-        parsed = StartRun(
-            task=str(payload["task"]),
-            team=payload.get("team"),
-            agents=tuple(payload.get("agents") or ()),
-            policy=payload.get("policy"),
-        )
-        selection = Selection.of(payload.get("selection"))
-        choice = teams.choose(parsed)
-        if selection is not None:  # the channel's approvers, as when the run was asked for
-            choice = TeamChoice(name=choice.name, team=selection.apply(choice.team))
-        return cls(
-            choice=choice,
-            task=parsed.task,
-            requester=str(payload["requester"]),
-            channel=str(payload["channel"]),
-            thread_ts=payload.get("thread_ts"),
-            context=payload.get("context"),
-            response_url=payload.get("response_url"),
-            parsed=parsed,
-            request_id=payload.get("request_id"),
-            selection=selection,
-        )
 
 
 @dataclass(slots=True, kw_only=True)
@@ -198,11 +113,12 @@ class RunSupervisor:
         models: ModelFactory | None = None,
         teams: TeamCatalog | None = None,
         repositories: RunRepositories | None = None,
+        engine: Engine,
     ) -> None:
         self._outbox = outbox
         self._teams = teams
         self._repositories = repositories  # None: runs never name a repository (tests, benches)
-        self.engine: Engine | None = None  # set by the composition root; None runs runs inline
+        self.engine = engine
         self._store = store
         self._approvals = approvals
         self._run_store = run_store
@@ -223,10 +139,10 @@ class RunSupervisor:
         # Looked up for many resumes at once after a restart (one query each, not one per run).
         self._coordinates = Batched(store.coordinates)
         self._controls_of = Batched(self._take_controls)
-        self._begun: dict[str, asyncio.Event] = {}  # runs submitted here, until they begin here
-        self._submitted: dict[str, None] = {}  # the latest run ids submitted here, oldest first
+        self._handover = Handover()  # between this process's submitter and its executor
+        self.submitter = RunSubmitter(engine, self._handover, self._spawn_named, self._segment_ended)
         self._no_runs = asyncio.Event()  # wakes the ticker when the last run ends
-        self._told: dict[str, None] = {}  # runs whose requester heard that Slack lost a post
+        self._notices = RequesterNotices(outbox, run_store, self._spawn_named)
         outbox.on_give_up.append(self._on_give_up)
         self.started = 0
 
@@ -234,59 +150,24 @@ class RunSupervisor:
         """A task owned by the bot's task supervisor."""
         return self._tasks.spawn(coro, name=name)
 
-    def start(self, request: RunRequest) -> str:
-        """Start a run in the background (through the engine when there is one); returns its id at once."""
-        if self._closing:
-            raise RuntimeError("the bot is shutting down")
-        run_id = run_id_for(request.delivery)
-        if self.engine is None:
-            self.spawn(self._execute(run_id, request), name=f"run:{run_id}")
-        else:
-            self.spawn(self._submit(self.engine, run_id, request), name=f"submit:{run_id}")
-        return run_id
+    def _spawn_named(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        return self._tasks.spawn(coro, name=name)
 
-    async def _submit(self, engine: Engine, run_id: str, request: RunRequest) -> None:
-        if run_id in self._submitted:  # delivered twice: the engine dedups it, nothing to wait for
-            await engine.submit(run_id, request.payload())
-            return
-        self._submitted[run_id] = None
-        if len(self._submitted) > RECENT_SUBMITS:
-            self._submitted.pop(next(iter(self._submitted)))
-        begun = self._begun[run_id] = asyncio.Event()
-        try:
-            await engine.submit(run_id, request.payload())
-            if engine.config.executes:
-                # Until a worker here picks it up (another process may): `wait_idle` then covers
-                # the time a run spends queued, and tests and benches can settle.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(begun.wait(), SUBMIT_WAIT)
-        finally:
-            self._begun.pop(run_id, None)
+    def start(self, request: RunRequest) -> str:
+        """Submit a run (the front end's half: `RunSubmitter`); its id at once."""
+        return self.submitter.start(request)
 
     def wake(self, run_id: str, message: Any) -> None:
-        """Wake a parked run through the engine (an approval of it ended, here or anywhere).
+        """Wake a parked run through the engine (an approval of it ended, here or anywhere)."""
+        self.submitter.wake(run_id, message)
 
-        A run parked in this process resumes here: the waking task lasts until it begins (as a
-        submission does), so `wait_idle` covers the hand-over.
-        """
-        if self.engine is not None:
-            self.spawn(self._wake(self.engine, run_id, message), name=f"wake:{run_id}")
-
-    async def _wake(self, engine: Engine, run_id: str, message: Any) -> None:
-        begun = self._begun.setdefault(run_id, asyncio.Event()) if engine.config.executes else None
-        try:
-            if not await engine.wake(run_id, message) or begun is None:
-                return  # not an engine run (nothing resumes), or it resumes in another process
-            active = self._active.get(run_id)
-            if active is not None:  # still parking (or live: then the wake is stale, nothing resumes)
-                await active.done.wait()
-                if not active.parked:
-                    return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(begun.wait(), SUBMIT_WAIT)
-        finally:
-            if begun is not None and self._begun.get(run_id) is begun:
-                self._begun.pop(run_id, None)
+    async def _segment_ended(self, run_id: str) -> bool | None:
+        """None when this process does not drive `run_id`; else, once its segment ends, whether it parked."""
+        active = self._active.get(run_id)
+        if active is None:
+            return None
+        await active.done.wait()
+        return active.parked
 
     async def execute(self, run_id: str, payload: dict[str, Any]) -> str:
         """The engine's step: start the run, or resume it after a crash; how it ended.
@@ -297,11 +178,10 @@ class RunSupervisor:
             raise RuntimeError("a supervisor that executes engine runs needs the team catalog")
         request = RunRequest.of(payload, self._teams)
         task = self.spawn(self._execute(run_id, request), name=f"run:{run_id}")
-        if (begun := self._begun.get(run_id)) is not None:
-            begun.set()
+        self._handover.begun(run_id)
         outcome: str = await asyncio.shield(task)
-        if outcome != PARKED and (waiting := self._begun.get(run_id)) is not None:
-            waiting.set()  # it ended: a wake sent meanwhile resumes nothing, stop waiting for it
+        if outcome != PARKED:
+            self._handover.begun(run_id)  # it ended: a wake sent meanwhile resumes nothing
         return outcome
 
     async def _execute(self, run_id: str, request: RunRequest) -> str:
@@ -354,12 +234,11 @@ class RunSupervisor:
 
     async def _clicked(self, run_id: str) -> list[Control]:
         """A Cancel / Finish clicked for a parked run (taken: it is acted on once)."""
-        if self.engine is None or self._run_store is None:
+        if self._run_store is None:
             return []
         return await self._controls_of.get(run_id) or []
 
     async def _take_controls(self, run_ids: list[str]) -> dict[str, list[Control]]:
-        assert self.engine is not None  # `_clicked` asks only then
         taken: dict[str, list[Control]] = {}
         for control in await self.engine.take_controls(run_ids):
             taken.setdefault(control.run_id, []).append(control)
@@ -459,12 +338,8 @@ class RunSupervisor:
         renderer.progress_message = self._outbox.root_of(saved.progress)
 
     async def _run(self, run_id: str, request: RunRequest) -> ActiveRun | None:
-        if self.engine is None:  # inline: nothing of this run exists yet
-            renderer = self._open(run_id, request)
-            await self._store.record_run(run_id, request.channel, thread_ts=request.thread_ts)
-            self.spawn(self._remember_root(run_id, renderer), name=f"root-ts:{run_id}")
-        else:  # a step re-run after a crash before the run's first event: reuse what was made
-            renderer = await self._renderer_for(run_id, request, None, await self._saved(run_id))
+        # A step run again after a crash before the run's first event reuses what was made.
+        renderer = await self._renderer_for(run_id, request, None, await self._saved(run_id))
         log.info("run started in %s for %s", request.channel, request.requester)
         try:
             request = await self._bound(run_id, request)
@@ -552,7 +427,7 @@ class RunSupervisor:
         self.spawn(self._watch_root(run_id, active.renderer.root, active.request), name=f"root:{run_id}")
         if self._ticker is None or self._ticker.done():
             self._ticker = self.spawn(self._tick(), name="status-ticker")
-        if self.engine is not None and (self._controls is None or self._controls.done()):
+        if self._controls is None or self._controls.done():
             self._controls = self.spawn(self._poll_controls(self.engine), name="run-controls")
         try:
             # The run store records the outcome (one truth about a run).
@@ -607,54 +482,15 @@ class RunSupervisor:
             await active.handle.cancel(by=control.by)
 
     def _on_give_up(self, event: GiveUp) -> None:
-        """A post of a run was given up after the outbox's retry window: its requester is told once.
-
-        The status message's own failure is `_watch_root`'s (it stops the run and says why).
-        """
-        run_id = event.run_id
-        active = self._active.get(run_id or "")
-        if (
-            run_id is None
-            or run_id in self._told
-            or (active and active.renderer.root.marker == event.post_id)
-        ):
+        """A run's post was given up: its requester hears once (not for the status message, whose
+        failure `_watch_root` reports)."""
+        active = self._active.get(event.run_id or "")
+        if active is not None and active.renderer.root.marker == event.post_id:
             return
-        self._told[run_id] = None
-        if len(self._told) > RECENT_SUBMITS:
-            self._told.pop(next(iter(self._told)))
-        self.spawn(self._tell_given_up(run_id, event, active), name=f"given-up:{run_id}")
-
-    async def _tell_given_up(self, run_id: str, event: GiveUp, active: ActiveRun | None) -> None:
-        requester = active.request.requester if active is not None else await self._requester_of(run_id)
-        if requester is None:
-            return
-        text = (
-            f"Slack did not take some of the messages of run `{run_id}` (its status or answer may be "
-            f"missing in the channel: {event.error or event.reason}). `/massgen status {run_id}` shows "
-            "how it stands."
-        )
-        try:
-            await self._outbox.ephemeral(event.channel, requester, text=text)
-            return
-        except OutboxError as exc:
-            log.warning("run %s: telling %s in the channel failed (%s); trying a DM", run_id, requester, exc)
-        try:
-            opened = await self._outbox.call("conversations.open", users=requester)
-            dm = str((opened.get("channel") or {}).get("id") or "")
-            if dm:
-                await self._outbox.call("chat.postMessage", channel=dm, text=text)
-        except OutboxError as exc:
-            log.error("run %s: its requester could not be told that Slack lost a post: %s", run_id, exc)
-
-    async def _requester_of(self, run_id: str) -> str | None:
-        if self._run_store is None:
-            return None
-        events = await self._run_store.events(run_id)
-        started = events[0] if events else None
-        return getattr(started, "requester", None)
+        self._notices.given_up(event, None if active is None else active.request.requester)
 
     async def _watch_root(self, run_id: str, root: MessageRef, request: RunRequest) -> None:
-        """If the status message cannot be posted (bot not in the channel), stop the run and say why."""
+        """If the status message cannot be posted, stop the run and say why."""
         try:
             await root.ts()
             return
@@ -663,29 +499,7 @@ class RunSupervisor:
         active = self._active.get(run_id)
         if active is not None:
             await active.handle.cancel(by="slack")
-        if reason not in _NOT_A_MEMBER:  # Slack itself failed for the whole retry window
-            text = (
-                f"Slack did not take this run's status message ({reason}) for as long as I retried, "
-                "so the run was stopped. Please try again in a few minutes."
-            )
-        elif request.channel.startswith("D"):  # a DM cannot be joined with /invite
-            text = (
-                f"I could not post in this conversation ({reason}), so the run was stopped. "
-                "Start it in a channel I am in, or in a direct message with me (my Messages tab)."
-            )
-        else:
-            text = (
-                f"I could not post in this channel ({reason}), so the run was stopped. "
-                "Invite me with `/invite @MassGen` (private channels need it), then try again."
-            )
-        await self._tell_requester(request, text)
-
-    async def _tell_requester(self, request: RunRequest, text: str) -> None:
-        if request.response_url:
-            webhook = AsyncWebhookClient(request.response_url)
-            await webhook.send(text=text, response_type="ephemeral")
-        else:
-            await self._outbox.ephemeral(request.channel, request.requester, text=text)
+        await self._notices.root_failed(request.channel, request.requester, request.response_url, reason)
 
     def _subscribers(self, run_id: str, renderer: RunRenderer) -> list[Callable[[RunEvent], None]]:
         observe = self._observe
@@ -721,27 +535,18 @@ class RunSupervisor:
         return [r for r in self._active.values() if channel is None or r.request.channel == channel]
 
     async def stop(self, *, grace: float = 10.0) -> int:
-        """Shutdown: accept no more runs; with an engine, let runs end within `grace` s and leave the rest.
+        """Shutdown: accept no more runs; let runs end within `grace` s and leave the rest.
 
         A run left behind stays pending in the engine and resumes on the next start (or on another
-        worker); its approvals stay open. Without an engine, runs and their approvals are cancelled.
-        Returns how many runs were left running.
+        worker); its approvals stay open. Returns how many runs were left running.
         """
-        self._closing = True
-        if self.engine is not None:
-            self.engine.drain()
-            pending = [a.done.wait() for a in self._active.values()]
-            if pending:
-                await asyncio.wait([asyncio.ensure_future(p) for p in pending], timeout=grace)
-            self._no_runs.set()
-            return len(self._active)
+        self._closing = self.submitter.closing = True
+        self.engine.drain()
+        pending = [a.done.wait() for a in self._active.values()]
+        if pending:
+            await asyncio.wait([asyncio.ensure_future(p) for p in pending], timeout=grace)
         self._no_runs.set()
-        for active in list(self._active.values()):
-            # The run's own close cancels its asks ("the run was cancelled by shutdown"); this catches
-            # any its close could not reach before the process goes.
-            await active.handle.cancel(by="shutdown")
-            await self._approvals.cancel_run(active.handle.run_id, "the bot shut down")
-        return 0
+        return len(self._active)
 
 
 __all__ = ["ActiveRun", "RunRequest", "RunSupervisor", "ToolsBuilder"]

@@ -10,7 +10,8 @@ from bot.render.kit import Block
 from bot.runs.blocks import answer_modal
 from bot.runs.control import GroupsOf, may_control
 from bot.runs.history import RunHistory
-from bot.runs.supervisor import ActiveRun, RunRequest, RunSupervisor
+from bot.runs.request import RunRequest
+from bot.runs.supervisor import ActiveRun, RunSupervisor
 from bot.runs.teams import TeamCatalog, TeamChoice, TeamNotFound
 from bot.slack.parse import StartRun
 from orchestrator import AnswerSubmitted, Parked
@@ -142,7 +143,7 @@ class RunUseCases:
         """
         engine = self.supervisor.engine
         stored = await self.history.get(run_id)
-        if engine is None or stored is None or stored.state != "running" or not await engine.holds(run_id):
+        if stored is None or stored.state != "running" or not await engine.holds(run_id):
             return None
         named = None if stored.team in (None, self.teams.default.name) else stored.team
         try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.playground.payloads import encode_form, slash_command
-from bot.runs.supervisor import run_id_for
+from bot.runs.request import run_id_for
 from tests.bot.harness import CHANNEL, REQUESTER, bot_harness
 
 

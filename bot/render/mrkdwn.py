@@ -11,6 +11,9 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
 from bot.render.escape import escape
 
 FENCE = "```"
@@ -21,13 +24,12 @@ _ORDERED = re.compile(r"^(\s*)(\d{1,9})[.)]\s+(.*)$")
 _QUOTE = re.compile(r"^\s{0,3}>\s?(.*)$")
 _RULE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
 _TABLE_SEP = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*$")
-_INLINE_CODE = re.compile(r"(`+)(.+?)\1")
-_LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 _SAFE_URL = re.compile(r"(?:https?://|mailto:)[^\s<>|]+", re.IGNORECASE)
-_BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
-_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
-_ITALIC = re.compile(r"(?<![*\w])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![*\w])")
-_PLACEHOLDER = re.compile(r"\x00(\d+)\x00")
+# Inline rules only (blocks are read line by line below); HTML and entities stay text, escaped.
+_MD = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").disable(["entity", "autolink"])
+# Every link target is read; `_link` decides what becomes clickable (a `javascript:` one is shown
+# as text beside its label, not dropped).
+_MD.validateLink = lambda url: True  # type: ignore[method-assign]
 _BOLD_MARK = "\x01"
 
 
@@ -54,31 +56,52 @@ def _link(label: str, url: str) -> str:
     return f"{text} ({escape(url)})"  # not a web link: show it, do not make it clickable
 
 
-def _inline_text(text: str) -> str:
-    """Escape plain text and translate emphasis and links."""
-    links: list[str] = []
-
-    def keep_link(m: re.Match[str]) -> str:
-        links.append(_link(m.group(1), m.group(2)))
-        return f"\x00{len(links) - 1}\x00"
-
-    text = escape(_LINK.sub(keep_link, text))
-    text = _BOLD.sub(lambda m: _BOLD_MARK + m.group(2) + _BOLD_MARK, text)
-    text = _STRIKE.sub(r"~\1~", text)
-    text = _ITALIC.sub(r"_\1_", text)
-    text = text.replace(_BOLD_MARK, "*")
-    return _PLACEHOLDER.sub(lambda m: links[int(m.group(1))], text)
-
-
 def inline(text: str) -> str:
-    """One line of Markdown as mrkdwn; inline code spans are escaped but not reformatted."""
-    out, pos = [], 0
-    for m in _INLINE_CODE.finditer(text):
-        out.append(_inline_text(text[pos : m.start()]))
-        out.append("`" + escape(m.group(2).replace("`", "ˋ")) + "`")
-        pos = m.end()
-    out.append(_inline_text(text[pos:]))
+    """One line of Markdown as mrkdwn: emphasis, strikethrough, links; code spans escaped verbatim.
+
+    markdown-it-py's inline parser (CommonMark's delimiter algorithm: linear in the line, where the
+    lazy regexes this replaces were quadratic on `**a **a …`) gives the tokens; every text piece is
+    escaped here, so model output cannot mention anyone or forge a link.
+    """
+    if not text:
+        return ""
+    tokens = _MD.parseInline(text, {})[0].children or []
+    out: list[str] = []
+    label: list[str] | None = None  # the text of the link being read, if inside one
+    href = ""
+    for token in tokens:
+        kind = token.type
+        if kind == "link_open":
+            href, label = str(token.attrs.get("href") or ""), []
+        elif kind == "link_close" and label is not None:
+            out.append(_link("".join(label), href))
+            label = None
+        elif label is not None:
+            label.append(token.content if kind in ("text", "code_inline") else "")
+        else:
+            out.append(_piece(token))
+    if label is not None:  # an unclosed link: its text as text
+        out.append(escape("".join(label)))
     return "".join(out)
+
+
+def _piece(token: Token) -> str:
+    """One inline token outside a link, as mrkdwn."""
+    kind = token.type
+    if kind == "code_inline":
+        return "`" + escape(token.content.replace("`", "ˋ")) + "`"
+    if kind in _MARKS:
+        return _MARKS[kind]
+    if kind == "image":
+        return "!" + _link(token.content or "image", str(token.attrs.get("src") or ""))
+    if kind in ("softbreak", "hardbreak"):
+        return "\n"
+    return escape(token.content)
+
+
+_MARKS = {
+    "strong_open": "*", "strong_close": "*", "em_open": "_", "em_close": "_", "s_open": "~", "s_close": "~",
+}  # fmt: skip
 
 
 def _cells(line: str) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -102,3 +104,22 @@ def test_bidi_overrides_are_removed_from_everything_shown() -> None:
     for shown in (markdown_to_mrkdwn(spoof), safe(spoof), plain(spoof, 200)):
         assert not any(ch in shown for ch in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
         assert "invoicegpj.exe" in shown
+
+
+ADVERSARIAL_64K = {
+    "bold": "**a " * 16384,
+    "brackets": "[" * 65536,
+    "links": "[a](" * 16384,
+    "emphasis": "*_" * 32768,
+    "strike": "~~a " * 16384,
+}
+
+
+@pytest.mark.parametrize("text", list(ADVERSARIAL_64K.values()), ids=list(ADVERSARIAL_64K))
+def test_adversarial_64_kb_lines_convert_in_linear_time(text: str) -> None:
+    # The lazy regexes took 6.7 s on 64 KB of "**a " (quadratic); linear is well under a second
+    # here. The bound is loose for a loaded machine; `make bench` prints the real figures.
+    started = time.perf_counter()
+    out = markdown_to_mrkdwn(text)
+    assert time.perf_counter() - started < 3.0
+    assert "<@" not in out

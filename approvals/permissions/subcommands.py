@@ -241,6 +241,10 @@ def judge_known(inv: Invocation, program: str, classify: Classify) -> RiskInfo |
         return RiskInfo("medium", f"unknown subcommand: {program} {sub} {rest[0]}")
     if sub in ("run", "run-script") and rest and rest[0] in SIDE_EFFECT_NAMES:
         return RiskInfo("medium", f"runs the project script {rest[0]!r}, whose name says it reaches out")
+    named = [w for w in rest if w in SIDE_EFFECT_NAMES]
+    if sub in ("workspaces", "workspace") and named:
+        # `yarn workspaces foreach run deploy`: every workspace's script of that name runs.
+        return RiskInfo("medium", f"runs the project script {named[0]!r}, whose name says it reaches out")
     return _sub_options(program, sub, args) or info
 
 

@@ -48,7 +48,7 @@ _VALUED_LONG = {
 _VALUED_SHORT = {
     "python": "WXm",
     "node": "rC",
-    "perl": "IMmlx0",
+    "perl": "IMm",  # -l, -x and -0 take only an attached value
     "ruby": "IrCEFx",
     "php": "cdz",
     "shell": "oO",

@@ -108,3 +108,30 @@ def test_python_imports_ask_unless_the_module_is_the_workspaces(tmp_path: Path) 
     assert verdict("python -c 'import json; print(1)'") == "allow"
     assert verdict("python -c 'import twine.__main__'") == "ask"
     assert verdict("python -c 'import app, evil_pkg'") == "ask"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python3 -W ignore -c \"import shutil; shutil.rmtree('/usr')\"",
+        "python3 -X dev -c \"import os; os.system('rm -rf /')\"",
+        'bash -o xtrace -c "rm -rf /usr"',
+        "bash -O extglob -c 'rm -rf /usr'",
+        "perl -pe 'system(\"rm -rf /usr\")' file.txt",
+        "perl -lne 'system(\"rm -rf /usr\")' file.txt",
+    ],
+)
+def test_code_after_interpreter_options_is_judged(tmp_path: Path, command: str) -> None:
+    """An option with a value (`-W ignore`, `-o xtrace`) or a cluster (`-pe`) does not hide the code."""
+    engine = PermissionEngine(PermissionConfig(workspace=tmp_path, home=Path("/home/tester")))
+    decision = engine.evaluate(Action(kind="command", target=command))
+    assert (decision.verdict, decision.layer) == ("deny", "floor"), decision
+
+
+@pytest.mark.parametrize(
+    ("command", "verdict"),
+    [("yarn workspaces foreach run deploy", "ask"), ("yarn workspaces foreach run test", "allow")],
+)
+def test_a_workspace_wide_script_is_judged_by_its_name(tmp_path: Path, command: str, verdict: str) -> None:
+    engine = PermissionEngine(PermissionConfig(workspace=tmp_path, home=Path("/home/tester")))
+    assert engine.evaluate(Action(kind="command", target=command)).verdict == verdict

@@ -28,6 +28,8 @@ from orchestrator.ports import ModelClient
 from tests.bot.harness import bot_harness
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
 
+ARRIVAL_JITTER = 0.35  # seconds between a call's admission and its arrival, at worst under load
+
 PERIOD = 0.5
 LIMIT = 5
 DELAY = 0.3  # seconds the server takes per reply (the concurrency test)
@@ -255,7 +257,10 @@ async def test_calls_after_the_engine_stops_keep_the_rate(engine: Engine) -> Non
         await client.close()
         times = _arrivals(server, "chat")
     assert len(times) == 9
-    assert most_in_a_window(times, 1.0) <= 3
+    # The rate holds where calls are admitted; their arrival here adds the loop's scheduling delay,
+    # up to a few hundred ms on a loaded 2-core machine (CI saw the queue's three arrive 0.7 s
+    # before the next two). A burst after the stop (the defect this catches) lands within ~0.1 s.
+    assert most_in_a_window(times, 1.0 - ARRIVAL_JITTER) <= 3
     # Six more after the first three, three at most a period: they were held, not let through.
     assert max(times) - min(times) >= 2.0
 

@@ -295,6 +295,16 @@ async def _listen_socket(stack: contextlib.AsyncExitStack, app: Any, app_token: 
     from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
     handler: Any = AsyncSocketModeHandler(app, app_token=app_token)  # untyped in slack_bolt
+    # The SDK retries a failed connection for ever and logs each failure with its whole traceback
+    # (eighty lines a try while Slack is unreachable): one line a try says the same.
+    app.logger.addFilter(_one_line_connect_failures)
     stack.push_async_callback(handler.close_async)  # also ends a connection still being retried
     await handler.connect_async()
     log.info("connected to Slack over Socket Mode")
+
+
+def _one_line_connect_failures(record: logging.LogRecord) -> bool:
+    """Socket Mode's "Failed to connect …; Retrying..." without its traceback (the error is in it)."""
+    if record.getMessage().startswith("Failed to connect"):
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+    return True

@@ -10,6 +10,7 @@ import fnmatch
 import functools
 import os
 import posixpath
+import pwd
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -141,7 +142,10 @@ class Boundary:
             text = self.home + text[1:]
         elif text.startswith("~"):
             user, _, rest = text[1:].partition("/")
-            text = posixpath.join("/root" if user == "root" else f"/home/{user}", rest)
+            # The configured home's owner is a user even where the host has no entry for it.
+            home = _home_of(user) or (self.home if posixpath.basename(self.home) == user else None)
+            if home is not None:  # bash leaves `~name` as written when there is no such user
+                text = posixpath.join(home, rest)
         path = posixpath.join(cwd or self.workspace, text)
         if ".." in path.split("/"):
             path = _physical(path)
@@ -279,6 +283,24 @@ class Boundary:
             if rel == stem or _within(rel, stem) or fnmatch.fnmatchcase(rel, pattern):
                 return True
         return False
+
+
+_USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?")
+
+
+@functools.lru_cache(maxsize=256)
+def _home_of(user: str) -> str | None:
+    """Where bash expands `~user`: that user's home; None (left as written) when there is none.
+
+    `~+`, `~-` and names that are not user names keep a home-like place outside the workspace, so
+    they are judged as outside (asked), never as a relative name.
+    """
+    if not _USER_NAME.fullmatch(user):
+        return f"/home/{user}"
+    try:
+        return pwd.getpwnam(user).pw_dir or "/"
+    except KeyError:
+        return None
 
 
 def _physical(path: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -72,6 +73,10 @@ async def test_closed_services_record_contacts(world: World) -> None:
 async def test_marker_processes_are_found_and_ended(world: World) -> None:
     proc = subprocess.Popen(["env", f"M={world.marker}", "sleep", "30"])
     try:
+        # Until `env` has executed `sleep`, the child is a fork of this process without the marker.
+        deadline = time.monotonic() + 5
+        while world.marker_processes() != [proc.pid] and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
         assert world.marker_processes() == [proc.pid]
         world.kill_markers()
         assert proc.wait(timeout=5) == -9

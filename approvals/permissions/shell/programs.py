@@ -21,7 +21,7 @@ LOW = frozenset(
     mapfile readarray clear exit return read shift wait set unset local readonly shopt alias history
     jobs fg bg disown
     hash umask getopts let printf wc diff3 sdiff iconv dos2unix unix2dos mktemp env-check tox nox
-    coverage pre-commit go cargo npm yarn pnpm python pip node bun deno git gofmt rustfmt
+    coverage pre-commit go cargo npm yarn pnpm python pip node bun deno git gofmt goimports rustfmt
     clang-format shellcheck shfmt hadolint yamllint markdownlint ctags cloc tokei fd fzf chmod
     export declare typeset source . find htop top ps pgrep free uptime lsof bc webpack rollup esbuild
     stylelint biome rustup deactivate unlink groups ulimit lscpu yes shuf expr nm objdump readelf
@@ -196,7 +196,8 @@ LIST_CONSUMERS = frozenset(
     """
     wc cat head tail grep egrep fgrep rg sort uniq cut nl file stat du ls md5sum sha1sum sha256sum
     sha512sum cksum b2sum diff black ruff mypy flake8 pylint isort prettier eslint gcc g++ cc clang
-    clang++ javac rustc tsc pytest gofmt rustfmt clang-format shellcheck shfmt yamllint markdownlint
+    clang++ javac rustc tsc pytest gofmt goimports rustfmt clang-format shellcheck shfmt yamllint
+    markdownlint
     jq xxd strings
     """.split()  # noqa: SIM905
 )

@@ -32,6 +32,7 @@ def _verdict(engine: PermissionEngine, command: str) -> str:
 
 
 DENIED = [
+    "rm -rf ~root",  # a real user's home, as bash expands it
     "rm -rf docs/host/../usr",
     "rm -rf docs/host/../../",
     "python3 -W ignore -c \"import shutil; shutil.rmtree('/usr')\"",
@@ -49,6 +50,7 @@ DENIED = [
 ]
 
 ASKED = [
+    "cat ~root/notes",  # root's home, wherever the host puts it: outside, a secret place
     "rm -rf .git",
     "rm -rf vendor/lib/.git",
     "cp evil vendor/lib/.git/hooks/pre-push",
@@ -76,6 +78,8 @@ ALLOWED = [
     "echo a b | xargs rm",
     "rm -rf build docs/../dist",
     "git status",
+    "rspec --tag ~slow",  # no user `slow`: bash passes `~slow` as written, no home is read
+    "goimports -w .",
 ]
 
 

@@ -192,7 +192,8 @@ class Engine:
         dead = [s.executor_id for s in silent if s.left or up >= silence]
         if len(dead) < len(silent):
             log.info(
-                "janitor: %d worker(s) silent, but the database was away %.1f s ago; not judged yet",
+                "janitor: %d worker(s) silent, but this process has reached the database for only %.1f s;"
+                " not judged yet",
                 len(silent) - len(dead),
                 up,
             )

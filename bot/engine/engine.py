@@ -19,9 +19,11 @@ only when:
 
 And before anyone may judge it so, a worker that cannot write its heartbeat self-fences: once its
 last successful beat (timed from when that beat began) is `dead_after / 2` old, no run step starts
-or resumes here until a beat succeeds again, and `on_fence` is told (to suspend runs in flight).
-A run in flight cannot outrun the fence anyway: its events go to the same database, and a run
-never goes on unpersisted (`orchestrator.run.emitter`, fail-stop).
+or resumes here until a beat succeeds again, and `on_fence` is told (the composition root's hook
+to suspend runs in flight). A run in flight makes no stored progress meanwhile either: its events
+go to the same database, and a run never goes on unpersisted (`orchestrator.run.emitter`,
+fail-stop); what it does without writing (a model call, a tool already stored as started) ends at
+its next write.
 
 If a worker comes back after its runs were taken over (a partition, a stalled machine), the run
 store fences it: every write of a run names its seq, and a different event at a stored seq raises

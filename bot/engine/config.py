@@ -39,7 +39,9 @@ class EngineConfig:
     # Seconds between a queue's polls for new runs, and (SQLite) between wake-up checks of `recv`.
     poll_interval: float = 1.0
     heartbeat_interval: float = 5.0
-    dead_after: float = 30.0  # a worker silent this long is taken over by the janitor
+    # A worker silent this long, while the judge reached the database all along, is taken over by
+    # the janitor; one that cannot store its heartbeat for half of it starts no run step.
+    dead_after: float = 30.0
     # A parked run re-checks itself at least this often (its approvals' expiry has its own branch).
     park_timeout: float = 6 * 3600.0
     # Per-provider limits held by all workers together (`MASSGEN_PROVIDER_LIMITS`), and the seconds

@@ -3,8 +3,34 @@
 One `Engine` per process. Every process registers the queue (DBOS leaves runs enqueued on a
 queue a process never registered); only those that execute runs listen to it. Launching recovers
 this executor's own pending runs; the janitor, in every executing process, recovers those of
-workers whose heartbeat stopped (`DBOS._recover_pending_workflows`, internal API: dbos is pinned
-and a test covers it).
+workers that are gone (`DBOS._recover_pending_workflows`, internal API: dbos is pinned and a test
+covers it).
+
+No false deaths. A heartbeat that could not be written because the database was away says
+nothing about its worker, so a stale heartbeat alone is no proof. A worker's runs are taken over
+only when:
+
+- it said it left for good (`leave`), or
+- its last heartbeat is older than `dead_after` by the database's own clock (it is stamped by
+  the database and judged by it: no two machines' clocks are compared), and the judge itself has
+  reached the database without a failure (each heartbeat, each janitor query) for `dead_after`
+  since its last failed access. The victim was then silent through `dead_after` of the database's
+  uptime: a live worker beats within `heartbeat_interval` of the database coming back.
+
+And before anyone may judge it so, a worker that cannot write its heartbeat self-fences: once its
+last successful beat (timed from when that beat began) is `dead_after / 2` old, no run step starts
+or resumes here until a beat succeeds again, and `on_fence` is told (the composition root's hook
+to suspend runs in flight). A run in flight makes no stored progress meanwhile either: its events
+go to the same database, and a run never goes on unpersisted (`orchestrator.run.emitter`,
+fail-stop); what it does without writing (a model call, a tool already stored as started) ends at
+its next write.
+
+If a worker comes back after its runs were taken over (a partition, a stalled machine), the run
+store fences it: every write of a run names its seq, and a different event at a stored seq raises
+`RunFenced`, so the first of two drivers to write a seq wins and the other stops for good
+(`workflow.execute_step`, `FENCED`). That seq is the run's lease generation: no epoch of its own.
+A database outage shorter than the judge's `heartbeat_interval` may go unseen by it; the victim
+then missed at most one beat of the `dead_after / heartbeat_interval` it has.
 """
 
 from __future__ import annotations
@@ -14,7 +40,7 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -25,7 +51,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bot.engine.config import EngineConfig
 from bot.engine.limits import ProviderLimits
 from bot.engine.tables import Action, Control, EngineTables
-from bot.engine.workflow import WAKE, RunExecutor, drain, host, run_workflow, unhost
+from bot.engine.workflow import WAKE, RunExecutor, drain, fence, host, run_workflow, unhost
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +74,12 @@ class Engine:
         self.launched = False
         self.launch_seconds = 0.0
         self.recovered: list[str] = []  # workflows the janitor took over from dead workers
+        # Called (with how long the beats have failed) when this worker fences itself.
+        self.on_fence: Callable[[float], Awaitable[object]] | None = None
+        self.fenced = False  # its heartbeat failed for `fence_after` s: no run step starts here
+        self._watch: asyncio.Task[None] | None = None
+        self._last_beat = time.monotonic()  # when the last successful heartbeat began
+        self._reachable_since: float | None = None  # since when every database access succeeded
         # What each model request is admitted by (`orchestrator.ports.CallAdmission`).
         # DBOS's clock on SQLite has whole seconds before Python 3.12 (`unixepoch('subsec')`).
         coarse = config.system_database_url.startswith("sqlite") and sys.version_info < (3, 12)
@@ -73,6 +105,8 @@ class Engine:
         self.launch_seconds = time.perf_counter() - started
         await self.heartbeat()
         self._beats = asyncio.create_task(self._beat_forever(), name="engine-heartbeat")
+        if self.config.executes:
+            self._watch = asyncio.create_task(self._watch_forever(), name="engine-fence")
         log.info(
             "engine launched in %.2f s: executor %s, role %s, version %s",
             self.launch_seconds,
@@ -117,17 +151,54 @@ class Engine:
         """Controls waiting for the runs this process holds."""
         return await self.tables.take(run_ids)
 
+    @property
+    def fence_after(self) -> float:
+        """Seconds without a successful heartbeat after which this worker stops starting run steps."""
+        return self.config.dead_after / 2
+
+    def up_for(self) -> float:
+        """Seconds this process has reached the database without a failure (0 right after one)."""
+        since = self._reachable_since
+        return 0.0 if since is None else time.monotonic() - since
+
     async def heartbeat(self) -> None:
-        """Say this executor is alive; an executing process then takes over dead workers' runs."""
+        """Say this executor is alive; an executing process then takes over gone workers' runs."""
         cfg = self.config
-        await self.tables.beat(cfg.executor_id, cfg.role, cfg.application_version)
+        began = time.monotonic()
+        async with self._access():
+            await self.tables.beat(cfg.executor_id, cfg.role, cfg.application_version)
+        self._last_beat = began
+        if self.fenced:
+            self._unfence()
         if cfg.executes:
             await self.janitor()
 
+    @contextlib.asynccontextmanager
+    async def _access(self) -> AsyncIterator[None]:
+        """One access to the database, bounded: a failure restarts this process's uptime."""
+        try:
+            async with asyncio.timeout(max(self.fence_after / 2, self.config.heartbeat_interval)):
+                yield
+        except BaseException:
+            self._reachable_since = None
+            raise
+        if self._reachable_since is None:
+            self._reachable_since = time.monotonic()
+
     async def janitor(self, *, dead_after: float | None = None) -> list[str]:
-        """Recover the pending runs of workers silent for `dead_after` s; their workflow ids."""
+        """Recover the pending runs of workers proven gone (see the module); their workflow ids."""
         silence = self.config.dead_after if dead_after is None else dead_after
-        dead = await self.tables.silent(since=time.time() - silence, but=self.config.executor_id)
+        async with self._access():
+            silent = await self.tables.silent(older_than=silence, but=self.config.executor_id)
+        up = self.up_for()
+        dead = [s.executor_id for s in silent if s.left or up >= silence]
+        if len(dead) < len(silent):
+            log.info(
+                "janitor: %d worker(s) silent, but this process has reached the database for only %.1f s;"
+                " not judged yet",
+                len(silent) - len(dead),
+                up,
+            )
         if not dead:
             return []
         handles = await asyncio.to_thread(DBOS._recover_pending_workflows, dead)
@@ -144,8 +215,34 @@ class Engine:
             await asyncio.sleep(self.config.heartbeat_interval)
             try:
                 await self.heartbeat()
-            except Exception:  # a database hiccup must not end the heartbeat
-                log.exception("engine heartbeat failed")
+            except Exception as exc:  # a database hiccup must not end the heartbeat
+                log.warning("engine heartbeat failed: %s: %s", type(exc).__name__, exc)
+
+    async def _watch_forever(self) -> None:
+        """Fence this worker once its heartbeat has failed for `fence_after` s (timed here, not by a beat)."""
+        while True:
+            await asyncio.sleep(self.fence_after / 10)
+            silent_for = time.monotonic() - self._last_beat
+            if not self.fenced and silent_for >= self.fence_after:
+                await self._fence(silent_for)
+
+    async def _fence(self, silent_for: float) -> None:
+        self.fenced = True
+        fence(True)
+        log.error(
+            "engine: no heartbeat stored for %.1f s; this worker starts no run step until one is",
+            silent_for,
+        )
+        if self.on_fence is not None:
+            try:
+                await self.on_fence(silent_for)
+            except Exception:
+                log.exception("engine: on_fence failed")
+
+    def _unfence(self) -> None:
+        self.fenced = False
+        fence(False)
+        log.warning("engine: heartbeat stored again; run steps start here again")
 
     async def status(self, run_id: str) -> str | None:
         """The workflow's DBOS status (PENDING, ENQUEUED, SUCCESS, ERROR, ...), None when unknown."""
@@ -188,10 +285,11 @@ class Engine:
         """
         unhost()
         self.admission.forget()
-        if self._beats is not None:
-            self._beats.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._beats
+        for task in (self._beats, self._watch):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self.launched:
             self.launched = False
             if not destroy:
@@ -209,7 +307,7 @@ class Engine:
         cfg = self.config
         if cfg.executes and cfg.executor_id != "local":
             with contextlib.suppress(Exception):
-                await self.tables.beat(cfg.executor_id, cfg.role, cfg.application_version, at=0.0)
+                await self.tables.beat(cfg.executor_id, cfg.role, cfg.application_version, left=True)
 
 
 def route_dbos_logs() -> None:

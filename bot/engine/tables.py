@@ -1,7 +1,8 @@
 """The engine's own tables in the bot's database: controls for runs anywhere, workers' heartbeats.
 
 A Cancel or Finish now clicked on any front end is a row here; the worker holding the run picks
-it up. Heartbeats tell the janitor which workers are alive.
+it up. Heartbeats tell the janitor which workers are alive. A heartbeat's time is the database's
+own clock, and so is the age it is judged by: no two machines' clocks are ever compared.
 """
 
 from __future__ import annotations
@@ -19,13 +20,18 @@ from sqlalchemy import (
     String,
     Table,
     delete,
+    func,
     insert,
+    literal,
     select,
+    type_coerce,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.sql.elements import ColumnElement
 
 Action = Literal["cancel", "finish"]
+LEFT = 0.0  # the beat of a worker that left for good: its runs may be taken over at once
 
 metadata = MetaData()
 
@@ -57,6 +63,14 @@ class Control:
     run_id: str
     action: Action
     by: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Silent:
+    """A worker whose heartbeat stopped; `left`: it said it left for good (no proof needed)."""
+
+    executor_id: str
+    left: bool
 
 
 class EngineTables:
@@ -94,10 +108,16 @@ class EngineTables:
                 await conn.execute(update(table).where(table.c.id.in_(ids)).values(done=True))
         return [Control(r.run_id, "finish" if r.action == "finish" else "cancel", r.by_user) for r in rows]
 
-    async def beat(self, executor_id: str, role: str, version: str, *, at: float | None = None) -> None:
-        """This executor is alive (`at=0.0`: it left for good, take its runs over now)."""
+    def _now(self) -> ColumnElement[float]:
+        """The database's clock, in seconds since the epoch (an SQL expression)."""
+        if self._engine.dialect.name == "postgresql":
+            return type_coerce(func.extract("epoch", func.clock_timestamp()), Float)
+        return (func.julianday("now") - 2440587.5) * 86400.0  # SQLite: to the millisecond
+
+    async def beat(self, executor_id: str, role: str, version: str, *, left: bool = False) -> None:
+        """This executor is alive, at the database's time (`left`: it left for good, take its runs now)."""
         table = engine_heartbeats
-        now = time.time() if at is None else at
+        now: ColumnElement[float] = literal(LEFT) if left else self._now()
         async with self._engine.begin() as conn:
             done = await conn.execute(
                 update(table)
@@ -108,16 +128,18 @@ class EngineTables:
                 values = {"executor_id": executor_id, "role": role, "application_version": version}
                 await conn.execute(insert(table).values(beat_at=now, **values))
 
-    async def silent(self, *, since: float, but: str) -> list[str]:
-        """Executors (workers) whose last heartbeat is older than `since`, other than `but`."""
+    async def silent(self, *, older_than: float, but: str) -> list[Silent]:
+        """Workers but `but` whose last heartbeat is `older_than` s old or more, by the database's clock."""
         table = engine_heartbeats
         async with self._engine.connect() as conn:
             rows = await conn.execute(
-                select(table.c.executor_id).where(
-                    table.c.beat_at < since, table.c.executor_id != but, table.c.role != "frontend"
+                select(table.c.executor_id, table.c.beat_at).where(
+                    table.c.beat_at < self._now() - older_than,
+                    table.c.executor_id != but,
+                    table.c.role != "frontend",
                 )
             )
-            return [r.executor_id for r in rows]
+            return [Silent(r.executor_id, left=r.beat_at == LEFT) for r in rows]
 
     async def forget(self, executor_ids: list[str]) -> None:
         """Drop heartbeats of executors whose runs were taken over."""
@@ -126,4 +148,4 @@ class EngineTables:
             await conn.execute(delete(table).where(table.c.executor_id.in_(executor_ids)))
 
 
-__all__ = ["Action", "Control", "EngineTables"]
+__all__ = ["LEFT", "Action", "Control", "EngineTables", "Silent"]

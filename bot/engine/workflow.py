@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 WORKFLOW = "massgen.run"
 WAKE = "wake"
 NOT_HOSTED = "not_hosted"
+FENCE_POLL = 0.1  # seconds between a waiting step's looks at whether its worker is fenced still
 
 
 class RunExecutor(Protocol):
@@ -42,8 +43,9 @@ class _Host:
     executor: RunExecutor
     loop: asyncio.AbstractEventLoop
     park_timeout: float
-    # Set from the bot's loop, read on DBOS's: an Event, not a bool.
+    # Set from the bot's loop, read on DBOS's: Events, not bools.
     closing: threading.Event = field(default_factory=threading.Event)
+    fenced: threading.Event = field(default_factory=threading.Event)
 
 
 _host: _Host | None = None
@@ -53,6 +55,15 @@ def host(executor: RunExecutor, loop: asyncio.AbstractEventLoop, *, park_timeout
     """Make `executor` (on `loop`) the one this process's workflow steps call."""
     global _host  # DBOS workflows are module-level functions: one host per process
     _host = _Host(executor, loop, park_timeout)
+
+
+def fence(on: bool) -> None:
+    """This worker's heartbeat is failing (`on`) or stored again: steps wait meanwhile, then start."""
+    if _host is not None:
+        if on:
+            _host.fenced.set()
+        else:
+            _host.fenced.clear()
 
 
 def drain() -> None:
@@ -79,6 +90,10 @@ async def _abandon() -> str:
 async def execute_step(run_id: str, payload: dict[str, Any]) -> str:
     """Start or resume the run on this process's executor."""
     current = _host
+    # A thread's Event set from the bot's loop: looked at, not awaited. Another worker may take the
+    # run over meanwhile; it is not driven here.
+    while current is not None and current.fenced.is_set() and not current.closing.is_set():  # noqa: ASYNC110
+        await asyncio.sleep(FENCE_POLL)
     if current is None or current.closing.is_set():
         return await _abandon()
     coro = current.executor.execute(run_id, payload)
@@ -122,6 +137,7 @@ __all__ = [
     "RunExecutor",
     "drain",
     "execute_step",
+    "fence",
     "host",
     "run_workflow",
     "unhost",

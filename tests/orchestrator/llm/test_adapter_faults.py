@@ -147,8 +147,11 @@ async def test_keep_alives_do_not_outlast_the_call_deadline(api: str, server: Pr
     assert info.value.retryable
     assert info.value.message == "timed out: the call took over 0.3 s (call_timeout_seconds)"
     assert 0.3 <= elapsed < 2.0  # far from the 5 s idle limit
-    assert len(server.requests) == 1  # the deadline covers the retries: none starts past it
-    await server.wait_for(disconnects=1)  # abandoned by the client, not left open
+    # The deadline covers the retries: none starts past it. (On a loaded machine the first request
+    # may not even have reached the server within 0.3 s: then none did.)
+    assert len(server.requests) <= 1
+    if server.requests:
+        await server.wait_for(disconnects=1)  # abandoned by the client, not left open
 
 
 @pytest.mark.parametrize("api", APIS)

@@ -485,6 +485,10 @@ class Outbox:
             response = await self._client.api_call(method, json=kwargs)
         return dict(response.data) if isinstance(response.data, dict) else {}
 
+    def _backoff(self, attempt: int) -> float:
+        """Seconds before try `attempt + 1`: doubling from 0.25 s up to `retry_max_delay`, ±20% jitter."""
+        return min(0.25 * 2.0 ** min(attempt, 16), self.retry_max_delay) * random.uniform(0.8, 1.2)  # noqa: S311
+
     def _note_retry(self, method: str, kind: str, retry_after: float | None, attempt: int) -> None:
         """Record a retryable failure; a 429 pauses `method` for every caller."""
         self.stats.retries += 1
@@ -493,8 +497,7 @@ class Outbox:
             self.stats.rate_limited += 1
             pause = retry_after if retry_after is not None else 1.0
         else:
-            backoff = min(0.25 * 2 ** min(attempt, 16), self.retry_max_delay)
-            pause = max(backoff * random.uniform(0.8, 1.2), retry_after or 0.0)  # noqa: S311 (jitter)
+            pause = max(self._backoff(attempt), retry_after or 0.0)
         self._budgets.back_off(method, now + pause)
         log.info("slack %s: %s, retrying in %.2fs", method, kind, pause)
 
@@ -732,8 +735,7 @@ class Outbox:
                 if self._clock() >= give_up_at:
                     raise
             attempt += 1
-            delay = min(0.25 * 2 ** min(attempt, 16), self.retry_max_delay) * random.uniform(0.8, 1.2)  # noqa: S311
-            await asyncio.sleep(min(delay, max(give_up_at - self._clock(), 0.0)))
+            await asyncio.sleep(min(self._backoff(attempt), max(give_up_at - self._clock(), 0.0)))
 
     async def _read_history(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
         """A history read; in a public channel the bot posted to uninvited (`chat:write.public`),

@@ -276,28 +276,27 @@ class LimitWatch:
     ) -> None:
         self.disk_hit = False
         self.processes_hit = False
-        self._task = asyncio.ensure_future(self._watch(workspace, limits, proc, cgroup, fork_refused))
+        self._workspace, self._limits, self._proc = workspace, limits, proc
+        self._cgroup, self._fork_refused = cgroup, fork_refused
+        self._task = asyncio.ensure_future(self._watch())
 
-    async def _watch(
-        self,
-        workspace: Path,
-        limits: Limits,
-        proc: asyncio.subprocess.Process,
-        cgroup: CommandCgroup | None,
-        fork_refused: Callable[[], bool],
-    ) -> None:
+    async def _watch(self) -> None:
+        limits, workspace, proc = self._limits, self._workspace, self._proc
         start = disk_free(workspace) if limits.disk_bytes > 0 else 0
         while proc.returncode is None:
             await asyncio.sleep(_WATCH_POLL_S)
             if limits.disk_bytes > 0 and disk_taken(workspace, start) > limits.disk_bytes:
                 self.disk_hit = True
-            elif limits.processes > 0 and (fork_refused() or (cgroup is not None and cgroup.pids_hit())):
+            elif limits.processes > 0 and (self._fork_refused() or self._pids_hit()):
                 self.processes_hit = True
             else:
                 continue
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             return
+
+    def _pids_hit(self) -> bool:
+        return self._cgroup is not None and self._cgroup.pids_hit()
 
     def stop(self) -> None:
         """The command ended: stop watching."""

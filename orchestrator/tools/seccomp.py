@@ -18,6 +18,7 @@ on the command's side just before executing it (`BRIDGE` in `proxy.py`).
 
 from __future__ import annotations
 
+import functools
 import platform
 import struct
 
@@ -46,6 +47,7 @@ def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("<HBBI", code, jt, jf, k)
 
 
+@functools.cache
 def unix_socket_filter(machine: str | None = None) -> bytes:
     """The compiled program (struct sock_filter[]) for `machine` (default: this one).
 

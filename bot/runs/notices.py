@@ -17,7 +17,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.errors import OutboxError
 from bot.runs.submitter import RECENT_SUBMITS
-from bot.slack.outbox import GiveUp, Outbox
+from bot.slack.outbox import NOT_SAVED, GiveUp, Outbox
 from orchestrator import RunStore
 
 log = logging.getLogger(__name__)
@@ -42,8 +42,8 @@ class RequesterNotices:
     def given_up(self, event: GiveUp, requester: str | None) -> None:
         """A post of run `event.run_id` was given up; its requester (looked up if None) hears once."""
         run_id = event.run_id
-        if run_id is None or run_id in self._told:
-            return
+        if run_id is None or run_id in self._told or event.error == NOT_SAVED:
+            return  # not saved: the step that queued it runs again and queues it again
         self._told[run_id] = None
         if len(self._told) > RECENT_SUBMITS:
             self._told.pop(next(iter(self._told)))

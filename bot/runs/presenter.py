@@ -53,6 +53,7 @@ class RunRenderer:
         self._opened = time.monotonic()
         self.last_event_at: float | None = None
         self.last_refresh = time.monotonic()
+        self.final_posts: list[MessageRef] = []  # the final answer's messages, once queued
 
     def on_event(self, event: RunEvent) -> None:
         """The run's subscriber: fold, then render (synchronous: the outbox queues, never blocks)."""
@@ -104,13 +105,13 @@ class RunRenderer:
         return thread_known and long_enough and self.view.outcome is None
 
     def post_final(self, event: RunFinished) -> None:
-        """Queue the final answer (in as many messages as it takes)."""
+        """Queue the final answer (in as many messages as it takes); `final_posts` names them."""
         # The answer waits for its thread: a root still queued behind other runs' goes out next.
         self._outbox.hasten(self.root, PRIORITY_FINAL)
         for i, (text, blocks) in enumerate(final_answer_messages(event, self.view)):
             if i == 0 and self.progress_message is None and not self.progress.empty:
                 blocks = [*blocks[:2], context(self.progress.summary()), *blocks[2:]]
-            self._outbox.post(
+            ref = self._outbox.post(
                 self._channel,
                 text=text,
                 blocks=blocks,
@@ -119,6 +120,7 @@ class RunRenderer:
                 broadcast=self._broadcast and i == 0,
                 run_id=self.view.run_id or None,  # a give-up is logged with the run
             )
+            self.final_posts.append(ref)
 
     def failed_to_start(self, error: str) -> None:
         """The runner refused the run (bad provider config, ...): show it as a failed run."""

@@ -231,6 +231,8 @@ class RunSupervisor:
             log.info("run %s: its end was stored, its final answer never saved; posting it", run_id)
             renderer.post_final(final)
         await renderer.finish()
+        if not await self._outbox.saved(renderer.final_posts):
+            raise RunStoreError(f"run {run_id}: its final answer could not be saved")
 
     async def _clicked(self, run_id: str) -> list[Control]:
         """A Cancel / Finish clicked for a parked run (taken: it is acted on once)."""
@@ -443,6 +445,9 @@ class RunSupervisor:
                 return outcome
             log.info("run ended: %s", outcome.kind)
             await active.renderer.finish()
+            if not await self._outbox.saved(active.renderer.final_posts):
+                # Unsaved, the answer is not sent either: the step runs again (`_settle` posts it).
+                return Suspended(run_id=run_id, waiting=(), reason="its final answer could not be saved")
             return outcome
         finally:
             self._active.pop(run_id, None)

@@ -32,6 +32,7 @@ Every give-up is logged with the run and the reason and passed to `on_give_up` l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import functools
 import logging
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     from bot.slack.store import OutboxRow, OutboxStore, PendingUpdate
 
 __all__ = [
+    "NOT_SAVED",
     "PRIORITY_APPROVAL",
     "PRIORITY_FINAL",
     "PRIORITY_STATUS",
@@ -78,6 +80,7 @@ PRIORITY_STATUS = 0
 PRIORITY_THREAD = 5
 PRIORITY_APPROVAL = 10
 PRIORITY_FINAL = 10
+NOT_SAVED = "not_saved"  # the error of a post not sent because its row could not be written
 MARKER_EVENT = "massgen_outbox"  # metadata event_type carrying the post's client-generated id
 _MAX_ATTEMPTS = 5  # of an interactive call (`call`: a views.open's trigger lasts 3 s anyway)
 # Posts and updates are retried for a window, not a number of attempts: a Slack outage of minutes
@@ -87,6 +90,7 @@ RETRY_WINDOW = 900.0
 RETRY_MAX_DELAY = 30.0
 # Refusals a text-only post survives by being re-sent as plain-text pieces.
 _SPLIT_ON = frozenset({"msg_too_long", "invalid_blocks", "msg_blocks_too_long", "invalid_arguments"})
+_UNSAVED_KEPT = 10_000
 SPLIT_CHARS = 3_900  # per piece: under the 4,000 characters Slack shows of a top-level text
 
 
@@ -125,6 +129,9 @@ class Outbox:
             self._status_rows = Batched(store.first_posts)
             self._progress_rows = Batched(functools.partial(store.first_posts, priority=PRIORITY_THREAD))
         self._saves: set[asyncio.Task[None]] = set()
+        self._saving: dict[str, asyncio.Task[None]] = {}  # posts' row writes under way, by marker
+        self._unsaved: dict[str, None] = {}  # posts whose row could not be written (the latest ones)
+        self._stopping = asyncio.Event()  # set by close(): writes waiting to be retried stop
         self.on_give_up: list[Callable[[GiveUp], None]] = []
         self._update_states: dict[str, PendingUpdate] = {}
         self._update_writers: dict[str, asyncio.Task[None]] = {}
@@ -167,6 +174,7 @@ class Outbox:
             except TimeoutError:
                 log.warning("outbox closed with %d posts and %d updates unsent", *self._backlog())
         self._closed = True
+        self._stopping.set()
         if self._saves:  # rows being written are kept: the next process sends them
             await asyncio.gather(*self._saves, return_exceptions=True)
         for task in [*self._tasks, *([self._worker] if self._worker else [])]:
@@ -232,7 +240,9 @@ class Outbox:
         if self._store is not None:
             post.saving = asyncio.create_task(self._save(self._store, post))
             self._saves.add(post.saving)
+            self._saving[marker] = post.saving
             post.saving.add_done_callback(self._saves.discard)
+            post.saving.add_done_callback(functools.partial(self._saved_or_not, marker))
         self._posts.setdefault(channel, []).append(post)
         self._wake.set()
         return ref
@@ -240,6 +250,8 @@ class Outbox:
     # -- persistence -----------------------------------------------------------------------------
 
     async def _save(self, store: OutboxStore, post: Post) -> None:
+        """Write the post's row, retried while the database is away; a post is never sent unsaved
+        (a restart would not know it, and a run posting again what it cannot find would duplicate it)."""
         from bot.slack.store import OutboxRow
 
         root = post.root
@@ -256,10 +268,46 @@ class Outbox:
             attempts=0,
             ts=None,
         )
-        try:
-            await store.save(row)
-        except Exception:  # the database is down: still send it, but it will not survive a restart
-            log.exception("outbox could not save post %s (run %s)", post.marker, post.run_id)
+        if not await self._persist("save", row):
+            raise OutboxError(
+                "the post could not be saved (the database was away), so it was not sent",
+                method="chat.postMessage",
+                error=NOT_SAVED,
+            )
+
+    async def _persist(self, what: str, *args: Any, **kwargs: Any) -> bool:
+        """A write a send depends on, retried with backoff for `retry_window` (not after `close`)."""
+        assert self._store is not None
+        give_up_at = self._clock() + self.retry_window
+        attempt = 0
+        while True:
+            try:
+                await getattr(self._store, what)(*args, **kwargs)
+                return True
+            except Exception as exc:
+                if self._closed or self._clock() >= give_up_at:
+                    log.error("outbox store: %s failed for good: %r", what, exc)
+                    return False
+                if attempt == 0:
+                    log.warning("outbox store: %s failed (%r); retrying while it is away", what, exc)
+            attempt += 1
+            with contextlib.suppress(TimeoutError):
+                delay = min(self._backoff(attempt), max(give_up_at - self._clock(), 0.0))
+                await asyncio.wait_for(self._stopping.wait(), delay)
+
+    async def saved(self, refs: Sequence[MessageRef]) -> bool:
+        """Whether the rows of these posts are written (waiting for writes under way): a step that
+        implies them ends only once they are, else it runs again and queues them again."""
+        markers = [r.marker for r in refs if r.marker is not None]
+        await asyncio.gather(*(self._saving[m] for m in markers if m in self._saving), return_exceptions=True)
+        return not any(m in self._unsaved for m in markers)
+
+    def _saved_or_not(self, marker: str, task: asyncio.Task[None]) -> None:
+        self._saving.pop(marker, None)
+        if task.cancelled() or task.exception() is not None:
+            self._unsaved[marker] = None
+            if len(self._unsaved) > _UNSAVED_KEPT:
+                self._unsaved.pop(next(iter(self._unsaved)))
 
     async def _resume(self, store: OutboxStore) -> None:
         """Queue the posts a previous process saved but did not finish sending."""
@@ -696,8 +744,16 @@ class Outbox:
                 delay = self._channel_next.get(channel, 0.0) - self._clock()
             await self._gate("chat.postMessage")
             self._channel_next[channel] = self._clock() + self.channel_interval
-            if whole:
-                await self._store_call("attempt", marker, thread_ts=thread, next_attempt_at=time.time())
+            if (
+                whole
+                and self._store is not None
+                and not await self._persist("attempt", marker, thread_ts=thread, next_attempt_at=time.time())
+            ):  # unrecorded, a send would be re-sent unlooked-up after a restart
+                raise OutboxError(
+                    "the post's attempt could not be recorded, so it was not sent",
+                    method="chat.postMessage",
+                    error=NOT_SAVED,
+                )
             try:
                 return str((await self._send("chat.postMessage", kwargs))["ts"])
             except Exception as exc:

@@ -129,6 +129,9 @@ class BotHarness:
         """Until every run and background task has ended and the outbox has sent everything."""
         await self.services.tasks.wait_idle(within=timeout)
         await self.services.outbox.flush()
+        # A give-up met while flushing starts a task (the requester's notice) that posts in turn.
+        await self.services.tasks.wait_idle(within=timeout)
+        await self.services.outbox.flush()
 
 
 @asynccontextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -308,3 +309,45 @@ async def test_first_posts_of_many_runs_are_each_runs_first_post_of_the_priority
     assert {r: p.id for r, p in (await store.first_posts(runs)).items()} == {"run-a": "p1", "run-c": "p6"}
     threads = await store.first_posts(runs, priority=PRIORITY_THREAD)
     assert {r: p.id for r, p in threads.items()} == {"run-a": "p3", "run-b": "p4", "run-c": "p6"}
+
+
+async def _hide_table(engine: AsyncEngine, name: str, hidden: bool) -> None:
+    """A real database fault: the outbox's table is renamed away (writes fail), then back."""
+    old, new = (name, f"{name}_away") if hidden else (f"{name}_away", name)
+    async with engine.begin() as conn:
+        await conn.exec_driver_sql(f"ALTER TABLE {old} RENAME TO {new}")
+
+
+async def test_a_post_waits_for_its_row_while_the_database_is_away_then_goes_once(
+    slack: SlackEmulator, engine: AsyncEngine
+) -> None:
+    box = make_outbox(slack, engine, retry_window=30.0, retry_max_delay=0.2)
+    await box.start()
+    await _hide_table(engine, "slack_outbox", True)
+    ref = box.post(CHANNEL, text="the final answer", priority=PRIORITY_FINAL, run_id="run-1")
+    await asyncio.sleep(1.0)
+    assert markers(slack) == Counter()  # not sent unsaved: a restart would not know of it
+    await _hide_table(engine, "slack_outbox", False)
+    assert await box.saved([ref])
+    ts = await ref.ts()
+    await box.close()
+    assert markers(slack) == Counter({ref.marker: 1})
+    assert [(r.status, r.ts) for r in await OutboxStore(engine).rows()] == [("sent", ts)]
+
+
+async def test_a_post_whose_row_cannot_be_written_is_not_sent_and_says_so(
+    slack: SlackEmulator, engine: AsyncEngine
+) -> None:
+    box = make_outbox(slack, engine, retry_window=0.6, retry_max_delay=0.1)
+    given_up: list[GiveUp] = []
+    box.on_give_up.append(given_up.append)
+    await box.start()
+    await _hide_table(engine, "slack_outbox", True)
+    ref = box.post(CHANNEL, text="the final answer", priority=PRIORITY_FINAL, run_id="run-2")
+    assert not await box.saved([ref])  # the step that implied it runs again and queues it again
+    with pytest.raises(OutboxError):
+        await ref.ts()
+    await box.close()
+    await _hide_table(engine, "slack_outbox", False)
+    assert markers(slack) == Counter()
+    assert [(g.run_id, g.error) for g in given_up] == [("run-2", "not_saved")]

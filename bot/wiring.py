@@ -127,17 +127,25 @@ class Services:
         """Stop taking runs, let short ones end, drain tasks, stop timers, flush Slack, release the database.
 
         Runs still going after `grace` stay pending in the engine (their approvals stay open): the
-        next start, or another worker, resumes them.
+        next start, or another worker, resumes them. The parts share the one deadline (runs get it
+        less a reserve for the posts they end with), so a stop takes `grace`, not one per part; what
+        the outbox could not send by then stays saved for the next process.
         """
+        end = time.monotonic() + grace
+
+        def left() -> float:
+            return max(end - time.monotonic(), 0.0)
+
         self.stopping.set()
         if self.retention is not None:
             await self.retention
-        self.left_running = await self.runs.supervisor.stop(grace=grace)
-        await self.tasks.drain(grace=grace, keep="run:" if self.left_running else None)
+        reserve = min(2.0, grace * 0.3)  # for the final answers and statuses runs end with
+        self.left_running = await self.runs.supervisor.stop(grace=max(left() - reserve, 0.0))
+        await self.tasks.drain(grace=left(), keep="run:" if self.left_running else None)
         self.presenter.detach()
         await self.scheduler.stop()
         await self.engine.close(destroy=not self.left_running)
-        await self.outbox.close(drain=True, timeout=grace)
+        await self.outbox.close(drain=True, timeout=left())
         if not self.left_running:  # a run left behind may still hold a client: the process ends anyway
             await self.models.aclose()
         await self.engine.leave()

@@ -111,6 +111,9 @@ class BotSettings(BaseSettings):
     broadcast_final: bool = Field(default=False, validation_alias="MASSGEN_BROADCAST_FINAL")
     # Seconds between status-message refreshes of a run that emits nothing (e.g. waiting for approval).
     status_refresh: float = Field(default=30.0, gt=0, validation_alias="MASSGEN_STATUS_REFRESH")
+    # The length of Slack's rate-limit "minute" the outbox paces by (its budgets, intervals and retry
+    # window scale with it). Keep 60 against Slack; tests and benches compress time against the emulator.
+    slack_minute: float = Field(default=60.0, gt=0, validation_alias="MASSGEN_SLACK_MINUTE")
     # A run posts its live progress message in the thread only once it has run this long: a quick run's
     # status message already shows each agent live, and in a busy channel every post waits ~1 s.
     progress_after: float = Field(default=20.0, ge=0, validation_alias="MASSGEN_PROGRESS_AFTER")

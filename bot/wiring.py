@@ -304,6 +304,14 @@ async def open_storage(settings: BotSettings) -> Storage:
     return Storage(engine, store, SqlRunStore(engine), audit, approvals)
 
 
+def _share_slack_budget(box: Outbox, live: int) -> None:
+    """The app's processes share its Slack budget: each keeps 1 / live of every rate."""
+    share = 1.0 / live
+    if share != box.share:
+        log.info("slack budget: %d live process(es) share it; this one keeps 1/%d", live, live)
+        box.set_share(share)
+
+
 def _make_outbox(
     client: AsyncWebClient, options: OutboxOptions, engine: AsyncEngine, *, owner: str | None = None
 ) -> Outbox:
@@ -367,7 +375,8 @@ async def build_services(
         await asyncio.to_thread(warm_up, [a.backend.type for a in teams.default.team.agents])
     client = client or make_client(settings)
     db = await open_storage(settings)
-    box = _make_outbox(client, outbox or OutboxOptions(), db.engine, owner=settings.executor_id)
+    pacing = outbox or OutboxOptions().scaled(settings.slack_minute / 60.0)
+    box = _make_outbox(client, pacing, db.engine, owner=settings.executor_id)
     remind = timedelta(seconds=teams.default.team.approvals.remind_before_seconds)
     scheduler = ExpiryScheduler(db.approvals, remind_before=remind)
     engine: Engine = (await engine_module).Engine(config, db.engine)
@@ -397,6 +406,7 @@ async def build_services(
     )
     engine.admission.observe = metrics.observe_admission
     engine.on_takeover = box.take_over  # a dead executor's runs and its unsent posts move together
+    engine.on_peers = functools.partial(_share_slack_budget, box)
     groups = GroupResolver(box.call, ttl=settings.group_cache_ttl)
     dms = ApproverDMs(box, db.store, groups.members, policy=settings.approval_dms)
     spawn_ui = functools.partial(tasks.spawn, name="approvals-ui")

@@ -77,6 +77,10 @@ class Engine:
         # Called (with how long the beats have failed) when this worker fences itself.
         self.on_fence: Callable[[float], Awaitable[object]] | None = None
         self.fenced = False  # its heartbeat failed for `fence_after` s: no run step starts here
+        # Called after each heartbeat with how many processes are live (this one included): they
+        # share the workspace's Slack budget. One that died counts until `dead_after`, one that
+        # left (`leave`) no more: a share is given back late, never taken early.
+        self.on_peers: Callable[[int], None] | None = None
         self._watch: asyncio.Task[None] | None = None
         self._last_beat = time.monotonic()  # when the last successful heartbeat began
         self._reachable_since: float | None = None  # since when every database access succeeded
@@ -170,6 +174,10 @@ class Engine:
         self._last_beat = began
         if self.fenced:
             self._unfence()
+        if self.on_peers is not None:
+            async with self._access():
+                live = await self.tables.live(within=cfg.dead_after)
+            self.on_peers(max(live, 1))
         if cfg.executes:
             await self.janitor()
 
@@ -301,11 +309,11 @@ class Engine:
     async def leave(self) -> None:
         """The very last thing before the process ends: other workers may take this one's runs now.
 
-        Without it they wait `dead_after` s. Not for `local` (the embedded default recovers its
-        own runs when it starts again).
+        Without it they wait `dead_after` s, and count it as sharing the Slack budget meanwhile.
+        Not for `local` (the embedded default recovers its own runs when it starts again).
         """
         cfg = self.config
-        if cfg.executes and cfg.executor_id != "local":
+        if cfg.executor_id != "local":
             with contextlib.suppress(Exception):
                 await self.tables.beat(cfg.executor_id, cfg.role, cfg.application_version, left=True)
 

@@ -128,6 +128,16 @@ class EngineTables:
                 values = {"executor_id": executor_id, "role": role, "application_version": version}
                 await conn.execute(insert(table).values(beat_at=now, **values))
 
+    async def live(self, *, within: float) -> int:
+        """How many executors (any role) beat in the last `within` s and did not leave, by the
+        database's clock: the processes sharing the workspace's Slack budget."""
+        table = engine_heartbeats
+        async with self._engine.connect() as conn:
+            count = await conn.scalar(
+                select(func.count()).where(table.c.beat_at >= self._now() - within, table.c.beat_at != LEFT)
+            )
+        return int(count or 0)
+
     async def silent(self, *, older_than: float, but: str) -> list[Silent]:
         """Workers but `but` whose last heartbeat is `older_than` s old or more, by the database's clock."""
         table = engine_heartbeats

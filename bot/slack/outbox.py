@@ -468,6 +468,18 @@ class Outbox:
         finally:
             del self._update_writers[row_id]
 
+    def set_share(self, share: float) -> None:
+        """This process's part of the workspace's Slack budget (1 / the live processes of the app):
+        every method's rate and the pace per channel are that share of Slack's."""
+        self._budgets.set_share(share, self._clock())
+
+    @property
+    def share(self) -> float:
+        return self._budgets.share
+
+    def _channel_pace(self) -> float:
+        return self.channel_interval / self._budgets.share
+
     def hasten(self, ref: MessageRef, priority: int) -> None:
         """Raise a still-queued post to at least `priority`, behind posts hastened earlier (no-op once sent).
 
@@ -743,7 +755,7 @@ class Outbox:
                 await asyncio.sleep(delay)
                 delay = self._channel_next.get(channel, 0.0) - self._clock()
             await self._gate("chat.postMessage")
-            self._channel_next[channel] = self._clock() + self.channel_interval
+            self._channel_next[channel] = self._clock() + self._channel_pace()
             if (
                 whole
                 and self._store is not None

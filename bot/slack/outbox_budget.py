@@ -53,8 +53,18 @@ class TokenBucket:
     updated: float = 0.0
 
     @classmethod
-    def per(cls, per_window: int, window: float) -> TokenBucket:
-        return cls(capacity=max(1.0, per_window // 10), rate=per_window / window)
+    def per(cls, per_window: float, window: float, *, empty: bool = False) -> TokenBucket:
+        """`per_window` calls per `window` s; `empty`: it fills from nothing (no first burst)."""
+        bucket = cls(capacity=max(1.0, per_window // 10), rate=per_window / window)
+        if empty:
+            bucket.tokens = 0.0
+        return bucket
+
+    def resize(self, per_window: float, window: float, now: float) -> None:
+        """A new rate (a share of the workspace's); tokens above the new capacity are dropped."""
+        self._refill(now)
+        self.capacity, self.rate = max(1.0, per_window // 10), per_window / window
+        self.tokens = min(self.tokens, self.capacity)
 
     def _refill(self, now: float) -> None:
         if self.tokens < 0:
@@ -76,22 +86,41 @@ class Budgets:
     """One token bucket per Web API method, sized by its tier, plus a per-method 429 back-off.
 
     Slack counts limits "per API method per workspace per app", so every run shares these; a 429
-    on one method pauses that method only.
+    on one method pauses that method only. Several processes of one app share them too: each
+    keeps `share` of every rate (`set_share`, 1 / the live processes), and once it knows it is
+    not alone its new buckets fill from empty, so a process that joins adds no burst.
     """
 
     def __init__(self, per_window: dict[int, int], window: float, *, posts_per_minute: int) -> None:
         self._per_window = per_window
+        self._posts_per_window = posts_per_minute
         self._window = window
         self._buckets = {"chat.postMessage": TokenBucket.per(posts_per_minute, window)}
         self._backoff: dict[str, float] = {}
+        self.share = 1.0
+
+    def _limit(self, method: str) -> float:
+        if method == "chat.postMessage":
+            return self._posts_per_window * self.share
+        return self._per_window[method_tier(method)] * self.share
 
     def _bucket(self, method: str) -> TokenBucket:
         bucket = self._buckets.get(method)
         if bucket is None:
             bucket = self._buckets[method] = TokenBucket.per(
-                self._per_window[method_tier(method)], self._window
+                self._limit(method), self._window, empty=self.share < 1.0
             )
         return bucket
+
+    def set_share(self, share: float, now: float) -> None:
+        """Keep `share` (0 < share <= 1) of every method's rate from now on."""
+        if not 0.0 < share <= 1.0:
+            raise ValueError(f"a share of the budget is in (0, 1], not {share}")
+        if share == self.share:
+            return
+        self.share = share
+        for method, bucket in self._buckets.items():
+            bucket.resize(self._limit(method), self._window, now)
 
     def wait_time(self, method: str, now: float) -> float:
         """Seconds until `method` may be called: the 429 back-off first, then its token bucket."""

@@ -117,9 +117,19 @@ ADVERSARIAL_64K = {
 
 @pytest.mark.parametrize("text", list(ADVERSARIAL_64K.values()), ids=list(ADVERSARIAL_64K))
 def test_adversarial_64_kb_lines_convert_in_linear_time(text: str) -> None:
-    # The lazy regexes took 6.7 s on 64 KB of "**a " (quadratic); linear is well under a second
-    # here. The bound is loose for a loaded machine; `make bench` prints the real figures.
-    started = time.perf_counter()
-    out = markdown_to_mrkdwn(text)
-    assert time.perf_counter() - started < 3.0
-    assert "<@" not in out
+    # The lazy regexes took 6.7 s on 64 KB of "**a " (quadratic). Linear means 8 times the text
+    # takes about 8 times as long (quadratic: 64 times); a ratio, since a loaded machine (CI with
+    # two cores busy) slows both sizes alike. `make bench` prints the absolute figures.
+    def best_of(sample: str, n: int) -> float:
+        times = []
+        for _ in range(n):
+            started = time.perf_counter()
+            markdown_to_mrkdwn(sample)
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    small = best_of(text[: len(text) // 8], 3)
+    large = best_of(text, 1)
+    assert large < 24 * max(small, 0.005), (large, small)
+    assert large < 10.0
+    assert "<@" not in markdown_to_mrkdwn(text)

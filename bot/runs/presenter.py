@@ -119,6 +119,8 @@ class RunRenderer:
                 priority=PRIORITY_FINAL,
                 broadcast=self._broadcast and i == 0,
                 run_id=self.view.run_id or None,  # a give-up is logged with the run
+                # One final answer per run, whoever posts it (a step run again, a second driver).
+                key=f"final:{self.view.run_id}:{i}" if self.view.run_id else None,
             )
             self.final_posts.append(ref)
 

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy.exc import IntegrityError
 
 from bot.batched import Batched
 from bot.errors import OutboxError
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     from bot.slack.store import OutboxRow, OutboxStore, PendingUpdate
 
 __all__ = [
+    "DUPLICATE",
     "NOT_SAVED",
     "PRIORITY_APPROVAL",
     "PRIORITY_FINAL",
@@ -81,6 +83,10 @@ PRIORITY_THREAD = 5
 PRIORITY_APPROVAL = 10
 PRIORITY_FINAL = 10
 NOT_SAVED = "not_saved"  # the error of a post not sent because its row could not be written
+# Posts not sent because another process sends them (never given up: nothing is missing).
+DUPLICATE = "duplicate"  # a post of the same key was saved already (a run's final answer, twice)
+TAKEN = "taken"  # a janitor gave the post's row to another process
+_NOT_MINE = frozenset({DUPLICATE, TAKEN})
 MARKER_EVENT = "massgen_outbox"  # metadata event_type carrying the post's client-generated id
 _MAX_ATTEMPTS = 5  # of an interactive call (`call`: a views.open's trigger lasts 3 s anyway)
 # Posts and updates are retried for a window, not a number of attempts: a Slack outage of minutes
@@ -91,6 +97,7 @@ RETRY_MAX_DELAY = 30.0
 # Refusals a text-only post survives by being re-sent as plain-text pieces.
 _SPLIT_ON = frozenset({"msg_too_long", "invalid_blocks", "msg_blocks_too_long", "invalid_arguments"})
 _UNSAVED_KEPT = 10_000
+_FAILED = object()  # what `_persist` returns for a write that failed for good
 SPLIT_CHARS = 3_900  # per piece: under the 4,000 characters Slack shows of a top-level text
 
 
@@ -131,6 +138,7 @@ class Outbox:
         self._saves: set[asyncio.Task[None]] = set()
         self._saving: dict[str, asyncio.Task[None]] = {}  # posts' row writes under way, by marker
         self._unsaved: dict[str, None] = {}  # posts whose row could not be written (the latest ones)
+        self._keyed: dict[str, MessageRef] = {}  # posts with a key, until delivered or refused
         self._stopping = asyncio.Event()  # set by close(): writes waiting to be retried stop
         self.on_give_up: list[Callable[[GiveUp], None]] = []
         self._update_states: dict[str, PendingUpdate] = {}
@@ -215,14 +223,22 @@ class Outbox:
         broadcast: bool = False,
         priority: int = PRIORITY_STATUS,
         run_id: str | None = None,
+        key: str | None = None,
     ) -> MessageRef:
-        """Queue a `chat.postMessage` (saved to the store first); the returned ref resolves to its `ts`."""
+        """Queue a `chat.postMessage` (saved to the store first); the returned ref resolves to its `ts`.
+
+        `key`: the post's id when it must exist once whoever posts it (a run's final answer, which a
+        step run again or a second driver may post again): a post of a key saved already, here or
+        by another process, is not sent again (its ref fails with `DUPLICATE`).
+        """
         if self._closed:
             raise OutboxError("outbox is closed", method="chat.postMessage")
+        if key is not None and (queued := self._keyed.get(key)) is not None:
+            return queued  # the same post, still on its way
         root = MessageRef.existing(channel, thread) if isinstance(thread, str) else thread
         if root is not None and root.channel != channel:
             raise ValueError(f"thread root is in {root.channel}, not {channel}")
-        marker = uuid.uuid4().hex
+        marker = key or uuid.uuid4().hex
         kwargs: dict[str, Any] = {
             "channel": channel,
             "text": text,
@@ -235,6 +251,8 @@ class Outbox:
         if broadcast:
             kwargs["reply_broadcast"] = True
         ref = MessageRef(channel, marker=marker)
+        if key is not None:
+            self._keyed[key] = ref
         self._seq += 1
         post = Post(ref, kwargs, root, priority, self._seq, marker, run_id=run_id)
         if self._store is not None:
@@ -268,26 +286,36 @@ class Outbox:
             attempts=0,
             ts=None,
         )
-        if not await self._persist("save", row):
+        try:
+            saved = await self._persist("save", row)
+        except IntegrityError:  # its id is saved: this post, if a lost commit answer hid it, or another's
+            saved = await self._persist("claim", row.id)
+            if saved is False:
+                raise OutboxError(
+                    "a post of this key was saved already", method="chat.postMessage", error=DUPLICATE
+                ) from None
+        if saved is _FAILED:
             raise OutboxError(
                 "the post could not be saved (the database was away), so it was not sent",
                 method="chat.postMessage",
                 error=NOT_SAVED,
             )
 
-    async def _persist(self, what: str, *args: Any, **kwargs: Any) -> bool:
-        """A write a send depends on, retried with backoff for `retry_window` (not after `close`)."""
+    async def _persist(self, what: str, *args: Any, **kwargs: Any) -> Any:
+        """A write a send depends on, retried with backoff for `retry_window` (not after `close`):
+        its result, or `_FAILED`. A collision (`IntegrityError`) is an answer, not retried."""
         assert self._store is not None
         give_up_at = self._clock() + self.retry_window
         attempt = 0
         while True:
             try:
-                await getattr(self._store, what)(*args, **kwargs)
-                return True
+                return await getattr(self._store, what)(*args, **kwargs)
+            except IntegrityError:
+                raise
             except Exception as exc:
                 if self._closed or self._clock() >= give_up_at:
                     log.error("outbox store: %s failed for good: %r", what, exc)
-                    return False
+                    return _FAILED
                 if attempt == 0:
                     log.warning("outbox store: %s failed (%r); retrying while it is away", what, exc)
             attempt += 1
@@ -304,7 +332,10 @@ class Outbox:
 
     def _saved_or_not(self, marker: str, task: asyncio.Task[None]) -> None:
         self._saving.pop(marker, None)
-        if task.cancelled() or task.exception() is not None:
+        error = None if task.cancelled() else task.exception()
+        if isinstance(error, OutboxError) and error.error == DUPLICATE:
+            return  # saved, by whoever posts it
+        if task.cancelled() or error is not None:
             self._unsaved[marker] = None
             if len(self._unsaved) > _UNSAVED_KEPT:
                 self._unsaved.pop(next(iter(self._unsaved)))
@@ -683,7 +714,10 @@ class Outbox:
             post.ref._resolve(ts)
         except OutboxError as exc:
             post.ref._fail(exc)
-            self._give_up(post.marker, channel, post.run_id, str(exc), exc.error)
+            if exc.error in _NOT_MINE:  # another process posts it: nothing is missing
+                log.info("slack post %s not sent here: %s (run %s)", post.marker, exc, post.run_id)
+            else:
+                self._give_up(post.marker, channel, post.run_id, str(exc), exc.error)
         except Exception as exc:  # a bug must not leave the ref (and flush) waiting forever
             log.exception("outbox post failed unexpectedly")
             post.ref._fail(OutboxError(f"post failed: {exc!r}", method="chat.postMessage"))
@@ -692,6 +726,7 @@ class Outbox:
             if post.ref.known_ts is None and not post.ref.failed:  # cancelled by close()
                 post.ref._fail(OutboxError("outbox closed while posting", method="chat.postMessage"))
             self._posting.discard(channel)
+            self._keyed.pop(post.marker, None)
             await self._finished()
 
     async def _post_once(self, post: Post) -> str:
@@ -756,16 +791,8 @@ class Outbox:
                 delay = self._channel_next.get(channel, 0.0) - self._clock()
             await self._gate("chat.postMessage")
             self._channel_next[channel] = self._clock() + self._channel_pace()
-            if (
-                whole
-                and self._store is not None
-                and not await self._persist("attempt", marker, thread_ts=thread, next_attempt_at=time.time())
-            ):  # unrecorded, a send would be re-sent unlooked-up after a restart
-                raise OutboxError(
-                    "the post's attempt could not be recorded, so it was not sent",
-                    method="chat.postMessage",
-                    error=NOT_SAVED,
-                )
+            if whole and self._store is not None:
+                await self._claim_attempt(marker, thread)
             try:
                 return str((await self._send("chat.postMessage", kwargs))["ts"])
             except Exception as exc:
@@ -789,6 +816,21 @@ class Outbox:
                     ) from exc
                 attempt += kind != "ratelimited"
                 self._note_retry("chat.postMessage", kind, retry_after, attempt)
+
+    async def _claim_attempt(self, marker: str, thread: str | None) -> None:
+        """Record the attempt before the send (unrecorded, a restart would re-send it unlooked-up),
+        on a row still this process's (else the process a janitor gave it to sends it)."""
+        mine = await self._persist("attempt", marker, thread_ts=thread, next_attempt_at=time.time())
+        if mine is _FAILED:
+            raise OutboxError(
+                "the post's attempt could not be recorded, so it was not sent",
+                method="chat.postMessage",
+                error=NOT_SAVED,
+            )
+        if mine is False:
+            raise OutboxError(
+                "the post's row was given to another process", method="chat.postMessage", error=TAKEN
+            )
 
     async def _look_up(
         self, channel: str, marker: str, thread: str | None, oldest: str, give_up_at: float

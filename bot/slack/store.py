@@ -295,17 +295,28 @@ class OutboxStore:
         async with self._engine.begin() as own:
             await own.execute(insert(slack_outbox).values(**values))
 
-    async def attempt(self, post_id: str, *, thread_ts: str | None, next_attempt_at: float) -> None:
-        """About to send: count the attempt (a crash from here on means "maybe delivered")."""
+    async def attempt(self, post_id: str, *, thread_ts: str | None, next_attempt_at: float) -> bool:
+        """About to send: count the attempt (a crash from here on means "maybe delivered"); False
+        when the row is not this process's any more (a janitor gave it to another: that one sends it)."""
         query = (
             update(slack_outbox)
-            .where(slack_outbox.c.id == post_id)
+            .where(slack_outbox.c.id == post_id, self._mine())
             .values(
                 attempts=slack_outbox.c.attempts + 1, thread_ts=thread_ts, next_attempt_at=next_attempt_at
             )
         )
         async with self._engine.begin() as conn:
-            await conn.execute(query)
+            return bool((await conn.execute(query)).rowcount)
+
+    async def claim(self, post_id: str) -> bool:
+        """After a save collided on `post_id`: whether the row is this very post, saved by this
+        process in a commit whose answer was lost (its own, unsent and never tried), not another's."""
+        query = select(slack_outbox.c.status, slack_outbox.c.attempts).where(
+            slack_outbox.c.id == post_id, self._mine()
+        )
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return row is not None and row.status == "pending" and row.attempts == 0
 
     async def note_error(self, post_id: str, error: str) -> None:
         """A retryable failure: keep the row pending, remember why."""

@@ -351,3 +351,54 @@ async def test_a_post_whose_row_cannot_be_written_is_not_sent_and_says_so(
     await _hide_table(engine, "slack_outbox", False)
     assert markers(slack) == Counter()
     assert [(g.run_id, g.error) for g in given_up] == [("run-2", "not_saved")]
+
+
+def _owned(slack: SlackEmulator, engine: AsyncEngine, owner: str) -> Outbox:
+    client = AsyncWebClient(token="xoxb-test", base_url=slack.api_url, timeout=5)
+    options: dict[str, Any] = {"update_interval": 0.2, "channel_interval": 0.06, "budget_window": 3.0}
+    return Outbox(client, store=OutboxStore(engine, owner=owner), **options)
+
+
+async def test_a_keyed_post_goes_once_whoever_posts_it_and_however_often(
+    slack: SlackEmulator, engine: AsyncEngine
+) -> None:
+    one, two = _owned(slack, engine, "w1"), _owned(slack, engine, "w2")
+    given_up: list[GiveUp] = []
+    for box in (one, two):
+        box.on_give_up.append(given_up.append)
+        await box.start()
+    first = one.post(CHANNEL, text="the final answer", priority=PRIORITY_FINAL, run_id="r", key="final:r:0")
+    again = one.post(CHANNEL, text="the final answer", priority=PRIORITY_FINAL, run_id="r", key="final:r:0")
+    assert again is first  # the same post, still on its way
+    ts = await first.ts()
+    later = one.post(CHANNEL, text="the final answer", priority=PRIORITY_FINAL, run_id="r", key="final:r:0")
+    other = two.post(CHANNEL, text="the final answer", priority=PRIORITY_FINAL, run_id="r", key="final:r:0")
+    for ref in (later, other):  # a step run again here, a second driver there
+        with pytest.raises(OutboxError) as refused:
+            await ref.ts()
+        assert refused.value.error == "duplicate"
+    assert await one.saved([later]) and await two.saved([other])  # saved: by whoever posted it
+    await one.close()
+    await two.close()
+    assert markers(slack) == Counter({"final:r:0": 1})
+    assert [r.ts for r in await OutboxStore(engine).rows()] == [ts]
+    assert given_up == []  # nothing is missing: nobody is told so
+
+
+async def test_a_post_whose_row_a_janitor_gave_away_is_sent_by_the_taker_only(
+    slack: SlackEmulator, engine: AsyncEngine
+) -> None:
+    dead, taker = _owned(slack, engine, "w1"), _owned(slack, engine, "w2")
+    await dead.start()
+    await taker.start()
+    slack.fail_for(1.0, methods=["chat.postMessage"])  # w1's post waits for Slack...
+    ref = dead.post(CHANNEL, text="the answer", priority=PRIORITY_FINAL, run_id="r")
+    assert await dead.saved([ref])
+    assert await taker.take_over(["w1"]) == 1  # ...while a janitor judges w1 dead and takes its row
+    with pytest.raises(OutboxError) as refused:
+        await ref.ts()  # w1 lives on, but the row is w2's now: w1 does not send it
+    assert refused.value.error == "taken"
+    await taker.flush()
+    await dead.close()
+    await taker.close()
+    assert markers(slack) == Counter({ref.marker: 1})

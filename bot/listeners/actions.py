@@ -6,11 +6,12 @@ button value is only an id, everything else is looked up server-side.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
-from bot.listeners.replies import response_url, tell
+from bot.listeners.replies import answered, response_url, tell
 from bot.listeners.workspaces import Workspaces, user_team
 from bot.render import ids
 from bot.runs import ANSWER_GONE
@@ -26,7 +27,9 @@ def register(app: AsyncApp, services: Services) -> None:
     def approve(scope: Any) -> Any:
         async def listener(ack: AsyncAck, body: dict[str, Any]) -> None:
             await ack()
-            services.tasks.spawn(_approve(services, body, scope), name="click:approve")
+            services.tasks.spawn(
+                _guarded(services, body, _approve(services, body, scope)), name="click:approve"
+            )
 
         return listener
 
@@ -36,32 +39,49 @@ def register(app: AsyncApp, services: Services) -> None:
     @app.action(ids.DENY)
     async def deny(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
-        services.tasks.spawn(_deny(services, body), name="click:deny")
+        services.tasks.spawn(_guarded(services, body, _deny(services, body)), name="click:deny")
 
     @app.action(ids.DETAILS)
     async def details(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
-        services.tasks.spawn(_details(services, body), name="click:details")
+        services.tasks.spawn(_guarded(services, body, _details(services, body)), name="click:details")
 
     @app.action(ids.VIEW_DIFF)
     async def view_diff(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
-        services.tasks.spawn(_details(services, body, diff=True), name="click:diff")
+        services.tasks.spawn(_guarded(services, body, _details(services, body, diff=True)), name="click:diff")
 
     @app.action(ids.RUN_CANCEL)
     async def cancel(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
-        services.tasks.spawn(_stop(services, body, finish=False), name="click:cancel")
+        services.tasks.spawn(
+            _guarded(services, body, _stop(services, body, finish=False)), name="click:cancel"
+        )
 
     @app.action(ids.RUN_FINISH_NOW)
     async def finish_now(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
-        services.tasks.spawn(_stop(services, body, finish=True), name="click:finish")
+        services.tasks.spawn(
+            _guarded(services, body, _stop(services, body, finish=True)), name="click:finish"
+        )
 
     @app.action(ids.ANSWER_FULL)
     async def answer_full(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
-        services.tasks.spawn(_answer_full(services, body), name="click:answer")
+        services.tasks.spawn(_guarded(services, body, _answer_full(services, body)), name="click:answer")
+
+
+def _guarded(services: Services, body: dict[str, Any], work: Awaitable[object]) -> Coroutine[Any, Any, None]:
+    """The click's work; if the database is away, the clicker hears "try again"."""
+    where = conversation(body)
+    return answered(
+        services,
+        work,
+        user=user_id(body),
+        channel=None if where is None else where.channel,
+        response_url=response_url(body),
+        thread_ts=None if where is None else where.thread_ts,
+    )
 
 
 async def _tell(services: Services, body: dict[str, Any], text: str | None) -> None:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
-from bot.listeners.replies import response_url, tell
+from bot.listeners.replies import answered, response_url, tell
 from bot.listeners.workspaces import REFUSED, Workspaces
 from bot.runs import Where, help_text
 from bot.slack.parse import (
@@ -54,7 +54,14 @@ def register(app: AsyncApp, services: Services) -> None:
             response_url=response_url(command),
             delivery=f"command:{trigger}" if isinstance(trigger, str) and trigger else None,
         )
-        services.tasks.spawn(_answer(services, parsed, where), name=f"command:{type(parsed).__name__}")
+        work = answered(
+            services,
+            _answer(services, parsed, where),
+            user=user,
+            channel=channel,
+            response_url=where.response_url,
+        )
+        services.tasks.spawn(work, name=f"command:{type(parsed).__name__}")
 
 
 async def _answer(

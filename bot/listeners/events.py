@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from slack_bolt.async_app import AsyncApp
 
 from bot.listeners.commands import keyword_reply
-from bot.listeners.replies import tell
+from bot.listeners.replies import answered, tell
 from bot.listeners.workspaces import REFUSED, Workspaces
 from bot.runs import Where, help_text
 from bot.slack.parse import Help, OpenSettings, StartRun, UsageError, parse_command, strip_mentions
@@ -50,7 +50,15 @@ def register(app: AsyncApp, services: Services) -> None:
             return
         event_id = body.get("event_id")
         delivery = f"event:{event_id}" if isinstance(event_id, str) and event_id else None
-        services.tasks.spawn(_mention(services, event, delivery), name="event:mention")
+        user, channel, thread = event.get("user"), event.get("channel"), event.get("thread_ts")
+        work = answered(
+            services,
+            _mention(services, event, delivery),
+            user=user if isinstance(user, str) else None,
+            channel=channel if isinstance(channel, str) else None,
+            thread_ts=thread if isinstance(thread, str) else None,
+        )
+        services.tasks.spawn(work, name="event:mention")
 
     @app.event("app_home_opened")
     async def home(body: dict[str, Any], event: dict[str, Any]) -> None:

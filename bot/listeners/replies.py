@@ -9,17 +9,34 @@ fallback for payloads without one (mentions, App Home clicks) and for a spent or
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from slack_bolt.context.respond.async_respond import AsyncRespond
+from sqlalchemy.exc import SQLAlchemyError
 
+from approvals import StoreError
 from bot.errors import OutboxError
+from orchestrator import RunStoreError
 
 if TYPE_CHECKING:
     from bot.wiring import Services
 
 log = logging.getLogger(__name__)
+
+# What a request meets when the bot's database is away (stopped, full disk, read-only).
+STORE_DOWN = (SQLAlchemyError, StoreError, RunStoreError, OSError)
+TRY_AGAIN = (
+    "I could not record that: my database is not answering right now, so nothing was done. "
+    "Please try again in a minute."
+)
+WAITING = (
+    "My database is not answering right now, so that is waiting: it goes through once the database "
+    "is back (the message shows it then)."
+)
+SLOW = 5.0  # seconds after which a request still at work, with the database away, is explained
 
 
 async def tell(
@@ -56,3 +73,33 @@ def response_url(payload: dict[str, object]) -> str | None:
     """The payload's `response_url` (from the signed request), if it has one."""
     url = payload.get("response_url")
     return url if isinstance(url, str) and url else None
+
+
+async def answered(
+    services: Services,
+    work: Awaitable[object],
+    *,
+    user: str | None,
+    channel: str | None,
+    response_url: str | None = None,
+    thread_ts: str | None = None,
+) -> None:
+    """Do `work` (a command, a click, a mention); if the database is away, say "try again", never
+    nothing: Slack got its ack at once, so silence would read as done."""
+    task = asyncio.ensure_future(work)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=SLOW)
+        if not done and user and await services.storage.ping(within=1.0) is not None:
+            # Waiting on the database (a run's event is retried until it is stored): say so now.
+            await tell(services, user=user, channel=channel, text=WAITING,
+                       response_url=response_url, thread_ts=thread_ts)  # fmt: skip
+        await task
+    except STORE_DOWN as exc:
+        log.warning("a request met the database away (%s: %s); its user is told to try again",
+                    type(exc).__name__, str(exc)[:200])  # fmt: skip
+        if user:
+            await tell(services, user=user, channel=channel, text=TRY_AGAIN,
+                       response_url=response_url, thread_ts=thread_ts)  # fmt: skip
+    finally:
+        if not task.done():  # cancelled (a shutdown): the work goes with it
+            task.cancel()

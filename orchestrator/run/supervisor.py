@@ -20,11 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from approvals import ConversationRef
+from sqlalchemy.exc import SQLAlchemyError
+
+from approvals import ConversationRef, StoreError
 from orchestrator.config.cost import Price, cost_usd, resolve_price
 from orchestrator.config.team import AgentConfig, TeamConfig
 from orchestrator.errors import (
     RunFenced,
+    RunStoreError,
     RunStoreUnavailable,
     ToolParked,
 )
@@ -216,8 +219,8 @@ class Supervisor:
         await self.emitter.close()
         self.done.set_result(parked if self.emitter.store_error is None else self._suspended())
 
-    def _suspended(self) -> Suspended:
-        error = self.emitter.store_error
+    def _suspended(self, cause: BaseException | None = None) -> Suspended:
+        error = self.emitter.store_error or cause
         return Suspended(
             run_id=self.run_id, waiting=(), reason=repr(error), fenced=isinstance(error, RunFenced)
         )
@@ -260,6 +263,11 @@ class Supervisor:
         except RunStoreUnavailable:
             self._finishing = True
             return self._suspended(), False
+        except (SQLAlchemyError, StoreError, RunStoreError) as exc:  # a database away (e.g. building tools)
+            # Fail-stop, not failed: the run goes on from what was stored once the database is back.
+            self._finishing = True
+            log.warning("run %s: its database is unavailable (%r); the run suspends", self.run_id, exc)
+            return self._suspended(exc), False
         except Exception as exc:  # a bug must still end the run visibly, never hang it
             log.exception("run %s crashed", self.run_id)
             return RunFailed(reasons={"run": f"internal error: {exc!r}"}), False

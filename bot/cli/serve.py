@@ -30,6 +30,10 @@ log = logging.getLogger("massgen-bot")
 Serving = Mode | Literal["worker"]  # what a process listens to: Slack (HTTP or Socket Mode), or nothing
 
 
+class CannotListen(Exception):
+    """The HTTP port cannot be bound (in use, or not this user's to take): one line, exit 1."""
+
+
 def register(subparsers: Any) -> None:
     """Add the three serving subcommands."""
     serve = subparsers.add_parser("serve", help="serve Slack over HTTP (POST /slack/events, GET /healthz)")
@@ -236,7 +240,11 @@ async def serve(
         stopping = asyncio.ensure_future(stop.wait())
         await asyncio.wait({listening, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if listening.done():
-            listening.result()
+            try:
+                listening.result()
+            except CannotListen as exc:
+                print(f"massgen-bot: {exc}", file=sys.stderr)
+                return 1
             if ready is not None:
                 ready.set()
             await stopping
@@ -275,7 +283,7 @@ async def _listen_http(
     runner = web.AppRunner(build_web_app(app, services), access_log=None)
     await runner.setup()
     stack.push_async_callback(runner.cleanup)
-    await web.TCPSite(runner, host, port).start()
+    await _bind(web.TCPSite(runner, host, port), host, port)
     log.info("serving Slack over HTTP on %s:%s/slack/events", host, port)
 
 
@@ -287,8 +295,19 @@ async def _listen_health(stack: contextlib.AsyncExitStack, services: Any, host: 
     runner = web.AppRunner(build_health_app(services), access_log=None)
     await runner.setup()
     stack.push_async_callback(runner.cleanup)
-    await web.TCPSite(runner, host, port).start()
+    await _bind(web.TCPSite(runner, host, port), host, port)
     log.info("health checks on %s:%s/healthz and /readyz", host, port)
+
+
+async def _bind(site: Any, host: str, port: int) -> None:
+    """Start `site`; a port that cannot be bound is a `CannotListen` naming it and how to choose another."""
+    try:
+        await site.start()
+    except OSError as exc:
+        # asyncio's message repeats the address around the OS's reason: the reason alone is the news.
+        reason = str(exc).rpartition(": ")[2] or exc.strerror or type(exc).__name__
+        advice = "choose another with --port or PORT"
+        raise CannotListen(f"cannot listen on {host}:{port} ({reason}); {advice}") from None
 
 
 async def _listen_socket(stack: contextlib.AsyncExitStack, app: Any, app_token: str) -> None:

@@ -216,6 +216,9 @@ async def serve(
     if stop is None:
         stop = _stop_on_signals()  # before anything that can wait: a signal stops every state
     try:
+        if (problem := _team_file_problem(team_file or settings.team_file)) is not None:
+            print(f"massgen-bot: {problem}", file=sys.stderr)
+            return 1
         services = await build_services(settings, team_file=team_file)
     except TeamConfigError as exc:
         print(f"massgen-bot: {exc}", file=sys.stderr)
@@ -259,6 +262,17 @@ async def serve(
         logging.shutdown()
         os._exit(0)
     return 0
+
+
+def _team_file_problem(team_file: Path | None) -> str | None:
+    """A team file's local agents whose model files are missing (before the services start, not at a run)."""
+    if team_file is None:
+        return None
+    from bot.cli.preflight import model_files_problem
+    from orchestrator import load_team
+
+    problem = model_files_problem(load_team(team_file))  # a bad file raises `TeamConfigError`
+    return None if problem is None else f"{problem} (the team file {team_file})"
 
 
 async def _listen(

@@ -105,6 +105,7 @@ def run_command(args: argparse.Namespace) -> int:
         settings = _settings(args.database_url)
         # --cancel calls no model: it needs no API key, nor the model files.
         team, team_name = _team(args.team or settings.team_file, models=args.cancel is None)
+        _check_state_folder(settings)  # last: it makes the folder, and a refused run leaves nothing
     except UsageError as exc:
         print(f"massgen-bot run: {exc}", file=sys.stderr)
         gc.enable()
@@ -149,6 +150,13 @@ def _settings(database_url: str | None) -> BotSettings:
     if database_url is not None:
         settings = settings.model_copy(update={"database_url": database_url})
     return settings
+
+
+def _check_state_folder(settings: BotSettings) -> None:
+    from bot.cli.preflight import state_folder_problem
+
+    if (problem := state_folder_problem(settings)) is not None:
+        raise UsageError(problem)
 
 
 def _team(team_file: Path | None, *, models: bool = True) -> tuple[TeamConfig, str]:

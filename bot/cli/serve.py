@@ -100,7 +100,12 @@ def _main(
         problem = settings_problem(exc) if isinstance(exc, ValidationError) else str(exc)
         print(f"massgen-bot: invalid settings: {problem}", file=sys.stderr)
         return 1
+    from bot.cli.preflight import state_folder_problem
     from bot.ops import configure_logging
+
+    if (unwritable := state_folder_problem(settings)) is not None:
+        print(f"massgen-bot: {unwritable}", file=sys.stderr)
+        return 1
 
     tokens = (settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret)
     if mode != "playground" and (placeholders := placeholder_settings(settings)):

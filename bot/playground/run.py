@@ -163,9 +163,13 @@ async def serve_playground(
     async with contextlib.AsyncExitStack() as stack:
         try:
             await slack.start(port=port, routes=Page(workspace).routes)
-        except OSError as exc:
+        except OSError as exc:  # asyncio's message repeats the address around the OS's reason
+            reason = str(exc).rpartition(": ")[2] or type(exc).__name__
             log.error(
-                "playground: cannot listen on 127.0.0.1:%s (%s); set MASSGEN_PLAYGROUND_PORT", port, exc
+                "playground: cannot listen on 127.0.0.1:%s (%s); choose another with --playground-port "
+                "or MASSGEN_PLAYGROUND_PORT",
+                port,
+                reason,
             )
             return 1
         stack.push_async_callback(slack.close)

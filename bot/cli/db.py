@@ -74,10 +74,12 @@ async def _report(verb: str, revision: Any) -> int:
 
 def _with_engine(action: Any) -> int:
     from approvals import make_engine
+    from bot.cli.preflight import state_folder_problem
 
     settings = BotSettings.load()
-    if settings.state_dir is not None:
-        settings.state_dir.mkdir(parents=True, exist_ok=True)
+    if (problem := state_folder_problem(settings)) is not None:  # it also makes the folder
+        print(f"massgen-bot: db: {problem}", file=sys.stderr)
+        return 1
 
     async def main() -> int:
         engine = make_engine(settings.resolved_database_url())

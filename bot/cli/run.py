@@ -103,8 +103,9 @@ def run_command(args: argparse.Namespace) -> int:
         if stored and (args.task or args.task_file is not None or args.repo is not None):
             raise UsageError("--resume and --cancel act on a stored run: give no task (nor --repo)")
         settings = _settings(args.database_url)
-        # --cancel calls no model: it needs no API key.
-        team, team_name = _team(args.team or settings.team_file, keys=args.cancel is None)
+        # --cancel calls no model: it needs no API key, nor the model files.
+        team, team_name = _team(args.team or settings.team_file, models=args.cancel is None)
+        _check_state_folder(settings)  # last: it makes the folder, and a refused run leaves nothing
     except UsageError as exc:
         print(f"massgen-bot run: {exc}", file=sys.stderr)
         gc.enable()
@@ -151,15 +152,26 @@ def _settings(database_url: str | None) -> BotSettings:
     return settings
 
 
-def _team(team_file: Path | None, *, keys: bool = True) -> tuple[TeamConfig, str]:
-    """The team (its file, else the built-in one) and its name, once every agent has a key (`keys`)."""
+def _check_state_folder(settings: BotSettings) -> None:
+    from bot.cli.preflight import state_folder_problem
+
+    if (problem := state_folder_problem(settings)) is not None:
+        raise UsageError(problem)
+
+
+def _team(team_file: Path | None, *, models: bool = True) -> tuple[TeamConfig, str]:
+    """The team (its file, else the built-in one) and its name; with `models` (the run will call
+    them), once every agent has its key and every local agent its model file."""
+    from bot.cli.preflight import model_files_problem
     from orchestrator import TeamConfigError, default_team, load_team, missing_keys
 
     try:
         team = load_team(team_file) if team_file is not None else default_team()
     except TeamConfigError as exc:
         raise UsageError(str(exc)) from None
-    missing = missing_keys(team, os.environ) if keys else {}
+    if models and (problem := model_files_problem(team)) is not None:
+        raise UsageError(f"{problem} (the team file {team_file})")  # the built-in team has no local agent
+    missing = missing_keys(team, os.environ) if models else {}
     if missing:
         agents = ", ".join(f"agent {agent} needs {var}" for agent, var in missing.items())
         where = f"the team file {team_file}" if team_file is not None else "a team file (--team)"

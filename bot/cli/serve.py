@@ -30,6 +30,10 @@ log = logging.getLogger("massgen-bot")
 Serving = Mode | Literal["worker"]  # what a process listens to: Slack (HTTP or Socket Mode), or nothing
 
 
+class CannotListen(Exception):
+    """The HTTP port cannot be bound (in use, or not this user's to take): one line, exit 1."""
+
+
 def register(subparsers: Any) -> None:
     """Add the three serving subcommands."""
     serve = subparsers.add_parser("serve", help="serve Slack over HTTP (POST /slack/events, GET /healthz)")
@@ -96,7 +100,12 @@ def _main(
         problem = settings_problem(exc) if isinstance(exc, ValidationError) else str(exc)
         print(f"massgen-bot: invalid settings: {problem}", file=sys.stderr)
         return 1
+    from bot.cli.preflight import state_folder_problem
     from bot.ops import configure_logging
+
+    if (unwritable := state_folder_problem(settings)) is not None:
+        print(f"massgen-bot: {unwritable}", file=sys.stderr)
+        return 1
 
     tokens = (settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret)
     if mode != "playground" and (placeholders := placeholder_settings(settings)):
@@ -212,6 +221,9 @@ async def serve(
     if stop is None:
         stop = _stop_on_signals()  # before anything that can wait: a signal stops every state
     try:
+        if (problem := _team_file_problem(team_file or settings.team_file)) is not None:
+            print(f"massgen-bot: {problem}", file=sys.stderr)
+            return 1
         services = await build_services(settings, team_file=team_file)
     except TeamConfigError as exc:
         print(f"massgen-bot: {exc}", file=sys.stderr)
@@ -236,7 +248,11 @@ async def serve(
         stopping = asyncio.ensure_future(stop.wait())
         await asyncio.wait({listening, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if listening.done():
-            listening.result()
+            try:
+                listening.result()
+            except CannotListen as exc:
+                print(f"massgen-bot: {exc}", file=sys.stderr)
+                return 1
             if ready is not None:
                 ready.set()
             await stopping
@@ -251,6 +267,17 @@ async def serve(
         logging.shutdown()
         os._exit(0)
     return 0
+
+
+def _team_file_problem(team_file: Path | None) -> str | None:
+    """A team file's local agents whose model files are missing (before the services start, not at a run)."""
+    if team_file is None:
+        return None
+    from bot.cli.preflight import model_files_problem
+    from orchestrator import load_team
+
+    problem = model_files_problem(load_team(team_file))  # a bad file raises `TeamConfigError`
+    return None if problem is None else f"{problem} (the team file {team_file})"
 
 
 async def _listen(
@@ -275,7 +302,7 @@ async def _listen_http(
     runner = web.AppRunner(build_web_app(app, services), access_log=None)
     await runner.setup()
     stack.push_async_callback(runner.cleanup)
-    await web.TCPSite(runner, host, port).start()
+    await _bind(web.TCPSite(runner, host, port), host, port)
     log.info("serving Slack over HTTP on %s:%s/slack/events", host, port)
 
 
@@ -287,8 +314,19 @@ async def _listen_health(stack: contextlib.AsyncExitStack, services: Any, host: 
     runner = web.AppRunner(build_health_app(services), access_log=None)
     await runner.setup()
     stack.push_async_callback(runner.cleanup)
-    await web.TCPSite(runner, host, port).start()
+    await _bind(web.TCPSite(runner, host, port), host, port)
     log.info("health checks on %s:%s/healthz and /readyz", host, port)
+
+
+async def _bind(site: Any, host: str, port: int) -> None:
+    """Start `site`; a port that cannot be bound is a `CannotListen` naming it and how to choose another."""
+    try:
+        await site.start()
+    except OSError as exc:
+        # asyncio's message repeats the address around the OS's reason: the reason alone is the news.
+        reason = str(exc).rpartition(": ")[2] or exc.strerror or type(exc).__name__
+        advice = "choose another with --port or PORT"
+        raise CannotListen(f"cannot listen on {host}:{port} ({reason}); {advice}") from None
 
 
 async def _listen_socket(stack: contextlib.AsyncExitStack, app: Any, app_token: str) -> None:

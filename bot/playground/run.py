@@ -146,11 +146,15 @@ async def serve_playground(
     from bot.app import build_app, build_web_app
     from bot.wiring import build_services
     from orchestrator import TeamConfigError
+    from orchestrator.llm.factory import missing_model_files
 
     try:
         pick = team or playground_team(os.environ if env is None else env, team_file)
     except TeamConfigError as exc:
         log.error("playground: %s", exc)
+        return 1
+    if missing := missing_model_files(pick.team):  # before the page opens, not at the first run
+        log.error("playground: %s", "; ".join(f"agent {agent}: {why}" for agent, why in missing.items()))
         return 1
     token, signing_secret = f"xoxb-playground-{secrets.token_hex(8)}", secrets.token_hex(16)
     slack = SlackEmulator(bot_token=token)
@@ -159,9 +163,13 @@ async def serve_playground(
     async with contextlib.AsyncExitStack() as stack:
         try:
             await slack.start(port=port, routes=Page(workspace).routes)
-        except OSError as exc:
+        except OSError as exc:  # asyncio's message repeats the address around the OS's reason
+            reason = str(exc).rpartition(": ")[2] or type(exc).__name__
             log.error(
-                "playground: cannot listen on 127.0.0.1:%s (%s); set MASSGEN_PLAYGROUND_PORT", port, exc
+                "playground: cannot listen on 127.0.0.1:%s (%s); choose another with --playground-port "
+                "or MASSGEN_PLAYGROUND_PORT",
+                port,
+                reason,
             )
             return 1
         stack.push_async_callback(slack.close)

@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from orchestrator.llm.retry import RetryPolicy
 from orchestrator.ports import ModelClient
 
 if TYPE_CHECKING:
+    from orchestrator.config.team import TeamConfig
     from orchestrator.llm.llamacpp import LocalModel
     from orchestrator.ports import CallAdmission
 
@@ -175,6 +177,31 @@ def make_model_client(
     raise ProviderConfigError(f"unknown backend type {type!r}; expected one of {', '.join(BACKEND_TYPES)}")
 
 
+def check_model_file(path: Path) -> None:
+    """Raise `ProviderConfigError` naming `path` unless it is a file (the embedded server's GGUF)."""
+    if not path.is_file():
+        raise ProviderConfigError(f"model_path {str(path)!r} is not a file (a GGUF model is needed)")
+
+
+def missing_model_files(team: TeamConfig) -> dict[str, str]:
+    """Each local agent whose model file is not there, by agent id: why, as building its client would say.
+
+    A preflight for whoever loads a team before running it: the file is otherwise found missing
+    only when the run makes its first client, after the run has started (and failed as a run).
+    """
+    from orchestrator.llm.llamacpp import default_gguf
+
+    problems: dict[str, str] = {}
+    for agent in team.agents:
+        if agent.backend.type != "local":
+            continue
+        try:
+            check_model_file(agent.backend.model_path or default_gguf())
+        except ProviderConfigError as exc:
+            problems[agent.id] = str(exc)
+    return problems
+
+
 def _local_client(model: str, local: LocalModel | None, settings: dict[str, Any]) -> ModelClient:
     """The embedded server's client: the process's shared server, then Chat Completions at its URL."""
     from orchestrator.llm import llamacpp
@@ -182,8 +209,7 @@ def _local_client(model: str, local: LocalModel | None, settings: dict[str, Any]
     from orchestrator.llm.openai import build_sdk_client as build_openai
 
     spec = local or llamacpp.LocalModel(path=llamacpp.default_gguf())
-    if not spec.path.is_file():
-        raise ProviderConfigError(f"model_path {str(spec.path)!r} is not a file (a GGUF model is needed)")
+    check_model_file(spec.path)
     if importlib.util.find_spec("xllamacpp") is None:  # found, not imported: it loads with the server
         raise ProviderConfigError(
             "the local backend needs xllamacpp: install the `local` extra (`uv sync --extra local`)"

@@ -218,6 +218,7 @@ def test_a_resumed_run_folds_its_stored_events_without_saying_them_again() -> No
         "<task>summarise the logs</task>\nThe logs show two restarts.",  # an answer opening with a tag
         "Wrap it in a <div>box</div> and use `a < b`.",  # inline tags
         "<details>\n\nhidden?\n\n</details>",  # an HTML block
+        "[bold]not a style[/bold] and [/] and [link=x]y[/link]",  # rich's own markup: text too
     ],
 )
 def test_the_final_answer_shows_tags_as_written(answer: str) -> None:

@@ -154,11 +154,21 @@ async def test_a_closed_tab_ends_its_event_stream_without_a_traceback(
 
         await pg.slack.wait_for(ended, 10)
     assert [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR] == []
+    said = [r for r in caplog.records if r.name == "bot.playground.page"]
+    assert [(r.levelno, r.getMessage()) for r in said] == [
+        (logging.DEBUG, "playground: a page closed its event stream")
+    ]  # a closed tab is ordinary: one debug line, no more
 
 
-async def test_a_mention_of_status_answers_it_and_starts_no_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [("@massgen status", "No runs are active"), ("@massgen status run-0000beef", "No run with id")],
+)
+async def test_a_mention_of_status_answers_it_and_starts_no_run(
+    tmp_path: Path, text: str, answer: str
+) -> None:
     async with playground(tmp_path) as pg:
-        status, answer = await ui_post(pg, "/ui/send", {"user": REQUESTER.id, "text": "@massgen status"})
-        assert (status, answer["ok"]) == (200, True)
-        await pg.slack.wait_for(lambda: "No runs are active" in str(pg.workspace.state(REQUESTER.id)), 20)
+        status, sent = await ui_post(pg, "/ui/send", {"user": REQUESTER.id, "text": text})
+        assert (status, sent["ok"]) == (200, True)
+        await pg.slack.wait_for(lambda: answer in str(pg.workspace.state(REQUESTER.id)), 20)
         assert "*Task:*" not in str(pg.slack.messages)  # no run status message

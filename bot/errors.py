@@ -14,3 +14,13 @@ class OutboxError(BotError):
         super().__init__(message)
         self.method = method
         self.error = error  # Slack's error code, e.g. "channel_not_found", when there was one
+
+
+def store_down() -> tuple[type[BaseException], ...]:
+    """What a request meets when the bot's database is away (stopped, full disk, read-only)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from approvals import StoreError
+    from orchestrator import RunStoreError
+
+    return (SQLAlchemyError, StoreError, RunStoreError, OSError)

@@ -15,19 +15,15 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from slack_bolt.context.respond.async_respond import AsyncRespond
-from sqlalchemy.exc import SQLAlchemyError
 
-from approvals import StoreError
-from bot.errors import OutboxError
-from orchestrator import RunStoreError
+from bot.errors import OutboxError, store_down
 
 if TYPE_CHECKING:
     from bot.wiring import Services
 
 log = logging.getLogger(__name__)
 
-# What a request meets when the bot's database is away (stopped, full disk, read-only).
-STORE_DOWN = (SQLAlchemyError, StoreError, RunStoreError, OSError)
+STORE_DOWN = store_down()
 TRY_AGAIN = (
     "I could not record that: my database is not answering right now, so nothing was done. "
     "Please try again in a minute."

@@ -529,7 +529,10 @@ class RunSupervisor:
         port = ThreadApprovalPort(self._approvals, channel, thread)
 
         async def factory(ctx: RunContext) -> RunTools:
-            return await builder(ctx, port)
+            try:
+                return await builder(ctx, port)
+            except SQLAlchemyError as exc:  # the database away: the run suspends (fail-stop), not fails
+                raise RunStoreError(f"run {ctx.run_id}: its tools need the database: {exc}") from exc
 
         return factory
 

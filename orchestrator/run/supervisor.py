@@ -20,8 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from approvals import ConversationRef, StoreError
 from orchestrator.config.cost import Price, cost_usd, resolve_price
 from orchestrator.config.team import AgentConfig, TeamConfig
@@ -263,7 +261,7 @@ class Supervisor:
         except RunStoreUnavailable:
             self._finishing = True
             return self._suspended(), False
-        except (SQLAlchemyError, StoreError, RunStoreError) as exc:  # a database away (e.g. building tools)
+        except (StoreError, RunStoreError) as exc:  # a database away (e.g. while building the tools)
             # Fail-stop, not failed: the run goes on from what was stored once the database is back.
             self._finishing = True
             log.warning("run %s: its database is unavailable (%r); the run suspends", self.run_id, exc)

@@ -401,7 +401,12 @@ class RunSupervisor:
             view = dataclasses.replace(initial, run_id=run_id)
         text, blocks = status_blocks(view, now=self._clock(), used=request.used())
         root = self._outbox.post(
-            request.channel, text=text, blocks=blocks, thread=request.thread_ts, run_id=run_id
+            request.channel,
+            text=text,
+            blocks=blocks,
+            thread=request.thread_ts,
+            run_id=run_id,
+            once=f"status:{run_id}",  # a step run again while the first is unsaved posts no second
         )
         return self._renderer(request, root, view)
 

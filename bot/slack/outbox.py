@@ -224,16 +224,20 @@ class Outbox:
         priority: int = PRIORITY_STATUS,
         run_id: str | None = None,
         key: str | None = None,
+        once: str | None = None,
     ) -> MessageRef:
         """Queue a `chat.postMessage` (saved to the store first); the returned ref resolves to its `ts`.
 
         `key`: the post's id when it must exist once whoever posts it (a run's final answer, which a
         step run again or a second driver may post again): a post of a key saved already, here or
-        by another process, is not sent again (its ref fails with `DUPLICATE`).
+        by another process, is not sent again (its ref fails with `DUPLICATE`). `once`: only while
+        the first is on its way (here) is a post queued again under this name the same post (a run's
+        status message, when its step runs again before the first one's row could be written).
         """
         if self._closed:
             raise OutboxError("outbox is closed", method="chat.postMessage")
-        if key is not None and (queued := self._keyed.get(key)) is not None:
+        once = once or key
+        if once is not None and (queued := self._keyed.get(once)) is not None:
             return queued  # the same post, still on its way
         root = MessageRef.existing(channel, thread) if isinstance(thread, str) else thread
         if root is not None and root.channel != channel:
@@ -251,10 +255,10 @@ class Outbox:
         if broadcast:
             kwargs["reply_broadcast"] = True
         ref = MessageRef(channel, marker=marker)
-        if key is not None:
-            self._keyed[key] = ref
+        if once is not None:
+            self._keyed[once] = ref
         self._seq += 1
-        post = Post(ref, kwargs, root, priority, self._seq, marker, run_id=run_id)
+        post = Post(ref, kwargs, root, priority, self._seq, marker, run_id=run_id, once=once)
         if self._store is not None:
             post.saving = asyncio.create_task(self._save(self._store, post))
             self._saves.add(post.saving)
@@ -726,7 +730,8 @@ class Outbox:
             if post.ref.known_ts is None and not post.ref.failed:  # cancelled by close()
                 post.ref._fail(OutboxError("outbox closed while posting", method="chat.postMessage"))
             self._posting.discard(channel)
-            self._keyed.pop(post.marker, None)
+            if post.once is not None:
+                self._keyed.pop(post.once, None)
             await self._finished()
 
     async def _post_once(self, post: Post) -> str:

@@ -102,6 +102,7 @@ class Post:
     run_id: str | None = None
     maybe_sent: bool = False  # resumed after an attempt: look it up before sending again
     saving: asyncio.Task[None] | None = None  # the write of its row, awaited before the first send
+    once: str | None = None  # the name under which a second queueing is this same post
 
 
 @dataclass(eq=False, slots=True)

@@ -164,7 +164,9 @@ async def test_timers_survive_a_restart(database_url: str) -> None:
 async def test_a_rescheduled_timer_really_fires_after_restart(database_url: str) -> None:
     first = Process(database_url)
     await first.start()
-    request = await ask(first.service, timedelta(milliseconds=600))
+    # Long enough that the second process is up before it is due, even on a loaded CI machine
+    # (at 600 ms it was once due already, and expired by the start-up sweep instead).
+    request = await ask(first.service, timedelta(seconds=3))
     await first.stop()
 
     second = Process(database_url)

@@ -332,7 +332,9 @@ def option_commands(inv: Invocation) -> tuple[str, ...]:
     if program not in _COMMAND_OPTIONS:
         return ()
     words = [w.text for w in inv.words]
-    found = _option_values(words, *_COMMAND_OPTIONS[program], _VALUED_LETTERS.get(program, ""))
+    # npx's and `npm exec`'s own options end at the command they run (`npx eslint -c conf.json`).
+    operands = {"npx": 0, "npm": 1}.get(program)
+    found = _option_values(words, *_COMMAND_OPTIONS[program], _VALUED_LETTERS.get(program, ""), operands)
     if program in ("tar", "gtar", "bsdtar"):
         found += [v[len(_CHECKPOINT_EXEC) :] for v in _option_values(words, ("--checkpoint-action",), "", "")
                   if v.startswith(_CHECKPOINT_EXEC)]  # fmt: skip
@@ -342,8 +344,13 @@ def option_commands(inv: Invocation) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _option_values(words: list[str], long: tuple[str, ...], short: str, valued: str) -> list[str]:
-    """Values of the long options `long` (or a prefix of one, as getopt reads it) and short `short`."""
+def _option_values(
+    words: list[str], long: tuple[str, ...], short: str, valued: str, operands: int | None = None
+) -> list[str]:
+    """Values of the long options `long` (or a prefix of one, as getopt reads it) and short `short`.
+
+    With `operands`, the options end after that many operands (the rest is a command's own words).
+    """
     found: list[str] = []
     i = 1
     while i < len(words):
@@ -351,6 +358,10 @@ def _option_values(words: list[str], long: tuple[str, ...], short: str, valued: 
         following = words[i + 1] if i + 1 < len(words) else ""
         if text == "--":
             break
+        if not text.startswith("-") and operands is not None:
+            if operands == 0:
+                break
+            operands -= 1
         if text.startswith("--"):
             name, eq, value = text.partition("=")
             if len(name) > 4 and any(option.startswith(name) for option in long):

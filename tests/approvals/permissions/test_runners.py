@@ -84,6 +84,8 @@ ORDINARY = [
     "pnpm --filter web exec vitest run",
     "pnpm exec eslint src",
     "npm exec -- tsc --noEmit",
+    "npx eslint -c .eslintrc.json src",
+    "npm exec -- eslint -c .eslintrc.json src",
     "yarn exec jest",
     "timeout 60 pytest -q",
     "timeout -k 5 300 make test",

@@ -48,6 +48,8 @@ def code_option(inv: Invocation) -> RiskInfo | None:
         return RiskInfo("high", "rustc option runs another linker or loads a plugin", runs_code=True)
     if program in ("sort",) and any(a.startswith("--compress-program") for a in args):
         return RiskInfo("high", "sort --compress-program runs a program", runs_code=True)
+    if program == "split" and any(a.startswith("--filter") for a in args):
+        return RiskInfo("high", "split --filter runs a command for every piece", runs_code=True)
     if program in ("wc", "du", "sort") and any(a.startswith("--files0-from") for a in args):
         return RiskInfo("high", f"{program} reads file names from a file (what it reads is not shown)")
     if program in ("tar", "bsdtar") and _remote_archive(args):

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from approvals.permissions.shell.interpreters import interpreter_family
 from approvals.permissions.shell.invocation import Invocation
 from approvals.permissions.shell.words import UNKNOWN, Word
 
@@ -139,6 +140,8 @@ def effects(inv: Invocation) -> Iterator[Effect]:
             verb: Verb = "append" if ">>" in redirect.op else "overwrite"
             yield _effect(verb, redirect.target, f"redirect {redirect.op}")
     handler = _PROGRAMS.get(inv.program)
+    if handler is None and interpreter_family(inv.program) in ("perl", "ruby"):
+        handler = _in_place
     if handler is not None:
         yield from handler(inv)
     yield from _output_dirs(inv)
@@ -424,6 +427,37 @@ def _sed(inv: Invocation) -> Iterator[Effect]:
         operands = operands[1:]  # the script
     for word in operands:
         yield _effect("overwrite", word, "sed -i")
+
+
+# perl and ruby short letters whose value is the rest of the cluster or the next word (`-i` takes
+# only the rest: its backup suffix).
+_CODE_VALUED = "eEIMmrx0l"
+
+
+def _in_place(inv: Invocation) -> Iterator[Effect]:
+    """`perl -i -pe CODE FILES`, `ruby -i.bak -pe …`: every file operand is rewritten, like `sed -i`."""
+    if inv.inline_code is None:
+        return
+    in_place = False
+    operands: list[Word] = []
+    skip = False
+    for word in inv.words[1:]:
+        text = word.text
+        if skip:
+            skip = False
+        elif text.startswith("-") and len(text) > 1 and not text.startswith("--"):
+            for at, letter in enumerate(text[1:], start=1):
+                if letter == "i":
+                    in_place = True
+                    break
+                if letter in _CODE_VALUED:
+                    skip = not text[at + 1 :] and letter in "eEIMmr"
+                    break
+        elif not text.startswith("--"):
+            operands.append(word)
+    if in_place:
+        for word in operands:
+            yield _effect("overwrite", word, f"{inv.program} -i")
 
 
 def _unzip(inv: Invocation) -> Iterator[Effect]:

@@ -168,6 +168,8 @@ def _plain_value(text: str) -> bool:
 
 def _program(a: Assignment, shown: str, judge_text: JudgeText) -> Iterator[Finding]:
     text = a.value.text
+    if a.name in ("LESSOPEN", "LESSCLOSE"):
+        text = text.lstrip("|-")  # `|cmd %s`, `||cmd %s`, `|-cmd %s`: less pipes from the command
     if UNKNOWN in text or not text.strip():
         yield Finding("ask", "high", "risk", f"sets {a.name} to a program computed at run time", broad=True)
         return

@@ -35,6 +35,7 @@ from approvals.permissions.shell.programs import (
     SED_EXEC,
     TAR_EXEC,
 )
+from approvals.permissions.shell.runners import COMMAND_OPTION_PROGRAMS, option_commands
 from approvals.permissions.shell.words import UNKNOWN
 from approvals.permissions.subcommands import (
     canonical_program,
@@ -199,6 +200,9 @@ def _exec_capable(inv: Invocation, program: str) -> str | None:
         return f"{program} can run arbitrary commands"
     if program == "tar" and any(a.startswith(TAR_EXEC) for a in args):
         return "tar option that runs a program"
+    if program in COMMAND_OPTION_PROGRAMS and option_commands(inv):
+        # Any spelling getopt accepts (`tar -xvIzstd`, `tar xIf zstd a.tar`, `--use-comp=`).
+        return f"{program} option runs a command"
     if program == "tar" and _tar_remote(args):
         return "tar archive on another machine (host:path runs a remote shell)"
     if program == "zip" and any(a.startswith(("-TT", "--unzip-command")) for a in args):

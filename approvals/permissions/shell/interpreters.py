@@ -161,7 +161,8 @@ def nested_shell_text(inv: Invocation) -> str | None:
                 return words[i + 1].text
         return None
     if program == "watch":
-        index = skip_options(words, 1, frozenset({"-n", "--interval", "-d", "-g"}), 0)
+        # Only these take a value (`-d`, `-g`, `-x` do not: `watch -d rm …` runs rm).
+        index = skip_options(words, 1, frozenset({"-n", "--interval", "-q", "--equexit"}), 0)
         return " ".join(w.text for w in words[index:])
     return None
 

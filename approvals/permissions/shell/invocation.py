@@ -18,7 +18,13 @@ from approvals.permissions.shell.interpreters import (
 )
 from approvals.permissions.shell.parse import parse_shell
 from approvals.permissions.shell.programs import KNOWN_PROGRAMS
-from approvals.permissions.shell.runners import RUNNERS, runner_rest, wrapper_outputs, wrapper_shell_text
+from approvals.permissions.shell.runners import (
+    RUNNERS,
+    option_commands,
+    runner_rest,
+    wrapper_outputs,
+    wrapper_shell_text,
+)
 from approvals.permissions.shell.script import Script, SimpleCommand
 from approvals.permissions.shell.words import UNKNOWN, Word, skip_options
 
@@ -77,6 +83,8 @@ _CHDIR_OPTIONS: dict[str, frozenset[str]] = {
     "bwrap": frozenset({"--chdir"}),
     "firejail": frozenset({"--chdir"}),
     "proot": frozenset({"-w", "--cwd"}),
+    "pnpm": frozenset({"-C", "--dir"}),
+    "yarn": frozenset({"--cwd"}),
 }
 # Runners that change privilege: judged as themselves (high risk) *and* for what they run.
 _PRIVILEGE_RUNNERS: dict[str, frozenset[str]] = {
@@ -162,26 +170,22 @@ def expand(text: str, depth: int = 0) -> Expansion:
                 problems.append("eval runs text as shell code")
             if inv.program == "alias" and any("=" in a for a in inv.argv[1:]):
                 problems.append("defines an alias (changes what later commands run)")
-            nested = nested_shell_text(inv)
-            if nested is None:
-                nested = wrapper_shell_text(inv)
-            if nested is None:
-                continue
-            if UNKNOWN in nested:
-                problems.append(f"{inv.program} runs shell text computed at run time")
-                nested = nested.replace(UNKNOWN, "${__unknown__}")
-            if depth >= MAX_DEPTH:
-                problems.append("shell nesting too deep")
-                continue
-            and_chain = False
-            spend(len(nested) + 1, "nested shell text")
-            sub = expand(nested, depth + 1)
-            invocations.extend(sub.invocations)
-            problems.extend(sub.problems)
-            fork_bomb = fork_bomb or sub.fork_bomb
-            local_names |= sub.local_names
-            parse_error = parse_error or sub.parse_error
-            refused = refused or sub.refused
+            for nested in _nested_texts(inv):
+                if UNKNOWN in nested:
+                    problems.append(f"{inv.program} runs shell text computed at run time")
+                    nested = nested.replace(UNKNOWN, "${__unknown__}")
+                if depth >= MAX_DEPTH:
+                    problems.append("shell nesting too deep")
+                    continue
+                and_chain = False
+                spend(len(nested) + 1, "nested shell text")
+                sub = expand(nested, depth + 1)
+                invocations.extend(sub.invocations)
+                problems.extend(sub.problems)
+                fork_bomb = fork_bomb or sub.fork_bomb
+                local_names |= sub.local_names
+                parse_error = parse_error or sub.parse_error
+                refused = refused or sub.refused
     if len(script.evaluated) > _MAX_EVALUATED:
         raise TooComplex(f"more than {_MAX_EVALUATED} stored values evaluated as code")
     for evaluated in script.evaluated:
@@ -202,6 +206,14 @@ def expand(text: str, depth: int = 0) -> Expansion:
         and_chain and not (fork_bomb or parse_error),
         refused,
     )
+
+
+def _nested_texts(inv: Invocation) -> list[str]:
+    """Shell text an invocation runs: a `-c` string, a wrapper's, and what its options run."""
+    nested = nested_shell_text(inv)
+    if nested is None:
+        nested = wrapper_shell_text(inv)
+    return ([] if nested is None else [nested]) + list(option_commands(inv))
 
 
 def _symlinks(inv: Invocation) -> list[tuple[str, str]]:
@@ -335,16 +347,17 @@ def _unwrap(command: SimpleCommand, depth: int) -> Iterator[Invocation]:
         argv = (name, *(w.text for w in words[1:]))
         problems = tuple(_program_problems(head))
         base = Invocation(argv, words, command, tuple(wrappers), problems, extra_args, depth=depth)
-        rest = _wrapped(name, words)
+        rest, itself = _wrapped(name, words)
         if rest is None:
             rest = _operand_program(name, words)
             if rest is None:
                 yield from _find_exec(base, depth) if name == "find" else (_finish(base),)
                 return
             yield _finish(base)  # `chrt 1 rm …`, `mytool --x rm …`: judged itself and what it runs
-        elif name in _PRIVILEGE_RUNNERS or not rest:
-            # A privilege runner is judged itself as well; a wrapper with nothing to run (`exec 3<>…`,
-            # a bare `env`) is judged as itself, redirects included.
+        elif itself or not rest:
+            # A privilege runner, or a runner that may download what it runs, is judged itself as
+            # well; a wrapper with nothing to run (`exec 3<>…`, a bare `env`) is judged as itself,
+            # redirects included.
             yield base
             if not rest:
                 return
@@ -443,23 +456,34 @@ def _operand_program(name: str, words: tuple[Word, ...]) -> tuple[Word, ...] | N
     return None
 
 
-def _wrapped(name: str, words: tuple[Word, ...]) -> tuple[Word, ...] | None:
-    """The words a wrapper runs (maybe empty), or None when `name` is not a wrapper."""
+def _wrapped(name: str, words: tuple[Word, ...]) -> tuple[tuple[Word, ...] | None, bool]:
+    """The words a wrapper runs (maybe empty; None: not a wrapper), and whether it is judged too.
+
+    Judged itself as well: a privilege runner, a runner that may download what it runs.
+    """
     if name in _WRAPPERS and not (name == "command" and len(words) > 1 and words[1].text in ("-v", "-V")):
         valued, operands = _WRAPPERS[name]
-        return words[skip_options(words, 1, valued, operands) :]
+        return words[skip_options(words, 1, valued, operands) :], False
     if name == "env":
         index = _env_command_index(words)
-        return () if index is None else words[index:]
+        return (() if index is None else words[index:]), False
     if name in _PRIVILEGE_RUNNERS:
-        return words[skip_options(words, 1, _PRIVILEGE_RUNNERS[name], 0) :]
+        return words[skip_options(words, 1, _PRIVILEGE_RUNNERS[name], 0) :], True
     if name == "xargs":
-        return words[skip_options(words, 1, _XARGS_VALUE_OPTIONS, 0) :] or (Word(text="echo"),)
+        return words[skip_options(words, 1, _XARGS_VALUE_OPTIONS, 0) :] or (Word(text="echo"),), False
     if name in ("busybox", "toybox") and len(words) > 1 and not words[1].text.startswith("-"):
-        return words[1:]
+        return words[1:], False
     if name in RUNNERS:
-        return runner_rest(name, words)
-    return None
+        found = runner_rest(name, words)
+        if found is None:
+            return None, False
+        rest, local = found
+        if local:
+            return rest, False
+        # `npx -p pkg cmd`, `uv run --with x pytest`: what runs starts at the first known program.
+        start = next((i for i, w in enumerate(rest) if is_program_name(w)), len(rest))
+        return rest[start:], True
+    return None, False
 
 
 def _finish(base: Invocation) -> Invocation:

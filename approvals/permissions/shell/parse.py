@@ -273,7 +273,7 @@ class _Walker:
 
     def _command(
         self, node: ts.Node, extra: tuple[Redirect, ...], stdin: Stdin, heredoc: str | None,
-        upstream: tuple[str, ...], heredoc_variables: tuple[str, ...] = (),
+        upstream: tuple[str, ...], heredoc_variables: tuple[str, ...] = (), after: tuple[Word, ...] = (),
     ) -> SimpleCommand:  # fmt: skip
         words: list[Word] = []
         redirects: list[Redirect] = list(extra)
@@ -285,7 +285,13 @@ class _Walker:
                 if assigned is not None:
                     prefix.append(assigned)
             elif child.type in ("file_redirect", "herestring_redirect"):
-                redirects.append(self._redirect(child))
+                hung: list[Word] = []
+                redirects.append(self._redirect(child, hung))
+                if hung:
+                    if group:
+                        words.append(self.words.read_group(group))
+                        group = []
+                    words.extend(hung)
             elif child.type == "command_name" or child.is_named or child.type == "$":
                 node_ = child.children[0] if child.type == "command_name" and child.child_count else child
                 if group and not self._continues(group[-1].end_byte, node_.start_byte):
@@ -296,6 +302,7 @@ class _Walker:
                 group.append(node_)
         if group:
             words.append(self.words.read_group(group))
+        words.extend(after)
         if len(self.commands) >= MAX_COMMANDS:
             raise _TooComplex(f"more than {MAX_COMMANDS} commands")
         self._words += len(words)
@@ -318,7 +325,12 @@ class _Walker:
         gap = self.source[end:start]
         return not gap or (not gap.replace(b"\\\n", b"") and len(gap) <= 4096)
 
-    def _redirect(self, node: ts.Node) -> Redirect:
+    def _redirect(self, node: ts.Node, after: list[Word]) -> Redirect:
+        """The redirect; words the grammar hangs on it after its target are appended to `after`.
+
+        tree-sitter-bash reads `echo x > /etc/passwd foo` as a redirect of `/etc/passwd foo`: the
+        target is the first word, and `foo` is one more argument of the command (bash's reading).
+        """
         op = ""
         target: Word | None = None
         for child in node.children:
@@ -326,8 +338,10 @@ class _Walker:
                 continue
             if not child.is_named:
                 op += child.type
-            else:
+            elif target is None:
                 target = self.words.read(child)
+            else:
+                after.append(self.words.read(child))
         if node.type == "herestring_redirect":
             return Redirect("<<<", None, target.text if target is not None else "")
         # `>&2`, `2>&1`, `<&0`: descriptor duplication, not a file.
@@ -340,10 +354,11 @@ class _Walker:
         heredoc: str | None = None
         variables: list[str] = []
         tail: list[ts.Node] = []
+        hung: list[Word] = []
         body: ts.Node | None = None
         for child in node.children:
             if child.type in ("file_redirect", "herestring_redirect"):
-                redirects.append(self._redirect(child))
+                redirects.append(self._redirect(child, hung))
             elif child.type == "heredoc_redirect":
                 for part in child.children:
                     if part.type == "heredoc_body":
@@ -351,14 +366,14 @@ class _Walker:
                         variables.extend(expanded_names(part, self.source))
                         self._inert(part)
                     elif part.type == "file_redirect":
-                        redirects.append(self._redirect(part))
+                        redirects.append(self._redirect(part, hung))
                     elif part.is_named and part.type not in ("heredoc_start", "heredoc_end"):
                         tail.append(part)
             elif child.is_named and body is None:
                 body = child
             elif child.is_named:
                 self.statement(child)
-        first = self._redirect_target(body, tuple(redirects), heredoc, tuple(variables))
+        first = self._redirect_target(body, tuple(redirects), heredoc, tuple(variables), tuple(hung))
         if first is None and heredoc is not None and tail:
             # Where the here-document goes is unclear, so what the next stage reads is too.
             self.problems.append("a here-document the parser could not attach to one command")
@@ -370,19 +385,19 @@ class _Walker:
 
     def _redirect_target(
         self, body: ts.Node | None, redirects: tuple[Redirect, ...], heredoc: str | None,
-        variables: tuple[str, ...],
+        variables: tuple[str, ...], after: tuple[Word, ...] = (),
     ) -> SimpleCommand | None:  # fmt: skip
         """Walk the redirected statement; the command that receives the redirects (None: a no-op)."""
         if body is not None and body.type == "command":
             stdin: Stdin = "heredoc" if heredoc is not None else "inherit"
-            return self._command(body, redirects, stdin, heredoc, (), variables)
+            return self._command(body, redirects, stdin, heredoc, (), variables, after)
         if body is not None and body.type == "list" and body.named_children:
             # `a && cat <<EOF | bash`, `a && b > f`: the grammar hangs the redirect on the whole
             # list, but bash gives it to the last command, the one written before it.
             *init, final = body.named_children
             for child in init:
                 self.statement(child)
-            return self._redirect_target(final, redirects, heredoc, variables)
+            return self._redirect_target(final, redirects, heredoc, variables, after)
         if body is not None and body.type == "pipeline" and body.named_children[-1].type == "command":
             # `a | b > f`, `a | cat <<EOF`: the redirects belong to the last stage.
             self._pipeline(body)
@@ -391,7 +406,7 @@ class _Walker:
             if heredoc is not None:
                 last_stdin = "heredoc"
             self.commands[-1] = replace(
-                last, redirects=last.redirects + redirects, stdin=last_stdin,
+                last, words=last.words + after, redirects=last.redirects + redirects, stdin=last_stdin,
                 heredoc=heredoc if heredoc is not None else last.heredoc,
                 heredoc_variables=last.heredoc_variables + variables,
             )  # fmt: skip
@@ -400,7 +415,7 @@ class _Walker:
         # redirect as an access of a no-op command.
         if body is not None:
             self.statement(body)
-        self.commands.append(SimpleCommand((Word(text=":"),), redirects))
+        self.commands.append(SimpleCommand((Word(text=":"), *after), redirects))
         return None
 
     def _pipeline(self, node: ts.Node, upstream_command: SimpleCommand | None = None) -> None:

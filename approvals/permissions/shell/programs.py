@@ -19,7 +19,7 @@ LOW = frozenset(
     pyright prettier eslint jest vitest mocha ava phpunit pest patch split truncate nproc uname hostname
     locale tput phpstan psalm php-cs-fixer pint phpcs phpcbf rector
     mapfile readarray clear exit return read shift wait set unset local readonly shopt alias history
-    jobs fg bg disown
+    jobs fg bg disown watch flock
     hash umask getopts let printf wc diff3 sdiff iconv dos2unix unix2dos mktemp env-check tox nox
     coverage pre-commit go cargo npm yarn pnpm python pip node bun deno git gofmt goimports rustfmt
     clang-format shellcheck shfmt hadolint yamllint markdownlint ctags cloc tokei fd fzf chmod

@@ -6,6 +6,7 @@ that surface's refusal, and nothing starts, is decided or is shown.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from bot.playground.payloads import (
     encode_interactive,
     encode_json,
     slash_command,
+    view_submission,
 )
 from bot.render import ids
 from tests.bot.harness import APPROVER, CHANNEL, REQUESTER, BotHarness, bot_harness
@@ -110,6 +112,38 @@ async def test_the_home_tab_shows_only_the_refusal(tmp_path: Path) -> None:
         assert REFUSED in shown
         assert "kubectl" not in shown
         assert GUEST not in bot.services.home.viewers
+
+
+async def test_every_other_click_is_refused_and_opens_nothing(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path) as bot:
+        request_id = await _ask(bot)
+        await bot.settle()
+        others = (ids.DETAILS, ids.VIEW_DIFF, ids.RUN_CANCEL, ids.RUN_FINISH_NOW, ids.ANSWER_FULL)
+        for action_id in others:
+            assert (await _click(bot, action_id, request_id)) == (200, "")
+        await bot.settle()
+        assert bot.ephemerals(GUEST) == [REFUSED] * len(others)
+        assert bot.slack.calls_to("views.open") == []
+        assert (await bot.services.approvals.get(request_id)).status == "pending"  # type: ignore[union-attr]
+
+
+async def test_a_view_submission_is_refused_in_the_modal(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path) as bot:
+        request_id = await _ask(bot)
+        await bot.click(ids.DENY, request_id, user=APPROVER)
+        await bot.settle()
+        values = {"reason": {"text": {"type": "plain_text_input", "value": "their reason"}}}
+        submitted = view_submission(ids.DENY_MODAL, values, user=GUEST, private_metadata=request_id)
+        status, reply = await bot.post(encode_interactive(_from_partner(submitted)))
+        assert status == 200
+        answer = json.loads(reply)
+        assert answer["response_action"] == "update"
+        assert REFUSED in str(answer["view"])
+        await bot.settle()
+        request = await bot.services.approvals.get(request_id)
+        assert request is not None
+        assert (request.status, request.decision_reason) == ("denied", None)
+        assert bot.ephemerals(GUEST) == []
 
 
 async def test_our_own_people_are_served_beside_them(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_bolt.response import BoltResponse
 
 from bot.listeners import actions, events
-from bot.listeners.workspaces import REFUSED, Workspaces, user_team
+from bot.listeners.workspaces import REFUSED, Workspaces, payload_teams, user_team
 from bot.render import modal, safe
 from bot.render.kit import section
 
@@ -41,7 +41,8 @@ def register(app: AsyncApp, services: Services) -> None:
         if workspaces.admits(body):
             return await next()
         surface = _surface(body)
-        log.info("refused a %s by a user of another workspace (%s)", surface, user_team(body) or "unknown")
+        team = user_team(body) or payload_teams(body)[0] or "unknown"  # a slash command has no user team
+        log.info("refused a %s by a user of another workspace (%s)", surface, team)
         if surface == "command":
             return await ack(text=REFUSED)
         if surface == "view_submission":  # the modal itself says why (there may be no channel)

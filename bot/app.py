@@ -13,7 +13,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.listeners import actions, commands, events, views
+from bot.listeners import actions, commands, events, outsiders, views
 from bot.ops import CONTENT_TYPE, bind_request
 
 if TYPE_CHECKING:
@@ -59,6 +59,7 @@ def build_app(services: Services) -> AsyncApp:
         bind_request(_request_id(body))
         return await next()
 
+    outsiders.register(app, services)  # before any listener runs: users of other workspaces stop here
     commands.register(app, services)
     actions.register(app, services)
     views.register(app, services)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from bot.listeners.replies import answered, response_url, tell
-from bot.listeners.workspaces import Workspaces, user_team
+from bot.listeners.workspaces import REFUSED, user_team
 from bot.render import ids
 from bot.runs import ANSWER_GONE
 from bot.slack.parse import action_value, conversation, user_id
@@ -71,6 +71,31 @@ def register(app: AsyncApp, services: Services) -> None:
         services.tasks.spawn(_guarded(services, body, _answer_full(services, body)), name="click:answer")
 
 
+DECISIONS = frozenset({ids.APPROVE_ONCE, ids.APPROVE_RUN, ids.DENY})
+
+
+def refuse(services: Services, body: dict[str, Any]) -> Coroutine[Any, Any, None]:
+    """The reply to a click by a user of another workspace (the middleware acked it): see `_refused`."""
+    return _guarded(services, body, _refused(services, body))
+
+
+async def _refused(services: Services, body: dict[str, Any]) -> None:
+    """An outsider never counts as an approver: a decision is refused and audited; any other click
+    (Details, Cancel, the full answer) is refused like every request of theirs."""
+    request_id, user = action_value(body), user_id(body)
+    if _clicked(body) in DECISIONS and request_id is not None and user is not None:
+        where = user_team(body) or "unknown"
+        await _tell(services, body, await services.approval_ui.refuse_outsider(request_id, user, where))
+        return
+    await _tell(services, body, REFUSED)
+
+
+def _clicked(body: dict[str, Any]) -> str | None:
+    clicked = body.get("actions")
+    first = clicked[0] if isinstance(clicked, list) and clicked else None
+    return first.get("action_id") if isinstance(first, dict) else None
+
+
 def _guarded(services: Services, body: dict[str, Any], work: Awaitable[object]) -> Coroutine[Any, Any, None]:
     """The click's work; if the database is away, the clicker hears "try again"."""
     where = conversation(body)
@@ -103,18 +128,9 @@ def _trigger(body: dict[str, Any]) -> str | None:
     return trigger if isinstance(trigger, str) else None
 
 
-async def _outsider(services: Services, body: dict[str, Any], request_id: str, user: str) -> bool:
-    """A user of another workspace (Slack Connect) never counts as an approver: refused, audited."""
-    if Workspaces.of(services.settings.slack_allowed_team_ids, services.identity).admits(body):
-        return False
-    where = user_team(body) or "unknown"
-    await _tell(services, body, await services.approval_ui.refuse_outsider(request_id, user, where))
-    return True
-
-
 async def _approve(services: Services, body: dict[str, Any], scope: Any) -> None:
     request_id, user = action_value(body), user_id(body)
-    if request_id is None or user is None or await _outsider(services, body, request_id, user):
+    if request_id is None or user is None:
         return
     text = await services.approval_ui.click(
         request_id, user, approve=True, scope=scope, from_home=_from_home(body)
@@ -124,7 +140,7 @@ async def _approve(services: Services, body: dict[str, Any], scope: Any) -> None
 
 async def _deny(services: Services, body: dict[str, Any]) -> None:
     request_id, user = action_value(body), user_id(body)
-    if request_id is None or user is None or await _outsider(services, body, request_id, user):
+    if request_id is None or user is None:
         return
     await _tell(services, body, await services.approval_ui.deny(request_id, user, _trigger(body)))
 

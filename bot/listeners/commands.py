@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from bot.listeners.replies import answered, response_url, tell
-from bot.listeners.workspaces import REFUSED, Workspaces
 from bot.runs import Where, help_text
 from bot.slack.parse import (
     Cancel,
@@ -28,14 +27,10 @@ COMMAND = "/massgen"
 
 def register(app: AsyncApp, services: Services) -> None:
     """Attach the slash command listener."""
-    workspaces = Workspaces.of(services.settings.slack_allowed_team_ids, services.identity)
 
     @app.command(COMMAND)
     async def massgen(ack: AsyncAck, command: dict[str, Any]) -> None:
         """Ack with help or a usage error (pure parsing), else ack empty and answer in a task."""
-        if not workspaces.admits(command):
-            await ack(text=REFUSED)
-            return
         parsed = parse_command(str(command.get("text") or ""))
         user, channel = str(command.get("user_id", "")), str(command.get("channel_id", ""))
         if isinstance(parsed, UsageError):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncApp
 
 from bot.listeners.commands import keyword_reply
 from bot.listeners.replies import answered, tell
-from bot.listeners.workspaces import REFUSED, Workspaces
+from bot.listeners.workspaces import REFUSED
 from bot.runs import Where, help_text
 from bot.slack.parse import Help, OpenSettings, StartRun, UsageError, parse_command, strip_mentions
 
@@ -39,14 +40,10 @@ class SeenEvents:
 def register(app: AsyncApp, services: Services) -> None:
     """Attach the event listeners (Bolt acks events before they run)."""
     seen = SeenEvents()
-    workspaces = Workspaces.of(services.settings.slack_allowed_team_ids, services.identity)
 
     @app.event("app_mention")
     async def mention(body: dict[str, Any], event: dict[str, Any]) -> None:
         if not seen.first_time(body.get("event_id")) or event.get("bot_id"):
-            return
-        if not workspaces.admits(body):
-            services.tasks.spawn(_refuse(services, event), name="event:refuse")
             return
         event_id = body.get("event_id")
         delivery = f"event:{event_id}" if isinstance(event_id, str) and event_id else None
@@ -64,9 +61,6 @@ def register(app: AsyncApp, services: Services) -> None:
     async def home(body: dict[str, Any], event: dict[str, Any]) -> None:
         user = event.get("user")
         if event.get("tab", "home") != "home" or not isinstance(user, str):
-            return
-        if not workspaces.admits(body):
-            services.tasks.spawn(services.home.refuse(user, REFUSED), name="event:home-refused")
             return
         services.tasks.spawn(services.home.opened(user), name="event:home")
 
@@ -97,8 +91,22 @@ async def _mention(services: Services, event: dict[str, Any], delivery: str | No
         await tell(services, user=user, channel=channel, text=reply, thread_ts=thread_ts)
 
 
-async def _refuse(services: Services, event: dict[str, Any]) -> None:
-    """A mention by a user of another workspace: say why nothing starts, to them only."""
+def refuse(services: Services, body: dict[str, Any]) -> Coroutine[Any, Any, None] | None:
+    """The answer to an event of a user of another workspace (the middleware acked it), if any:
+    a mention hears why nothing starts (a partner's bot hears nothing); Home shows only the refusal."""
+    event = body.get("event")
+    if not isinstance(event, dict):
+        return None
+    user, kind = event.get("user"), event.get("type")
+    if kind == "app_mention" and not event.get("bot_id"):
+        return _refuse_mention(services, event)
+    if kind == "app_home_opened" and event.get("tab", "home") == "home" and isinstance(user, str):
+        return services.home.refuse(user, REFUSED)
+    return None
+
+
+async def _refuse_mention(services: Services, event: dict[str, Any]) -> None:
+    """Say why nothing starts, to them only (in the thread they wrote in)."""
     user, channel, thread = event.get("user"), event.get("channel"), event.get("thread_ts")
     if isinstance(user, str) and isinstance(channel, str):
         thread_ts = thread if isinstance(thread, str) else None

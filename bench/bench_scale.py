@@ -6,6 +6,10 @@ the loopback provider, whose scripted agents answer after a fixed latency. Runs 
 way a front end does (DBOS's client on the `runs` queue, workflow id = run id); a run counts when
 the run store says it finished.
 
+Rolling restart: `tests/bot/engine/test_rolling_postgres.py`'s scenario (Slack's minute compressed
+to 3 s at the emulator and in the bots): the 429s the emulator answered and any final answer
+posted twice.
+
 Recovery: one worker holding RECOVERY_RUNS runs in flight is killed with SIGKILL and started
 again under the same executor id; the figures are the time until every run was resumed (its
 agents called the provider again) and until every run finished, and how many were lost.
@@ -34,6 +38,7 @@ from bot.engine import RUNS_QUEUE, package_version, system_database_url
 from bot.playground.emulator import SlackEmulator
 from bot.settings import BotSettings
 from tests.bot.engine.procs import BotProcess, bot_env, upgrade_schema
+from tests.bot.engine.test_rolling_postgres import rolling_restart
 from tests.bot.harness import TOKEN, team_yaml
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
@@ -234,6 +239,14 @@ async def _main() -> None:
             print(
                 f"   kill -9 with {in_flight} runs in flight: all resumed {resumed:.1f} s after the "
                 f"restart, all finished after {finished:.1f} s, lost {lost}"
+            )
+            async with scratch_postgres_database(server) as database:
+                rolling = await rolling_restart(database, cwd)
+            twice = sum(n > 1 for n in rolling.finals.values())
+            print(
+                f"   rolling restart at full Slack load (a front end, a worker joined, the old one "
+                f"stopped): {len(rolling.rate_limited)} 429s, {len(rolling.finals)} runs, {twice} final "
+                "answers posted twice (goal: 0 and 0)"
             )
         finally:
             _postgres("stop", pg)

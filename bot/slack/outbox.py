@@ -21,7 +21,9 @@ a thread; a reply waits for its root's `ts`. `ephemeral()` and `call()` (e.g. `v
 `trigger_id` expires after 3 s) do not queue behind posts: they only pass their method's budget.
 
 Nothing lost, nothing twice: with an `OutboxStore` every post is written to the bot's database
-before it is sent (the transactional outbox) and marked sent once Slack answered; `start()` sends
+before it is sent (the transactional outbox; `bot.slack.outbox_rows` keeps the rows, retried while
+the database is away, and a post it cannot save is not sent) and marked sent once Slack answered;
+a keyed post (a run's final answer) saved already is not sent again; `start()` sends
 what a previous process left pending, looking up first (by marker) any post that may already have
 reached Slack. A post Slack refuses as too long or with invalid blocks that has no buttons (a final
 answer) is sent as several plain-text messages instead. A 429 never counts as a failed attempt.
@@ -32,9 +34,7 @@ Every give-up is logged with the run and the reason and passed to `on_give_up` l
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
-import functools
 import logging
 import random
 import time
@@ -44,12 +44,18 @@ from typing import TYPE_CHECKING, Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy.exc import IntegrityError
 
-from bot.batched import Batched
 from bot.errors import OutboxError
 from bot.slack.outbox_budget import Budgets, classify
+from bot.slack.outbox_rows import Rows
 from bot.slack.outbox_state import (
+    DUPLICATE,
+    NOT_SAVED,
+    PRIORITY_APPROVAL,
+    PRIORITY_FINAL,
+    PRIORITY_STATUS,
+    PRIORITY_THREAD,
+    TAKEN,
     GiveUp,
     MessageRef,
     OutboxStats,
@@ -61,7 +67,7 @@ from bot.slack.outbox_state import (
 )
 
 if TYPE_CHECKING:
-    from bot.slack.store import OutboxRow, OutboxStore, PendingUpdate
+    from bot.slack.store import OutboxRow, OutboxStore
 
 __all__ = [
     "DUPLICATE",
@@ -78,15 +84,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PRIORITY_STATUS = 0
-PRIORITY_THREAD = 5
-PRIORITY_APPROVAL = 10
-PRIORITY_FINAL = 10
-NOT_SAVED = "not_saved"  # the error of a post not sent because its row could not be written
-# Posts not sent because another process sends them (never given up: nothing is missing).
-DUPLICATE = "duplicate"  # a post of the same key was saved already (a run's final answer, twice)
-TAKEN = "taken"  # a janitor gave the post's row to another process
-_NOT_MINE = frozenset({DUPLICATE, TAKEN})
+_NOT_MINE = frozenset({DUPLICATE, TAKEN})  # not sent because another process sends it: no give-up
 MARKER_EVENT = "massgen_outbox"  # metadata event_type carrying the post's client-generated id
 _MAX_ATTEMPTS = 5  # of an interactive call (`call`: a views.open's trigger lasts 3 s anyway)
 # Posts and updates are retried for a window, not a number of attempts: a Slack outage of minutes
@@ -96,8 +94,6 @@ RETRY_WINDOW = 900.0
 RETRY_MAX_DELAY = 30.0
 # Refusals a text-only post survives by being re-sent as plain-text pieces.
 _SPLIT_ON = frozenset({"msg_too_long", "invalid_blocks", "msg_blocks_too_long", "invalid_arguments"})
-_UNSAVED_KEPT = 10_000
-_FAILED = object()  # what `_persist` returns for a write that failed for good
 SPLIT_CHARS = 3_900  # per piece: under the 4,000 characters Slack shows of a top-level text
 
 
@@ -127,22 +123,14 @@ class Outbox:
         self._client.retry_handlers = []
         if call_timeout is not None:
             self._client.timeout = call_timeout  # type: ignore[assignment]  # annotated int, used as float
-        self._store = store
+        self._rows = (
+            None
+            if store is None
+            else Rows(store, clock=clock, window=lambda: self.retry_window, backoff=self._backoff)
+        )
         self._resumed: dict[str, MessageRef] = {}  # posts a previous process saved, by id, once resumed
-        # A run's saved status and progress posts, looked up in batches (`first_posts`).
-        self._status_rows: Batched[str, OutboxRow] | None = None
-        self._progress_rows: Batched[str, OutboxRow] | None = None
-        if store is not None:
-            self._status_rows = Batched(store.first_posts)
-            self._progress_rows = Batched(functools.partial(store.first_posts, priority=PRIORITY_THREAD))
-        self._saves: set[asyncio.Task[None]] = set()
-        self._saving: dict[str, asyncio.Task[None]] = {}  # posts' row writes under way, by marker
-        self._unsaved: dict[str, None] = {}  # posts whose row could not be written (the latest ones)
         self._keyed: dict[str, MessageRef] = {}  # posts with a key, until delivered or refused
-        self._stopping = asyncio.Event()  # set by close(): writes waiting to be retried stop
         self.on_give_up: list[Callable[[GiveUp], None]] = []
-        self._update_states: dict[str, PendingUpdate] = {}
-        self._update_writers: dict[str, asyncio.Task[None]] = {}
         self.update_interval = update_interval
         self.channel_interval = channel_interval
         self.retry_window = retry_window
@@ -167,8 +155,8 @@ class Outbox:
 
     async def start(self) -> None:
         """Start the dispatcher task, after queueing what a previous process left unsent."""
-        if self._store is not None and self._worker is None:
-            await self._resume(self._store)
+        if self._rows is not None and self._worker is None:
+            await self._resume(self._rows.store)
         if self._worker is None:
             self._worker = asyncio.create_task(self._run(), name="outbox")
             self._worker.add_done_callback(_report_crash)
@@ -182,14 +170,13 @@ class Outbox:
             except TimeoutError:
                 log.warning("outbox closed with %d posts and %d updates unsent", *self._backlog())
         self._closed = True
-        self._stopping.set()
-        if self._saves:  # rows being written are kept: the next process sends them
-            await asyncio.gather(*self._saves, return_exceptions=True)
+        if self._rows is not None:  # rows being written are kept: the next process sends them
+            await self._rows.close()
         for task in [*self._tasks, *([self._worker] if self._worker else [])]:
             task.cancel()
         await asyncio.gather(*self._tasks, *([self._worker] if self._worker else []), return_exceptions=True)
         self._worker = None
-        kept = " (kept: sent after a restart)" if self._store is not None else ""
+        kept = " (kept: sent after a restart)" if self._rows is not None else ""
         for queue in self._posts.values():
             for post in queue:
                 post.ref._fail(
@@ -259,90 +246,18 @@ class Outbox:
             self._keyed[once] = ref
         self._seq += 1
         post = Post(ref, kwargs, root, priority, self._seq, marker, run_id=run_id, once=once)
-        if self._store is not None:
-            post.saving = asyncio.create_task(self._save(self._store, post))
-            self._saves.add(post.saving)
-            self._saving[marker] = post.saving
-            post.saving.add_done_callback(self._saves.discard)
-            post.saving.add_done_callback(functools.partial(self._saved_or_not, marker))
+        if self._rows is not None:
+            post.saving = self._rows.save(post)
         self._posts.setdefault(channel, []).append(post)
         self._wake.set()
         return ref
 
     # -- persistence -----------------------------------------------------------------------------
 
-    async def _save(self, store: OutboxStore, post: Post) -> None:
-        """Write the post's row, retried while the database is away; a post is never sent unsaved
-        (a restart would not know it, and a run posting again what it cannot find would duplicate it)."""
-        from bot.slack.store import OutboxRow
-
-        root = post.root
-        row = OutboxRow(
-            id=post.marker,
-            seq=post.seq,
-            channel=post.ref.channel,
-            kwargs=post.kwargs,
-            root_id=root.marker if root is not None and root.known_ts is None else None,
-            thread_ts=root.known_ts if root is not None else None,
-            priority=post.priority,
-            run_id=post.run_id,
-            status="pending",
-            attempts=0,
-            ts=None,
-        )
-        try:
-            saved = await self._persist("save", row)
-        except IntegrityError:  # its id is saved: this post, if a lost commit answer hid it, or another's
-            saved = await self._persist("claim", row.id)
-            if saved is False:
-                raise OutboxError(
-                    "a post of this key was saved already", method="chat.postMessage", error=DUPLICATE
-                ) from None
-        if saved is _FAILED:
-            raise OutboxError(
-                "the post could not be saved (the database was away), so it was not sent",
-                method="chat.postMessage",
-                error=NOT_SAVED,
-            )
-
-    async def _persist(self, what: str, *args: Any, **kwargs: Any) -> Any:
-        """A write a send depends on, retried with backoff for `retry_window` (not after `close`):
-        its result, or `_FAILED`. A collision (`IntegrityError`) is an answer, not retried."""
-        assert self._store is not None
-        give_up_at = self._clock() + self.retry_window
-        attempt = 0
-        while True:
-            try:
-                return await getattr(self._store, what)(*args, **kwargs)
-            except IntegrityError:
-                raise
-            except Exception as exc:
-                if self._closed or self._clock() >= give_up_at:
-                    log.error("outbox store: %s failed for good: %r", what, exc)
-                    return _FAILED
-                if attempt == 0:
-                    log.warning("outbox store: %s failed (%r); retrying while it is away", what, exc)
-            attempt += 1
-            with contextlib.suppress(TimeoutError):
-                delay = min(self._backoff(attempt), max(give_up_at - self._clock(), 0.0))
-                await asyncio.wait_for(self._stopping.wait(), delay)
-
     async def saved(self, refs: Sequence[MessageRef]) -> bool:
         """Whether the rows of these posts are written (waiting for writes under way): a step that
         implies them ends only once they are, else it runs again and queues them again."""
-        markers = [r.marker for r in refs if r.marker is not None]
-        await asyncio.gather(*(self._saving[m] for m in markers if m in self._saving), return_exceptions=True)
-        return not any(m in self._unsaved for m in markers)
-
-    def _saved_or_not(self, marker: str, task: asyncio.Task[None]) -> None:
-        self._saving.pop(marker, None)
-        error = None if task.cancelled() else task.exception()
-        if isinstance(error, OutboxError) and error.error == DUPLICATE:
-            return  # saved, by whoever posts it
-        if task.cancelled() or error is not None:
-            self._unsaved[marker] = None
-            if len(self._unsaved) > _UNSAVED_KEPT:
-                self._unsaved.pop(next(iter(self._unsaved)))
+        return True if self._rows is None else await self._rows.saved(refs)
 
     async def _resume(self, store: OutboxStore) -> None:
         """Queue the posts a previous process saved but did not finish sending."""
@@ -386,15 +301,13 @@ class Outbox:
     async def first_posts(self, run_id: str) -> tuple[OutboxRow | None, OutboxRow | None]:
         """The run's saved status message and progress message (for `root_of`), read with those of
         every other run asking meanwhile (the resumes after a restart: one query, not hundreds)."""
-        if self._status_rows is None or self._progress_rows is None:
+        if self._rows is None:
             return None, None
-        return await asyncio.gather(self._status_rows.get(run_id), self._progress_rows.get(run_id))
+        return await self._rows.first_posts(run_id)
 
     async def final_saved(self, run_id: str) -> bool:
         """Whether a final answer of the run was saved (so it is sent, or was): never post it twice."""
-        if self._store is None:
-            return False
-        return bool(await self._store.first_posts([run_id], priority=PRIORITY_FINAL))
+        return False if self._rows is None else await self._rows.final_saved(run_id)
 
     def root_of(self, row: OutboxRow | None) -> MessageRef | None:
         """The message a previous process posted (or saved, and this one sends) for a run's `row`.
@@ -416,10 +329,10 @@ class Outbox:
 
     async def take_over(self, owners: Sequence[str]) -> int:
         """Send the posts dead executors saved but never finished (the janitor took their runs)."""
-        if self._store is None or not owners:
+        if self._rows is None or not owners:
             return 0
         adopted = 0
-        for row in await self._store.take_over(owners):
+        for row in await self._rows.store.take_over(owners):
             if row.id not in self._resumed and self._adopt(row) is not None:
                 adopted += 1
         if adopted:
@@ -427,25 +340,14 @@ class Outbox:
             self._wake.set()
         return adopted
 
-    async def _store_call(self, what: str, *args: Any, **kwargs: Any) -> None:
-        """A bookkeeping write; a failing database must not stop delivery."""
-        if self._store is None:
-            return
-        try:
-            await getattr(self._store, what)(*args, **kwargs)
-        except Exception:
-            log.exception("outbox store: %s failed", what)
-
     def _give_up(
         self, post_id: str, channel: str, run_id: str | None, reason: str, error: str | None
     ) -> None:
         """Log a post that will not be delivered, with its run and why, and tell the listeners."""
         self.stats.given_up += 1
         log.warning("slack post %s given up: run=%s channel=%s reason=%s", post_id, run_id, channel, reason)
-        if self._store is not None:
-            task = asyncio.ensure_future(self._store_call("failed", post_id, reason))
-            self._saves.add(task)
-            task.add_done_callback(self._saves.discard)
+        if self._rows is not None:
+            self._rows.note_soon("failed", post_id, reason)
         event = GiveUp(post_id=post_id, channel=channel, run_id=run_id, reason=reason, error=error)
         for listener in list(self.on_give_up):
             try:
@@ -463,45 +365,9 @@ class Outbox:
         else:
             slot.dirty, slot.dirty_since = True, self._clock()
         slot.text, slot.blocks = text, blocks
-        if self._store is not None:
-            self._persist_update(self._store, slot, ref)
+        if self._rows is not None:
+            self._rows.wanted(slot, ref)
         self._wake.set()
-
-    def _persist_update(self, store: OutboxStore, slot: Slot, ref: MessageRef) -> None:
-        """Save the message's newest wanted state (one writer per message, newest state last)."""
-        from bot.slack.store import PendingUpdate
-
-        if ref.known_ts is not None:
-            row_id = f"u:{ref.channel}:{ref.known_ts}"
-        elif ref.marker is not None:
-            row_id = f"u:{ref.marker}"
-        else:
-            return
-        slot.row_ids.add(row_id)
-        self._update_states[row_id] = PendingUpdate(
-            id=row_id,
-            channel=ref.channel,
-            ts=ref.known_ts,
-            marker=None if ref.known_ts else ref.marker,
-            text=slot.text,
-            blocks=slot.blocks,
-            version=slot.version,
-        )
-        if row_id not in self._update_writers:
-            task = asyncio.create_task(self._write_updates(store, row_id))
-            self._update_writers[row_id] = task
-            self._saves.add(task)
-            task.add_done_callback(self._saves.discard)
-
-    async def _write_updates(self, store: OutboxStore, row_id: str) -> None:
-        try:
-            while (state := self._update_states.pop(row_id, None)) is not None:
-                try:
-                    await store.save_update(state)
-                except Exception:  # still sent; only a restart would miss it
-                    log.exception("outbox could not save the wanted state of %s", row_id)
-        finally:
-            del self._update_writers[row_id]
 
     def set_share(self, share: float) -> None:
         """This process's part of the workspace's Slack budget (1 / the live processes of the app):
@@ -700,13 +566,8 @@ class Outbox:
 
     async def _mark_shown(self, slot: Slot, version: int) -> None:
         """State `version` is on Slack (or never will be): its rows need no resend after a restart."""
-        if not slot.row_ids:
-            return
-        # A save of this state still running would turn the row back to pending after the mark.
-        writers = [self._update_writers[i] for i in slot.row_ids if i in self._update_writers]
-        if writers:
-            await asyncio.gather(*writers, return_exceptions=True)
-        await self._store_call("update_sent", sorted(slot.row_ids), version)
+        if self._rows is not None:
+            await self._rows.shown(slot, version)
 
     async def _deliver_post(self, post: Post) -> None:
         channel = post.ref.channel
@@ -714,7 +575,8 @@ class Outbox:
             if post.saving is not None:
                 await post.saving  # saved before sent: a crash from here on loses nothing
             ts = await self._post_once(post)
-            await self._store_call("sent", post.marker, ts)
+            if self._rows is not None:
+                await self._rows.note("sent", post.marker, ts)
             post.ref._resolve(ts)
         except OutboxError as exc:
             post.ref._fail(exc)
@@ -796,8 +658,8 @@ class Outbox:
                 delay = self._channel_next.get(channel, 0.0) - self._clock()
             await self._gate("chat.postMessage")
             self._channel_next[channel] = self._clock() + self._channel_pace()
-            if whole and self._store is not None:
-                await self._claim_attempt(marker, thread)
+            if whole and self._rows is not None:
+                await self._rows.claim_attempt(marker, thread, time.time())
             try:
                 return str((await self._send("chat.postMessage", kwargs))["ts"])
             except Exception as exc:
@@ -811,8 +673,8 @@ class Outbox:
                 ):
                     self.stats.duplicates_avoided += 1
                     return found
-                if whole:
-                    await self._store_call("note_error", marker, f"{kind}: {_error_code(exc) or exc!r}")
+                if whole and self._rows is not None:
+                    await self._rows.note("note_error", marker, f"{kind}: {_error_code(exc) or exc!r}")
                 if self._clock() >= give_up_at:
                     raise OutboxError(
                         f"post failed for {self.retry_window:g} s ({kind})",
@@ -821,21 +683,6 @@ class Outbox:
                     ) from exc
                 attempt += kind != "ratelimited"
                 self._note_retry("chat.postMessage", kind, retry_after, attempt)
-
-    async def _claim_attempt(self, marker: str, thread: str | None) -> None:
-        """Record the attempt before the send (unrecorded, a restart would re-send it unlooked-up),
-        on a row still this process's (else the process a janitor gave it to sends it)."""
-        mine = await self._persist("attempt", marker, thread_ts=thread, next_attempt_at=time.time())
-        if mine is _FAILED:
-            raise OutboxError(
-                "the post's attempt could not be recorded, so it was not sent",
-                method="chat.postMessage",
-                error=NOT_SAVED,
-            )
-        if mine is False:
-            raise OutboxError(
-                "the post's row was given to another process", method="chat.postMessage", error=TAKEN
-            )
 
     async def _look_up(
         self, channel: str, marker: str, thread: str | None, oldest: str, give_up_at: float

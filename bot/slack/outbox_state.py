@@ -14,6 +14,15 @@ from typing import Any
 
 from bot.errors import OutboxError
 
+PRIORITY_STATUS = 0
+PRIORITY_THREAD = 5
+PRIORITY_APPROVAL = 10
+PRIORITY_FINAL = 10
+NOT_SAVED = "not_saved"  # the error of a post not sent because its row could not be written
+# Posts not sent because another process sends them (never given up: nothing is missing).
+DUPLICATE = "duplicate"  # a post of the same key was saved already (a run's final answer, twice)
+TAKEN = "taken"  # a janitor gave the post's row to another process
+
 
 class MessageRef:
     """A message the outbox posted (or will post); `ts()` waits for Slack's id."""

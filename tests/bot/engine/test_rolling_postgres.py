@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -42,18 +43,27 @@ def _rate_limited(slack: SlackEmulator) -> list[str]:
     return [v for v in slack.violations if v.startswith("rate limit")]
 
 
-@pytest.mark.postgres
-async def test_a_rolling_restart_under_load_meets_no_429(tmp_path: Path) -> None:
-    server = postgres_url()
-    if server is None:
-        pytest.skip("no PostgreSQL (DATABASE_URL_POSTGRES)")
+@dataclass
+class Rolling:
+    """What a rolling restart under full load showed at the emulator and in the new worker's log."""
+
+    rate_limited: list[str]
+    finals: Counter[str]  # final answers per run thread
+    new_log: str
+    logs: str
+
+
+async def rolling_restart(database: str, cwd: Path) -> Rolling:
+    """A front end and a worker at full Slack load; a second worker started, then the first stopped.
+
+    Also `make bench` (bench_scale): the 429s it prints are this scenario's.
+    """
     limits = Limits(window=MINUTE, post_interval=MINUTE / 60, post_burst=3, retry_after=1)
     async with (
-        scratch_postgres_database(server) as database,
         SlackEmulator(bot_token=TOKEN, allowed_mentions={"U0USER", APPROVER}, limits=limits) as slack,
         ProviderServer(_slow) as provider,
     ):
-        team = tmp_path / "team.yaml"
+        team = cwd / "team-rolling.yaml"
         team.write_text(team_yaml(provider, agents=2))
         env = bot_env(
             slack.api_url,
@@ -65,13 +75,13 @@ async def test_a_rolling_restart_under_load_meets_no_429(tmp_path: Path) -> None
             MASSGEN_SHUTDOWN_GRACE="1",
             MASSGEN_STATUS_REFRESH="0.2",  # every run's status is refreshed 5 times a second: full load
         )
-        await upgrade_schema(env, tmp_path)
+        await upgrade_schema(env, cwd)
 
         def worker(name: str) -> BotProcess:
-            return BotProcess(["worker", "--team", str(team)], {**env, "MASSGEN_EXECUTOR_ID": name}, tmp_path)
+            return BotProcess(["worker", "--team", str(team)], {**env, "MASSGEN_EXECUTOR_ID": name}, cwd)
 
         front_args = ["serve", "--role", "frontend", "--team", str(team)]
-        front = BotProcess(front_args, {**env, "MASSGEN_EXECUTOR_ID": "f1"}, tmp_path)
+        front = BotProcess(front_args, {**env, "MASSGEN_EXECUTOR_ID": "f1"}, cwd)
         old, new = worker("w1"), worker("w2")
         procs = [front, old, new]
         try:
@@ -92,9 +102,22 @@ async def test_a_rolling_restart_under_load_meets_no_429(tmp_path: Path) -> None
             for proc in procs:
                 if proc.proc is not None and proc.proc.returncode is None:
                     await proc.stop()
-        logs = "\n".join(p.output(tail=3000) for p in procs)
-        assert _rate_limited(slack) == [], (_rate_limited(slack)[:5], logs)
-        finals = Counter(str(c.params.get("thread_ts")) for c in _final_posts(slack))
-        assert len(finals) == RUNS, finals
-        assert set(finals.values()) == {1}, finals
-        assert "this one keeps 1/3" in new.output(tail=0)  # front end, old and new worker
+        return Rolling(
+            rate_limited=_rate_limited(slack),
+            finals=Counter(str(c.params.get("thread_ts")) for c in _final_posts(slack)),
+            new_log=new.output(tail=0),
+            logs="\n".join(p.output(tail=3000) for p in procs),
+        )
+
+
+@pytest.mark.postgres
+async def test_a_rolling_restart_under_load_meets_no_429(tmp_path: Path) -> None:
+    server = postgres_url()
+    if server is None:
+        pytest.skip("no PostgreSQL (DATABASE_URL_POSTGRES)")
+    async with scratch_postgres_database(server) as database:
+        seen = await rolling_restart(database, tmp_path)
+    assert seen.rate_limited == [], (seen.rate_limited[:5], seen.logs)
+    assert len(seen.finals) == RUNS, seen.finals
+    assert set(seen.finals.values()) == {1}, seen.finals
+    assert "this one keeps 1/3" in seen.new_log  # front end, old and new worker

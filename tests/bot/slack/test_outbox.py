@@ -65,12 +65,13 @@ async def test_at_most_one_update_per_interval_per_message(slack: SlackEmulator,
     await ref.ts()
 
     def updates_reach(n: int) -> Callable[[], bool]:
-        return lambda: len(slack.calls_to("chat.update")) >= n
+        return lambda: len(slack.calls_to("chat.update", ok=True)) >= n
 
     for i in range(1, 5):
         outbox.update(ref, text=f"v{i}")
         await slack.wait_for(updates_reach(i))
-    times = [c.at for c in slack.calls_to("chat.update")]
+    # Shown states only: on a loaded machine a call can time out and its state is sent again at once.
+    times = [c.at for c in slack.calls_to("chat.update", ok=True)]
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert len(times) == 4
     # Sends are spaced by the interval; arrival jitter on a loaded machine eats a little of it.

@@ -12,9 +12,10 @@ from typing import Any
 import aiohttp
 from playwright.async_api import Browser, expect
 
-from bot.playground import CHANNEL, REQUESTER, SUGGESTIONS, Playground, playground_team
+from bot.playground import CHANNEL, REQUESTER, SUGGESTIONS, Guide, Playground, playground_team
 from bot.playground.forge import demo_remote
 from bot.playground.guide import FIRST_LOCAL_RUN, team_line, timing_line
+from orchestrator import local_team
 from tests.bot.playground.conftest import WAIT_MS, needs_chromium
 from tests.bot.playground.harness import playground, ui_post
 
@@ -49,6 +50,19 @@ def test_the_time_per_run_is_measured_and_only_the_local_team_gets_a_first_run_h
     assert timing_line([], local=False) == ""
     assert timing_line([4.2, 30.0, 7.6], local=True) == "a run took about 8 s here"  # the median
     assert timing_line([0.2], local=False) == "a run took about 1 s here"
+
+
+async def test_only_an_all_local_team_gets_the_first_run_hint(tmp_path: Path) -> None:
+    local = await Guide(team=local_team()).state()
+    assert (local["team"], local["timing"]) == (
+        "3 agents: SmolLM2-135M-Instruct (local, llama.cpp)",
+        FIRST_LOCAL_RUN,
+    )
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        "agents:\n  - {id: a, backend: {type: local}}\n  - {id: c, backend: {type: claude, model: x}}\n"
+    )
+    assert (await Guide(team=playground_team({}, team).team).state())["timing"] == ""
 
 
 def test_the_suggestions_name_files_the_sample_repository_has(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from orchestrator import BackendConfig, RunStatus, RunSummary, TeamConfig
 
 RECENT = 5  # finished runs the time per run is the median of
-FIRST_LOCAL_RUN = "first run: a minute or two on 2 cores with the local model"
+FIRST_LOCAL_RUN = "first run: about two minutes on 2 cores with the local model"  # 101 s idle, 190 s loaded
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,12 +12,15 @@ from typing import Any
 import aiohttp
 from playwright.async_api import Browser, expect
 
-from bot.playground import CHANNEL, REQUESTER, SUGGESTIONS, Guide, Playground, playground_team
+from bot.playground import APPROVER, CHANNEL, REQUESTER, SUGGESTIONS, Guide, Playground, playground_team
 from bot.playground.forge import demo_remote
 from bot.playground.guide import FIRST_LOCAL_RUN, team_line, timing_line
+from bot.render import ids
 from orchestrator import local_team
 from tests.bot.playground.conftest import WAIT_MS, needs_chromium
 from tests.bot.playground.harness import playground, ui_post
+from tests.fakes.provider_agent import protocol_agent
+from tests.fakes.provider_server import Handler, ProviderRequest, Reply
 
 
 async def _guide(pg: Playground) -> dict[str, Any]:
@@ -90,6 +93,32 @@ async def test_the_page_serves_the_suggestions_the_team_and_then_the_measured_ti
         assert (status, answer["ok"]) == (200, True)
         await pg.slack.wait_for(lambda: "Final answer" in str(pg.slack.messages.get(CHANNEL)), 60)
         assert re.fullmatch(r"a run took about \d+ s here", await _timing_once_stored(pg))
+
+
+def _fixes_billing() -> Handler:
+    """The scripted provider: each agent writes the fixed `billing.py` once, then follows the protocol."""
+
+    def handler(request: ProviderRequest) -> Reply:
+        wrote = any(m.role == "assistant" and m.tool_calls for m in request.messages)
+        if "write_file" in request.tools and "new_answer" in request.tools and not wrote:
+            fixed = "def total(prices):\n    return sum(prices)\n"
+            return Reply(tool_calls=[("write_file", {"path": "billing.py", "content": fixed})])
+        return protocol_agent(request)
+
+    return handler
+
+
+async def test_the_push_suggestion_reaches_an_approval_card(tmp_path: Path) -> None:
+    """On the sample repository the winner's edit is pushed behind one approval: the card avery decides."""
+    async with playground(tmp_path, handler=_fixes_billing()) as pg:
+        await ui_post(pg, "/ui/send", {"user": REQUESTER.id, "text": SUGGESTIONS[2].text})
+
+        def card() -> bool:
+            shown = str(pg.slack.messages.get(CHANNEL))
+            return ids.APPROVE_ONCE in shown and "publish_pull_request demo:" in shown
+
+        await pg.slack.wait_for(card, 60)
+        assert f"<@{APPROVER.id}>" in str(pg.slack.messages.get(CHANNEL))  # the card names who decides
 
 
 @needs_chromium

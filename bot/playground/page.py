@@ -18,6 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bot.playground.guide import Guide
 from bot.playground.workspace import PlaygroundError, Workspace
 
 log = logging.getLogger(__name__)
@@ -33,11 +34,12 @@ _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class Page:
-    """The page server's handlers over one `Workspace`."""
+    """The page server's handlers over one `Workspace`, with the `Guide` its header and suggestions show."""
 
-    def __init__(self, workspace: Workspace) -> None:
+    def __init__(self, workspace: Workspace, guide: Guide) -> None:
         self.workspace = workspace
         self.slack = workspace.slack
+        self.guide = guide
 
     def routes(self, app: web.Application) -> None:
         """Add the page's routes to the emulator's application."""
@@ -96,7 +98,7 @@ class Page:
 
     async def _state(self, request: web.Request) -> web.Response:
         user = request.query.get("user") or self.workspace.people[0].id
-        return web.json_response(self.workspace.state(user))
+        return web.json_response({**self.workspace.state(user), "guide": await self.guide.state()})
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
         """Server-sent events: `change` with the revision whenever the workspace changes."""

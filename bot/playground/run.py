@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import SecretStr
 
 from bot.playground.emulator import SlackEmulator
+from bot.playground.guide import Guide
 from bot.playground.page import Page
 from bot.playground.workspace import APPROVER, Workspace
 from bot.settings import BotSettings
@@ -159,10 +160,11 @@ async def serve_playground(
     token, signing_secret = f"xoxb-playground-{secrets.token_hex(8)}", secrets.token_hex(16)
     slack = SlackEmulator(bot_token=token)
     workspace = Workspace(slack=slack, signing_secret=signing_secret)
+    guide = Guide(team=pick.team)
     state_dir = fresh_state_dir(settings)
     async with contextlib.AsyncExitStack() as stack:
         try:
-            await slack.start(port=port, routes=Page(workspace).routes)
+            await slack.start(port=port, routes=Page(workspace, guide).routes)
         except OSError as exc:  # asyncio's message repeats the address around the OS's reason
             reason = str(exc).rpartition(": ")[2] or type(exc).__name__
             log.error(
@@ -184,6 +186,7 @@ async def serve_playground(
             log.error("playground: %s", exc)
             return 1
         stack.push_async_callback(services.close)
+        guide.runs = services.run_store
         runner = web.AppRunner(build_web_app(build_app(services), services), access_log=None)
         await runner.setup()
         stack.push_async_callback(runner.cleanup)

@@ -87,6 +87,7 @@ function render(state) {
   ui.state = state;
   ui.user = state.me.id;
   renderPeople();
+  renderGuide(state.guide);
   const ctx = context();
   const box = $("messages");
   const pane = $("channel");
@@ -144,6 +145,29 @@ function renderPeople() {
   const approver = ui.state.people.find((p) => p.role === "approver");
   $("role").textContent = "You are " + me.name + ", the " + me.role + ". Only " + approver.name +
     " (the approver) may approve what the agents ask to run.";
+}
+
+// The guide: which model runs, what a run takes here, and the suggested tasks (the server's list).
+function renderGuide(guide) {
+  $("team-line").textContent = guide.team;
+  $("timing").textContent = guide.timing ? "· " + guide.timing : "";
+  const box = $("suggestions");
+  if (box.childElementCount) return;
+  for (const s of guide.suggestions) {
+    const button = el("button", "btn suggestion");
+    button.type = "button";
+    button.title = s.text;
+    button.append(el("span", "label", s.label), el("span", "shows", s.shows));
+    button.addEventListener("click", () => suggest(s.text));
+    box.append(button);
+  }
+}
+
+// A suggestion is typed for the user and sent through the composer, like any typed task.
+function suggest(text) {
+  setReply(null);
+  $("text").value = text;
+  $("composer").requestSubmit();
 }
 
 function renderHome(ctx) {

@@ -90,7 +90,11 @@ async def answered(
             await tell(services, user=user, channel=channel, text=WAITING,
                        response_url=response_url, thread_ts=thread_ts)  # fmt: skip
         await task
-    except STORE_DOWN as exc:
+    except Exception as exc:
+        # Whatever a library wrapped the failure in (the engine's own errors), a database that
+        # does not answer now means the same to the user.
+        if not isinstance(exc, STORE_DOWN) and await services.storage.ping(within=1.0) is None:
+            raise
         log.warning("a request met the database away (%s: %s); its user is told to try again",
                     type(exc).__name__, str(exc)[:200])  # fmt: skip
         if user:

@@ -231,6 +231,11 @@ class RunSupervisor:
             log.info("run %s: its end was stored, its final answer never saved; posting it", run_id)
             renderer.post_final(final)
         await renderer.finish()
+        await self._final_saved(run_id, renderer)
+
+    async def _final_saved(self, run_id: str, renderer: RunRenderer) -> None:
+        """A step that ends a run ends once its final answer is saved; else (unsaved, it is not sent
+        either) it fails like a store write, and the step runs again (`_settle` posts it)."""
         if not await self._outbox.saved(renderer.final_posts):
             raise RunStoreError(f"run {run_id}: its final answer could not be saved")
 
@@ -450,9 +455,7 @@ class RunSupervisor:
                 return outcome
             log.info("run ended: %s", outcome.kind)
             await active.renderer.finish()
-            if not await self._outbox.saved(active.renderer.final_posts):
-                # Unsaved, the answer is not sent either: the step runs again (`_settle` posts it).
-                return Suspended(run_id=run_id, waiting=(), reason="its final answer could not be saved")
+            await self._final_saved(run_id, active.renderer)
             return outcome
         finally:
             self._active.pop(run_id, None)

@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from approvals.permissions.access import path_finding
 from approvals.permissions.budget import TooComplex, spend
 from approvals.permissions.decisions import Layer, Verdict
 from approvals.permissions.environment import assignments, computed_export, exported_names, judge_assignment
@@ -441,45 +442,6 @@ def _reads_recursively(inv: Invocation) -> bool:
     if inv.program in ("grep", "egrep", "fgrep", "cp", "chmod", "chown", "ls", "cat", "zip"):
         return any(c in f for f in flags for c in "rRa") or "--recursive" in long_flags
     return False
-
-
-def path_finding(
-    boundary: Boundary, rules: RuleSet, text: str, *, write: bool, cwd: str | None = None
-) -> Finding:
-    """Boundary and read/write rules for one path access."""
-    judged = boundary.judge(text, write=write, cwd=cwd)
-    kind = "write" if write else "read"
-    if judged.verdict == "deny":
-        return Finding("deny", judged.risk, "floor", f"{judged.reason}: {judged.path}", broad=True)
-    candidates = {judged.path}
-    if UNKNOWN not in text and cwd != UNKNOWN:
-        candidates.add(boundary.absolute(text, cwd))
-    ws, home = boundary.workspace, boundary.home
-    # A read deny also covers writes: what may not be read may not be overwritten either.
-    for bucket_kind in {kind, "read"} if write else {kind}:
-        for rule in rules.of("deny", bucket_kind):
-            if any(rule.matches_path(p, workspace=ws, home=home) for p in candidates):
-                return Finding("deny", judged.risk, "rule", f"denied by rule {rule.text}", rule=rule.text)
-    for bucket_kind in {kind, "read"} if write else {kind}:
-        for rule in rules.of("ask", bucket_kind):
-            if any(rule.matches_path(p, workspace=ws, home=home) for p in candidates):
-                return Finding(
-                    "ask",
-                    judged.risk,
-                    "rule",
-                    f"rule {rule.text} asks",
-                    rule=rule.text,
-                    sensitive=judged.sensitive,
-                )
-    if judged.verdict == "ask" and not judged.sensitive and judged.klass != "unknown":
-        for rule in rules.of("allow", kind):
-            if all(rule.matches_path(p, workspace=ws, home=home) for p in candidates):
-                return Finding("allow", judged.risk, "rule", f"allowed by rule {rule.text}", rule=rule.text)
-    egress = judged.klass == "network"
-    return Finding(
-        judged.verdict, judged.risk, "boundary", f"{judged.reason}: {judged.path}",
-        sensitive=judged.sensitive, egress=egress, broad=egress,
-    )  # fmt: skip
 
 
 def _canonical(inv: Invocation) -> str:

@@ -14,9 +14,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from approvals.permissions.access import path_finding
 from approvals.permissions.actions import ACTION_KINDS, Action
 from approvals.permissions.budget import Clock, JudgmentTimeout, TooComplex, check_deadline, deadline
-from approvals.permissions.commands import CommandJudge, path_finding
+from approvals.permissions.commands import CommandJudge
 from approvals.permissions.decisions import RISK_ORDER, VERDICT_ORDER, Decision
 from approvals.permissions.errors import PermissionConfigError
 from approvals.permissions.fetch import judge_fetch

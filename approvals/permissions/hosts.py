@@ -11,7 +11,7 @@ import re
 from typing import Final
 
 from approvals.permissions.actions import Action
-from approvals.permissions.fetch import URL, normalise
+from approvals.permissions.urls import URL, normalise
 
 MAX_HOSTS: Final = 16
 _URL = re.compile(

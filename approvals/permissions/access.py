@@ -6,7 +6,7 @@ Shared by every judge that meets a path: the command judge for each access, the 
 
 from __future__ import annotations
 
-from approvals.permissions.findings import Finding
+from approvals.permissions.model import Finding
 from approvals.permissions.paths import Boundary
 from approvals.permissions.rules import RuleSet
 from approvals.permissions.shell.words import UNKNOWN

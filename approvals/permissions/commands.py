@@ -11,15 +11,13 @@ from dataclasses import dataclass, replace
 
 from approvals.permissions.access import path_finding
 from approvals.permissions.budget import TooComplex, spend
-from approvals.permissions.decisions import Layer, Verdict
 from approvals.permissions.environment import assignments, computed_export, exported_names, judge_assignment
-from approvals.permissions.findings import Finding
 from approvals.permissions.floor import invocation_floor, lexical_floor
+from approvals.permissions.model import Finding, Layer, RiskInfo, Verdict
 from approvals.permissions.options import option_values, wildcard_covers
 from approvals.permissions.paths import Boundary, within
 from approvals.permissions.readers import broad_search, computed_names, listing_reader
 from approvals.permissions.risk import WORKSPACE_PROGRAM, classify
-from approvals.permissions.riskinfo import RiskInfo
 from approvals.permissions.rules import Bucket, Rule, RuleSet
 from approvals.permissions.shell.accesses import accesses, uses_cwd
 from approvals.permissions.shell.invocation import Expansion, Invocation, expand

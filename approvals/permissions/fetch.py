@@ -26,10 +26,9 @@ from dataclasses import replace
 from urllib.parse import unquote, urlsplit
 
 from approvals.permissions.access import path_finding
-from approvals.permissions.findings import Finding
+from approvals.permissions.model import DEFAULT_PORTS, DENIED_SCHEMES, URL, Finding, normalise
 from approvals.permissions.paths import Boundary
 from approvals.permissions.rules import BUCKETS, RuleSet
-from approvals.permissions.urls import DEFAULT_PORTS, DENIED_SCHEMES, URL, normalise
 
 _METADATA_HOSTS = frozenset(
     """metadata.google.internal metadata.goog metadata instance-data instance-data.ec2.internal

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from approvals.permissions.code_options import code_option
 from approvals.permissions.dumps import env_dump
-from approvals.permissions.riskinfo import RiskInfo
+from approvals.permissions.model import RiskInfo
 from approvals.permissions.shell.interpreters import SHELLS, git_shell_text, interpreter_family
 from approvals.permissions.shell.invocation import Invocation
 from approvals.permissions.shell.programs import (

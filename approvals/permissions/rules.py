@@ -18,9 +18,7 @@ from typing import Any, Literal
 
 import yaml
 
-from approvals.permissions.actions import ACTION_KINDS, ActionKind
-from approvals.permissions.errors import RuleError
-from approvals.permissions.urls import URL, normalise
+from approvals.permissions.model import ACTION_KINDS, URL, ActionKind, RuleError, normalise
 
 Bucket = Literal["allow", "ask", "deny"]
 BUCKETS: tuple[Bucket, ...] = ("deny", "ask", "allow")

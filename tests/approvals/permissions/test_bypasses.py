@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from approvals.permissions.actions import Action
 from approvals.permissions.engine import PermissionConfig, PermissionEngine
+from approvals.permissions.model.actions import Action
 from approvals.permissions.policy import PolicyName
 from approvals.permissions.rules import load_rules
 

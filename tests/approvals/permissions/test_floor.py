@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from approvals.permissions.actions import Action
 from approvals.permissions.engine import PermissionConfig, PermissionEngine
 from approvals.permissions.floor import is_critical
+from approvals.permissions.model.actions import Action
 from approvals.permissions.rules import load_rules
 
 HOME = "/home/tester"

@@ -25,8 +25,16 @@ from approvals.permissions.model import (
     Verdict,
     action_digest,
 )
-from approvals.permissions.policy import POLICY_NAMES, PolicyName, check_policy
-from approvals.permissions.rules import EMPTY_RULES, Rule, RuleSet, load_rules, load_rules_file
+from approvals.permissions.policy import (
+    EMPTY_RULES,
+    POLICY_NAMES,
+    PolicyName,
+    Rule,
+    RuleSet,
+    check_policy,
+    load_rules,
+    load_rules_file,
+)
 
 if TYPE_CHECKING:
     from approvals.permissions.engine import PermissionConfig, PermissionEngine

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from approvals.permissions.model import Finding
 from approvals.permissions.paths import Boundary
-from approvals.permissions.rules import RuleSet
+from approvals.permissions.policy import RuleSet
 from approvals.permissions.shell.words import UNKNOWN
 
 

@@ -16,9 +16,9 @@ from approvals.permissions.floor import invocation_floor, lexical_floor
 from approvals.permissions.model import Finding, Layer, RiskInfo, Verdict
 from approvals.permissions.options import option_values, wildcard_covers
 from approvals.permissions.paths import Boundary, within
+from approvals.permissions.policy import Bucket, Rule, RuleSet
 from approvals.permissions.readers import broad_search, computed_names, listing_reader
 from approvals.permissions.risk import WORKSPACE_PROGRAM, classify
-from approvals.permissions.rules import Bucket, Rule, RuleSet
 from approvals.permissions.shell.accesses import accesses, uses_cwd
 from approvals.permissions.shell.invocation import Expansion, Invocation, expand
 from approvals.permissions.shell.programs import LIST_CONSUMERS

@@ -31,8 +31,7 @@ from approvals.permissions.model import (
     worst,
 )
 from approvals.permissions.paths import Boundary, within
-from approvals.permissions.policy import POLICY_NAMES, PolicyName, resolve
-from approvals.permissions.rules import BUCKETS, EMPTY_RULES, RuleSet
+from approvals.permissions.policy import BUCKETS, EMPTY_RULES, POLICY_NAMES, PolicyName, RuleSet, resolve
 from approvals.permissions.shell.invocation import Invocation, expand
 from approvals.permissions.shell.listings import lists_workspace_paths
 from approvals.permissions.shell.words import UNKNOWN

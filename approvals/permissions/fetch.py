@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlsplit
 from approvals.permissions.access import path_finding
 from approvals.permissions.model import DEFAULT_PORTS, DENIED_SCHEMES, URL, Finding, normalise
 from approvals.permissions.paths import Boundary
-from approvals.permissions.rules import BUCKETS, RuleSet
+from approvals.permissions.policy import BUCKETS, RuleSet
 
 _METADATA_HOSTS = frozenset(
     """metadata.google.internal metadata.goog metadata instance-data instance-data.ec2.internal

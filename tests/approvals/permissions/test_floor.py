@@ -9,7 +9,7 @@ import pytest
 from approvals.permissions.engine import PermissionConfig, PermissionEngine
 from approvals.permissions.floor import is_critical
 from approvals.permissions.model.actions import Action
-from approvals.permissions.rules import load_rules
+from approvals.permissions.policy.rules import load_rules
 
 HOME = "/home/tester"
 ALLOW_EVERYTHING = {"allow": ["command(*)", "write(*)", "read(*)"]}

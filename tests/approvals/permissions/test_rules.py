@@ -11,7 +11,7 @@ import pytest
 from approvals.permissions import PermissionsError, RuleError
 from approvals.permissions.engine import PermissionConfig, PermissionEngine
 from approvals.permissions.model.actions import Action
-from approvals.permissions.rules import load_rules, load_rules_file, parse_rule
+from approvals.permissions.policy.rules import load_rules, load_rules_file, parse_rule
 
 HOME = Path("/home/tester")
 

@@ -14,12 +14,17 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from approvals.permissions.access import path_finding
+from approvals.permissions.boundaries import (
+    Boundary,
+    egress_hosts,
+    hosts_note,
+    judge_fetch,
+    path_finding,
+    within,
+)
 from approvals.permissions.budget import Clock, JudgmentTimeout, TooComplex, check_deadline, deadline
 from approvals.permissions.commands import CommandJudge
-from approvals.permissions.fetch import judge_fetch
 from approvals.permissions.floor import SYSTEM_DIRS, classify_path
-from approvals.permissions.hosts import egress_hosts, hosts_note
 from approvals.permissions.model import (
     ACTION_KINDS,
     RISK_ORDER,
@@ -30,7 +35,6 @@ from approvals.permissions.model import (
     PermissionConfigError,
     worst,
 )
-from approvals.permissions.paths import Boundary, within
 from approvals.permissions.policy import BUCKETS, EMPTY_RULES, POLICY_NAMES, PolicyName, RuleSet, resolve
 from approvals.permissions.shell.invocation import Invocation, expand
 from approvals.permissions.shell.listings import lists_workspace_paths

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from approvals.permissions.engine import PermissionConfig, PermissionEngine
-from approvals.permissions.floor import is_critical
+from approvals.permissions.floor.judge import is_critical
 from approvals.permissions.model.actions import Action
 from approvals.permissions.policy.rules import load_rules
 

@@ -8,7 +8,7 @@ import pytest
 
 from approvals.permissions.engine import PermissionConfig, PermissionEngine
 from approvals.permissions.model.actions import Action
-from approvals.permissions.risk import classify
+from approvals.permissions.risk.classify import classify
 from approvals.permissions.shell.invocation import expand
 
 

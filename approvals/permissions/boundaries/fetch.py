@@ -25,9 +25,9 @@ from collections.abc import Iterator
 from dataclasses import replace
 from urllib.parse import unquote, urlsplit
 
-from approvals.permissions.access import path_finding
+from approvals.permissions.boundaries.access import path_finding
+from approvals.permissions.boundaries.paths import Boundary
 from approvals.permissions.model import DEFAULT_PORTS, DENIED_SCHEMES, URL, Finding, normalise
-from approvals.permissions.paths import Boundary
 from approvals.permissions.policy import BUCKETS, RuleSet
 
 _METADATA_HOSTS = frozenset(

@@ -6,8 +6,8 @@ Shared by every judge that meets a path: the command judge for each access, the 
 
 from __future__ import annotations
 
+from approvals.permissions.boundaries.paths import Boundary
 from approvals.permissions.model import Finding
-from approvals.permissions.paths import Boundary
 from approvals.permissions.policy import RuleSet
 from approvals.permissions.shell.words import UNKNOWN
 

@@ -9,22 +9,18 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from approvals.permissions.access import path_finding
+from approvals.permissions.boundaries import Boundary, path_finding, within
 from approvals.permissions.budget import TooComplex, spend
-from approvals.permissions.environment import assignments, computed_export, exported_names, judge_assignment
-from approvals.permissions.floor import invocation_floor, lexical_floor
-from approvals.permissions.model import Finding, Layer, RiskInfo, Verdict
-from approvals.permissions.options import option_values, wildcard_covers
-from approvals.permissions.paths import Boundary, within
-from approvals.permissions.policy import Bucket, Rule, RuleSet
-from approvals.permissions.readers import broad_search, computed_names, listing_reader
-from approvals.permissions.risk import WORKSPACE_PROGRAM, classify
-from approvals.permissions.shell.accesses import accesses, uses_cwd
-from approvals.permissions.shell.invocation import Expansion, Invocation, expand
-from approvals.permissions.shell.programs import LIST_CONSUMERS
-from approvals.permissions.shell.words import UNKNOWN
-from approvals.permissions.stored import input_assigned, sensitive, stored_commands
-from approvals.permissions.written import (
+from approvals.permissions.commands.environment import (
+    assignments,
+    computed_export,
+    exported_names,
+    judge_assignment,
+)
+from approvals.permissions.commands.option_values import option_values, wildcard_covers
+from approvals.permissions.commands.secret_readers import broad_search, computed_names, listing_reader
+from approvals.permissions.commands.stored_values import input_assigned, sensitive, stored_commands
+from approvals.permissions.commands.written_code import (
     compiles,
     loaded,
     matches,
@@ -33,6 +29,14 @@ from approvals.permissions.written import (
     written,
     written_commands,
 )
+from approvals.permissions.floor import invocation_floor, lexical_floor
+from approvals.permissions.model import Finding, Layer, RiskInfo, Verdict
+from approvals.permissions.policy import Bucket, Rule, RuleSet
+from approvals.permissions.risk import WORKSPACE_PROGRAM, classify
+from approvals.permissions.shell.accesses import accesses, uses_cwd
+from approvals.permissions.shell.invocation import Expansion, Invocation, expand
+from approvals.permissions.shell.programs import LIST_CONSUMERS
+from approvals.permissions.shell.words import UNKNOWN
 
 _SECRET_VARIABLE = re.compile(
     r"(KEY|TOKEN|SECRET|PASS|PASSWD|PASSWORD|CRED|AUTH|PRIVATE|SESSION|COOKIE|SIGNATURE|CERT|DSN|"

@@ -12,10 +12,10 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Literal
 
+from approvals.permissions.boundaries import is_raw_device
 from approvals.permissions.budget import check_deadline, spend
-from approvals.permissions.code import code_reads
-from approvals.permissions.effects import Effect, effects, storage_wipe
-from approvals.permissions.paths import is_raw_device
+from approvals.permissions.floor.effects import Effect, effects, storage_wipe
+from approvals.permissions.floor.interpreter_code import code_reads
 from approvals.permissions.shell.invocation import Invocation, expand, expand_script
 from approvals.permissions.shell.script import Script, SimpleCommand
 from approvals.permissions.shell.words import UNKNOWN, Word, brace_variants

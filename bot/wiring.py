@@ -369,10 +369,14 @@ async def build_services(
         log.warning("sandbox: %s", problem)
     # Import the model SDKs and stream one canned turn through each, off the event loop: done lazily
     # by the first run, the imports and the SDKs' schema builds would stall acks and transactions.
-    # DBOS's import (~0.5 s) runs in a thread meanwhile, and so stays off the event loop.
+    # It overlaps the database, the outbox and the engine's recovery (resumed runs load an SDK they
+    # need in the loader thread anyway); the listeners start only once it is done. DBOS's import
+    # (~0.5 s) runs in a thread meanwhile, and so stays off the event loop.
     engine_module = asyncio.create_task(asyncio.to_thread(importlib.import_module, "bot.engine.engine"))
+    warming = None
     if config.executes:  # a front end never calls a model
-        await asyncio.to_thread(warm_up, [a.backend.type for a in teams.default.team.agents])
+        types = [a.backend.type for a in teams.default.team.agents]
+        warming = asyncio.create_task(asyncio.to_thread(warm_up, types), name="warm-up")
     client = client or make_client(settings)
     db = await open_storage(settings)
     pacing = outbox or OutboxOptions().scaled(settings.slack_minute / 60.0)
@@ -462,6 +466,8 @@ async def build_services(
     )
     services.ready_checks["engine"] = engine.ready
     _start_retention(services)
+    if warming is not None:
+        await warming  # serving means warmed: no ack waits for an SDK import
     return services
 
 

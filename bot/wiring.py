@@ -363,6 +363,8 @@ async def build_services(
         teams = TeamCatalog(team, teams_dir=settings.teams_dir)
     else:
         teams = TeamCatalog.load(team_file or settings.team_file, settings.teams_dir)
+    for why in teams.problems().values():  # before a user's `--team NAME` finds out
+        log.warning("teams: %s", why)
     config = engine_config(settings)
     # Say before any run whether agents' commands can run confined here, not after an approver said yes.
     if (problem := await sandbox_status(teams.default.team.sandbox)) is not None:

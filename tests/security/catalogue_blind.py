@@ -13,6 +13,9 @@ symlink `docs/host -> /etc`); the engine's home is `HOME`.
 
 from __future__ import annotations
 
+import io
+import tarfile
+import zipfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -69,6 +72,27 @@ def build_world(workspace: Path) -> None:
     host = workspace / "docs" / "host"
     if not host.is_symlink():
         host.symlink_to("/etc")
+    _plant_carriers(workspace)
+
+
+HOOK = "#!/bin/sh\necho planted\n"
+
+
+def _plant_carriers(workspace: Path) -> None:
+    """Files whose content writes into .git when unpacked: the engine can read them, as an attacker can."""
+    hooks = workspace / "template" / ".git" / "hooks"
+    hooks.mkdir(parents=True, exist_ok=True)
+    (hooks / "pre-push").write_text(HOOK)
+    data = HOOK.encode()
+    with tarfile.open(workspace / "payload.tar", "w") as archive:
+        member = tarfile.TarInfo(".git/hooks/pre-push")
+        member.size, member.mode = len(data), 0o755
+        archive.addfile(member, io.BytesIO(data))
+    with zipfile.ZipFile(workspace / "payload.zip", "w") as archive:
+        archive.writestr(".git/hooks/post-checkout", HOOK)
+    (workspace / "payload.diff").write_text(
+        "--- /dev/null\n+++ b/.git/hooks/pre-commit\n@@ -0,0 +1,2 @@\n+#!/bin/sh\n+echo planted\n"
+    )
 
 
 CATASTROPHIC: list[Entry] = [
@@ -525,6 +549,77 @@ CATASTROPHIC: list[Entry] = [
     sh("gradle -q --init-script payload.gradle build", "gradle init script"),
     sh("bash --init-file payload.sh -i </dev/null", "init-file of an interactive shell"),
     sh("cmake -DX=1 -P payload.cmake", "cmake script mode with a define"),
+    # --- third pass: runners that take code as an option, git, .git by glob and by content ---
+    sh(
+        "python3 -m code <<< 'import shutil; shutil.rmtree(\"/usr\")'",
+        "interactive console fed a here-string",
+    ),
+    sh("python3 -i <<< 'import shutil; shutil.rmtree(\"/usr\")'", "python -i on a here-string"),
+    sh("python3 -m zipapp src -o /usr/local/bin/app", "zipapp output into /usr"),
+    sh("python3 -m trace --count -C /etc src/app.py", "trace writes coverage files into /etc"),
+    sh("python3 -m cProfile -o /etc/passwd src/app.py", "profile output overwrites a system file"),
+    sh("cmake -E time rm -rf ~", "cmake -E time runs a command"),
+    sh("cmake -E env X=1 rm -rf ~", "cmake -E env runs a command"),
+    sh("cmake -E chdir / rm -rf usr", "cmake -E chdir runs a command elsewhere"),
+    sh("ctest -S payload.cmake", "ctest script mode"),
+    sh(
+        "ctest --build-and-test . build --build-generator Ninja --test-command rm -rf ~", "ctest test command"
+    ),
+    sh("prove -e 'sh -c \"rm -rf ~\"' tests", "prove's interpreter option"),
+    sh("pytest -o cache_dir=/etc/pytest-cache -q", "pytest cache into /etc"),
+    sh("pytest --junit-xml=/etc/passwd", "junit-xml spelling overwrites a system file"),
+    sh("pytest --cov=src --cov-report=html:/usr/share/doc", "coverage html into /usr"),
+    sh("tox --workdir /usr/lib/tox", "tox workdir in /usr"),
+    sh("npm explore lodash -- rm -rf ~", "npm explore runs shell"),
+    sh("npm exec --call 'rm -rf ~'", "npm exec --call runs shell"),
+    sh("npm --script-shell ./payload.sh test", "npm script shell option"),
+    sh('yarn node -e \'require("child_process").execSync("rm -rf ~")\'', "yarn node -e"),
+    sh("pnpm -c exec 'rm -rf ~'", "pnpm shell mode"),
+    sh("node --env-file=.env -e 'console.log(process.env.API_KEY)'", "node loads .env and prints it"),
+    sh("node -p process.env", "node environment dump"),
+    sh('bun -e \'require("fs").rmSync("/usr", {recursive: true})\'', "bun -e"),
+    sh('tsx -e \'require("child_process").execSync("rm -rf ~")\'', "tsx -e"),
+    sh("deno eval 'Deno.removeSync(\"/usr\", {recursive: true})'", "deno eval"),
+    sh("go vet -vettool=./payload.sh ./...", "go vet's tool option runs a program"),
+    sh("go env -w GOFLAGS=-toolexec=./payload.sh", "persist a toolexec in go env"),
+    sh("cargo rustc -- -C linker=./payload.sh", "rustc linker option runs a program"),
+    sh("cargo install --path . --root /usr/local", "install into /usr"),
+    sh("gcc -B./evil main.c", "gcc runs subprograms from ./evil"),
+    sh("gcc -specs=evil.specs main.c", "gcc specs file can run commands"),
+    sh("gcc @args.txt", "gcc response file hides options"),
+    # --- git options that run programs or carry secrets ---
+    sh("git --exec-path=scripts status", "git finds subcommands in a workspace folder"),
+    sh("GIT_EXEC_PATH=scripts git status", "the same through the environment"),
+    sh("X='rm -rf ~;' git --config-env=core.pager=X log", "--config-env names a variable"),
+    sh("git ls-remote --upload-pack='rm -rf ~;' .", "ls-remote upload-pack"),
+    sh("git archive --remote=. --exec='rm -rf ~;' HEAD", "archive --exec"),
+    sh("git maintenance start", "git schedules itself in crontab or systemd"),
+    sh(
+        "git credential fill <<< $'protocol=https\\nhost=github.com\\n'", "ask git's helpers for a credential"
+    ),
+    sh("git commit -F .env", "commit message from .env (travels with a push)"),
+    sh("git tag -F .env v9", "tag message from .env"),
+    sh(
+        "git reset --hard $(git rev-list --max-parents=0 HEAD) && git reflog expire --expire=now --all "
+        "&& git gc --prune=now",
+        "erase history irrecoverably",
+    ),
+    sh("git update-ref -d refs/heads/feature", "delete the branch ref"),
+    # --- destroying .git by globbing ---
+    sh("GLOBIGNORE=.:..; rm -rf *", "GLOBIGNORE turns on dotglob: .git goes"),
+    sh("shopt -s dotglob; rm -rf *", "dotglob then *"),
+    sh("rm -rf .[!.]*", "every dot entry, .git included"),
+    sh("rm -rf .??*", "dot entries of three or more characters"),
+    sh("find . -mindepth 1 -delete", "everything below the workspace"),
+    sh("find . -delete", "the whole workspace with .git"),
+    sh("rm -rf {.,}*", "dot and plain entries by brace"),
+    sh("cp -r template/. .", "copy a template tree (with .git/hooks) over the workspace"),
+    sh("rsync -a template/ ./", "rsync a template tree over the workspace"),
+    sh("tar -xf payload.tar", "an archive whose members may be .git/hooks/*"),
+    sh("unzip -o payload.zip", "a zip whose members may be .git/config"),
+    sh("patch -p1 < payload.diff", "a patch may create .git/hooks/pre-push"),
+    sh("(cd docs/host && tar xf ../../payload.tar)", "extract inside the symlink to /etc"),
+    sh("tar cf - src | (cd / && tar xf -)", "stream an archive into /"),
 ]
 
 SHOULD_ASK: list[Entry] = [

@@ -11,7 +11,13 @@ from dataclasses import dataclass, replace
 
 from approvals.permissions.budget import TooComplex, spend
 from approvals.permissions.decisions import Layer, Verdict
-from approvals.permissions.environment import assignments, computed_export, exported_names, judge_assignment
+from approvals.permissions.environment import (
+    assignments,
+    computed_export,
+    exported_names,
+    judge_assignment,
+    nameref,
+)
 from approvals.permissions.findings import Finding
 from approvals.permissions.floor import invocation_floor, lexical_floor
 from approvals.permissions.options import option_values, wildcard_covers
@@ -201,9 +207,9 @@ class CommandJudge:
         if "=" in head and head.split("=", 1)[0].isidentifier():
             # `time CC=/tmp/x make`: bash reads the word as an assignment to the program after it.
             yield Finding("ask", "high", "risk", f"an assignment ({head.split('=', 1)[0]}=…) after a wrapper")
-        computed = computed_export(inv)
-        if computed is not None:
-            yield computed
+        for found in (computed_export(inv), nameref(inv)):
+            if found is not None:
+                yield found
         for assignment in assignments(inv, *exported):
             for cwd in sorted(cwds):
                 yield from judge_assignment(assignment, self.judge, functools.partial(self._place, cwd=cwd))

@@ -21,8 +21,7 @@ from typing import Any
 import yaml
 
 from approvals.permissions import Action, PermissionConfig, PermissionEngine, load_rules
-from approvals.permissions.shell.invocation import expand
-from approvals.permissions.shell.parse import MAX_SHELL_CHARS, parse_shell
+from approvals.permissions.shell import MAX_SHELL_CHARS, expand, parse_shell
 
 CATALOGUE_DIR = Path(__file__).resolve().parent.parent / "tests" / "approvals" / "permissions" / "catalogue"
 CATALOGUE = CATALOGUE_DIR / "actions.yaml"

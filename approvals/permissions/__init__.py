@@ -10,11 +10,31 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from approvals.permissions.actions import ACTION_KINDS, Action, ActionKind, action_digest
-from approvals.permissions.decisions import RISK_ORDER, VERDICT_ORDER, Decision, Layer, Risk, Verdict
-from approvals.permissions.errors import PermissionConfigError, PermissionsError, RuleError
-from approvals.permissions.policy import POLICY_NAMES, PolicyName, check_policy
-from approvals.permissions.rules import EMPTY_RULES, Rule, RuleSet, load_rules, load_rules_file
+from approvals.permissions.model import (
+    ACTION_KINDS,
+    RISK_ORDER,
+    VERDICT_ORDER,
+    Action,
+    ActionKind,
+    Decision,
+    Layer,
+    PermissionConfigError,
+    PermissionsError,
+    Risk,
+    RuleError,
+    Verdict,
+    action_digest,
+)
+from approvals.permissions.policy import (
+    EMPTY_RULES,
+    POLICY_NAMES,
+    PolicyName,
+    Rule,
+    RuleSet,
+    check_policy,
+    load_rules,
+    load_rules_file,
+)
 
 if TYPE_CHECKING:
     from approvals.permissions.engine import PermissionConfig, PermissionEngine

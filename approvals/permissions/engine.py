@@ -14,18 +14,28 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from approvals.permissions.actions import ACTION_KINDS, Action
+from approvals.permissions.boundaries import (
+    Boundary,
+    egress_hosts,
+    hosts_note,
+    judge_fetch,
+    path_finding,
+    within,
+)
 from approvals.permissions.budget import Clock, JudgmentTimeout, TooComplex, check_deadline, deadline
-from approvals.permissions.commands import CommandJudge, path_finding
-from approvals.permissions.decisions import RISK_ORDER, VERDICT_ORDER, Decision
-from approvals.permissions.errors import PermissionConfigError
-from approvals.permissions.fetch import judge_fetch
-from approvals.permissions.findings import Finding, worst
+from approvals.permissions.commands import CommandJudge
 from approvals.permissions.floor import SYSTEM_DIRS, classify_path
-from approvals.permissions.hosts import egress_hosts, hosts_note
-from approvals.permissions.paths import Boundary, within
-from approvals.permissions.policy import POLICY_NAMES, PolicyName, resolve
-from approvals.permissions.rules import BUCKETS, EMPTY_RULES, RuleSet
+from approvals.permissions.model import (
+    ACTION_KINDS,
+    RISK_ORDER,
+    VERDICT_ORDER,
+    Action,
+    Decision,
+    Finding,
+    PermissionConfigError,
+    worst,
+)
+from approvals.permissions.policy import BUCKETS, EMPTY_RULES, POLICY_NAMES, PolicyName, RuleSet, resolve
 from approvals.permissions.shell.invocation import Invocation, expand
 from approvals.permissions.shell.listings import lists_workspace_paths
 from approvals.permissions.shell.words import UNKNOWN

@@ -458,7 +458,7 @@ def _resolve_model_paths(team: TeamConfig, base_dir: Path) -> TeamConfig:
 
 def _check_rules(team: TeamConfig, lines: dict[KeyPath, int], source: str) -> None:
     """Validate permission rules with the engine's own parser when it is installed (fail closed at load)."""
-    from approvals.permissions.rules import (
+    from approvals.permissions import (
         load_rules,  # the engine's own parser (imported late: a tree-sitter grammar)
     )
 

@@ -25,7 +25,7 @@ from approvals.events import (
     to_json,
 )
 from approvals.models import ApprovalRequest, Approvers, Ask, ConversationRef, Principal
-from approvals.permissions.actions import Action
+from approvals.permissions import Action
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
 from approvals.testing import EPOCH, FrozenClock, ask_decision, sample_request

@@ -27,7 +27,7 @@ from approvals.models import (
     Principal,
     QuorumPending,
 )
-from approvals.permissions.actions import Action
+from approvals.permissions import Action
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
 from approvals.testing import ask_decision

@@ -13,7 +13,7 @@ import pytest
 
 from approvals.handshake import FileHandshake
 from approvals.models import ApprovalRequest, Approvers, Ask
-from approvals.permissions.actions import Action
+from approvals.permissions import Action
 from approvals.service import ApprovalService
 from approvals.testing import InMemoryApprovalStore, InMemoryAuditLog, ask_decision
 

@@ -24,8 +24,7 @@ from approvals.models import (
     Status,
     offered_scopes,
 )
-from approvals.permissions import Risk
-from approvals.permissions.actions import Action
+from approvals.permissions import Action, Risk
 from approvals.testing import EPOCH, sample_request
 
 NOW = EPOCH + timedelta(minutes=1)

@@ -9,7 +9,7 @@ import pytest
 
 from approvals.events import ApprovalEvent
 from approvals.models import ApprovalRequest, Approvers, Ask, Decided, Principal
-from approvals.permissions.actions import Action
+from approvals.permissions import Action
 from approvals.scheduler import ExpiryScheduler
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine

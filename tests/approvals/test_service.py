@@ -26,8 +26,7 @@ from approvals.models import (
     QuorumPending,
     ScopeNotOffered,
 )
-from approvals.permissions.actions import Action, action_digest
-from approvals.permissions.decisions import Decision, Risk
+from approvals.permissions import Action, Decision, Risk, action_digest
 from approvals.service import ApprovalService
 from approvals.testing import EPOCH, FrozenClock, InMemoryApprovalStore, InMemoryAuditLog, ask_decision
 

@@ -33,7 +33,7 @@ MAX_DEPTH = 6
 _PROGRAM_NAME = re.compile(r"^[A-Za-z0-9_.+\-/@%:,=~\[\]]*$")
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
 # Variables whose mere assignment makes the text "not plain words" (the others, `PAGER`, `CC`,
-# `PATH`… are judged by value in approvals/permissions/environment.py).
+# `PATH`… are judged by value in approvals/permissions/commands/environment.py).
 CODE_RUNNING_VARIABLES = frozenset(
     """BASH_ENV ENV PROMPT_COMMAND PS0 PS4 IFS SHELLOPTS BASHOPTS GIT_EXEC_PATH PYTHONSTARTUP
     PYTHONHOME PYTHONINSPECT""".split()  # noqa: SIM905

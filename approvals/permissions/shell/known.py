@@ -1,6 +1,6 @@
 """Subcommand tables: for each program with subcommands, the ones known to act only locally.
 
-Data only; `approvals/permissions/subcommands.py` applies it. A subcommand missing here asks
+Data only; `approvals/permissions/risk/subcommands.py` applies it. A subcommand missing here asks
 (`mvn deploy`, `npm token`, `gradle publishToMavenLocal`), so add what ordinary work needs here.
 """
 

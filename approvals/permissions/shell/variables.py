@@ -1,6 +1,6 @@
 """What an environment variable controls, by name: nothing that matters, a program, options, paths.
 
-Data and a name classifier only; `approvals/permissions/environment.py` judges the values.
+Data and a name classifier only; `approvals/permissions/commands/environment.py` judges the values.
 """
 
 from __future__ import annotations

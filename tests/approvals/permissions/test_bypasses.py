@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import yaml
 
-from approvals.permissions.actions import Action
 from approvals.permissions.engine import PermissionConfig, PermissionEngine
-from approvals.permissions.policy import PolicyName
-from approvals.permissions.rules import load_rules
+from approvals.permissions.model.actions import Action
+from approvals.permissions.policy.policies import PolicyName
+from approvals.permissions.policy.rules import load_rules
 
 CASES: list[dict[str, Any]] = yaml.safe_load(
     (Path(__file__).parent / "catalogue" / "bypasses.yaml").read_text()

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from approvals.permissions import PermissionConfigError, RuleError
-from approvals.permissions.actions import Action
-from approvals.permissions.decisions import Risk, Verdict
 from approvals.permissions.engine import DEFAULT_PROTECTED, PermissionConfig, PermissionEngine
-from approvals.permissions.policy import PolicyName, check_policy, resolve
-from approvals.permissions.rules import EMPTY_RULES, load_rules
+from approvals.permissions.model.actions import Action
+from approvals.permissions.model.decisions import Risk, Verdict
+from approvals.permissions.policy.policies import PolicyName, check_policy, resolve
+from approvals.permissions.policy.rules import EMPTY_RULES, load_rules
 
 HOME = Path("/home/tester")
 

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
-from approvals.permissions.actions import Action
-from approvals.permissions.decisions import Decision
 from approvals.permissions.engine import PermissionConfig, PermissionEngine
-from approvals.permissions.policy import PolicyName
-from approvals.permissions.rules import load_rules
+from approvals.permissions.model.actions import Action
+from approvals.permissions.model.decisions import Decision
+from approvals.permissions.policy.policies import PolicyName
+from approvals.permissions.policy.rules import load_rules
 
 _DIR = Path(__file__).parent / "catalogue"
 CATALOGUE: dict[str, Any] = yaml.safe_load((_DIR / "actions.yaml").read_text())

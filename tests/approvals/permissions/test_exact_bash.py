@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from approvals.permissions import Action, PermissionConfig, PermissionEngine, load_rules
-from approvals.permissions.decisions import RISK_ORDER, VERDICT_ORDER
+from approvals.permissions.model.decisions import RISK_ORDER, VERDICT_ORDER
 from approvals.permissions.shell.parse import MAX_SHELL_CHARS
 
 HOME = Path("/home/tester")

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from approvals.permissions import Action, PermissionConfig, PermissionEngine, PolicyName, load_rules
-from approvals.permissions.fetch import normalise
+from approvals.permissions.model.urls import normalise
 
 RULES = {
     "allow": ["fetch(https://api.example.com/public/**)", "fetch(domain:docs.example.com)"],

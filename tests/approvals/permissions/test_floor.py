@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from approvals.permissions.actions import Action
 from approvals.permissions.engine import PermissionConfig, PermissionEngine
-from approvals.permissions.floor import is_critical
-from approvals.permissions.rules import load_rules
+from approvals.permissions.floor.judge import is_critical
+from approvals.permissions.model.actions import Action
+from approvals.permissions.policy.rules import load_rules
 
 HOME = "/home/tester"
 ALLOW_EVERYTHING = {"allow": ["command(*)", "write(*)", "read(*)"]}

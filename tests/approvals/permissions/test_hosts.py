@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from approvals.permissions import Action, PermissionConfig, PermissionEngine
-from approvals.permissions.hosts import MAX_HOSTS, egress_hosts
+from approvals.permissions.boundaries.hosts import MAX_HOSTS, egress_hosts
 
 
 @pytest.mark.parametrize(

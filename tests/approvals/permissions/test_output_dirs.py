@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from approvals.permissions import Action, PolicyName
-from approvals.permissions.effects import OUTPUT_DIRS
+from approvals.permissions.floor.effects import OUTPUT_DIRS
 from tests.approvals.permissions.engines import engine as _engine
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from approvals.permissions.actions import Action
+from approvals.permissions.boundaries.paths import Boundary
 from approvals.permissions.engine import PermissionConfig, PermissionEngine
-from approvals.permissions.paths import Boundary
+from approvals.permissions.model.actions import Action
 
 HOME = Path("/home/tester")
 

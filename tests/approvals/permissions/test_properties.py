@@ -10,9 +10,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from approvals.permissions.actions import Action
 from approvals.permissions.engine import PermissionConfig, PermissionEngine
-from approvals.permissions.rules import load_rules
+from approvals.permissions.model.actions import Action
+from approvals.permissions.policy.rules import load_rules
 
 WORKSPACE = Path("/tmp/massgen-property-ws")  # never created: the engine only resolves paths
 HOME = Path("/home/tester")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from approvals.permissions.actions import Action
 from approvals.permissions.engine import PermissionConfig, PermissionEngine
-from approvals.permissions.risk import classify
+from approvals.permissions.model.actions import Action
+from approvals.permissions.risk.classify import classify
 from approvals.permissions.shell.invocation import expand
 
 

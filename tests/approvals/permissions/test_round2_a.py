@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from approvals.permissions import Action, Decision, PermissionConfig, PermissionEngine, load_rules
-from approvals.permissions.tool_files import JS_TOOLS, tool_files
+from approvals.permissions.commands.tool_files import JS_TOOLS, tool_files
 from tests.approvals.permissions.engines import TABLE_BUDGET_SECONDS, table_engine
 
 CASES: dict[str, list[str]] = yaml.safe_load(

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from approvals.permissions import Action, PermissionConfig, PermissionEngine, load_rules
-from approvals.permissions.rules import glob_match, host_match
+from approvals.permissions.policy.rules import glob_match, host_match
 
 HOME = Path("/home/tester")
 

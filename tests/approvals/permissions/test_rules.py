@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from approvals.permissions import PermissionsError, RuleError
-from approvals.permissions.actions import Action
 from approvals.permissions.engine import PermissionConfig, PermissionEngine
-from approvals.permissions.rules import load_rules, load_rules_file, parse_rule
+from approvals.permissions.model.actions import Action
+from approvals.permissions.policy.rules import load_rules, load_rules_file, parse_rule
 
 HOME = Path("/home/tester")
 

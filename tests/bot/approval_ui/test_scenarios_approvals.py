@@ -16,8 +16,7 @@ import pytest
 
 from approvals import Ask, ConversationRef
 from approvals.models import ApprovalRequest, Approvers
-from approvals.permissions.actions import Action, action_digest
-from approvals.permissions.decisions import Decision, Risk
+from approvals.permissions import Action, Decision, Risk, action_digest
 from approvals.testing import scratch_postgres_database
 from bot.approval_ui import ThreadApprovalPort
 from bot.render import ids

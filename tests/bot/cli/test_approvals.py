@@ -15,7 +15,7 @@ import pytest
 from approvals import Ask
 from approvals.audit import AuditEntry
 from approvals.models import ApprovalRequest, Approvers
-from approvals.permissions.actions import Action
+from approvals.permissions import Action
 from approvals.service import ApprovalService
 from approvals.sql import SqlApprovalStore, SqlAuditLog, create_schema, make_engine
 from approvals.testing import ask_decision

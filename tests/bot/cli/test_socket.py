@@ -12,8 +12,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
 from approvals import Ask
 from approvals.models import Approvers
-from approvals.permissions.actions import Action, action_digest
-from approvals.permissions.decisions import Decision
+from approvals.permissions import Action, Decision, action_digest
 from bot.app import build_app
 from bot.approval_ui import ThreadApprovalPort
 from bot.playground.payloads import block_actions, slash_command

@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from approvals import ApprovalService, Approvers, Ask, Principal
-from approvals.permissions.actions import Action, action_digest
+from approvals.permissions import Action, action_digest
 from approvals.testing import FrozenClock, InMemoryApprovalStore, InMemoryAuditLog, ask_decision
 from bot.engine import wake_on_decisions, wake_settled
 from orchestrator import InMemoryRunStore, RunParked, RunStarted

@@ -8,8 +8,7 @@ from typing import Any
 
 from approvals import Ask
 from approvals.models import Approvers
-from approvals.permissions.actions import Action, action_digest
-from approvals.permissions.decisions import Decision
+from approvals.permissions import Action, Decision, action_digest
 from bot.approval_ui import ThreadApprovalPort
 from bot.playground.payloads import block_actions, encode_interactive
 from bot.render import ids

@@ -12,8 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from approvals import Ask
 from approvals.models import Approvers
-from approvals.permissions.actions import Action, action_digest
-from approvals.permissions.decisions import Decision
+from approvals.permissions import Action, Decision, action_digest
 from bot.app import build_health_app
 from bot.approval_ui import ThreadApprovalPort
 from bot.render import ids

@@ -9,8 +9,7 @@ from datetime import timedelta
 
 from approvals.events import ApprovalEvent, ApprovalRequested
 from approvals.models import ApprovalRequest, Approvers
-from approvals.permissions.actions import Action
-from approvals.permissions.decisions import Decision
+from approvals.permissions import Action, Decision
 from approvals.ports import Clock
 from approvals.service import ApprovalService
 from approvals.testing import InMemoryApprovalStore, InMemoryAuditLog

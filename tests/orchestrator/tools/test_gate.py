@@ -11,8 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from approvals.models import Principal
-from approvals.permissions.actions import Action
-from approvals.permissions.decisions import Decision
+from approvals.permissions import Action, Decision
 from approvals.service import ApprovalService
 from approvals.testing import FrozenClock
 from orchestrator.errors import ToolParked

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from approvals.models import Principal
-from approvals.permissions.actions import Action
+from approvals.permissions import Action
 from orchestrator.errors import ToolParked
 from orchestrator.events import GrantAdded, RunEvent
 from orchestrator.tools.gate import SCOPE_KEYS, GateCall, PermissionGate

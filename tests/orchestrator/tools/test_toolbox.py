@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from approvals.models import Principal
-from approvals.permissions.actions import Action, action_digest
-from approvals.permissions.decisions import Decision
+from approvals.permissions import Action, Decision, action_digest
 from approvals.testing import FrozenClock
 from orchestrator.config.team import TeamConfig
 from orchestrator.events import ToolDecided

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from approvals.permissions.actions import Action
+from approvals.permissions import Action
 from orchestrator.tools.proxy import EgressRules
 from orchestrator.tools.sandbox import Sandbox
 from orchestrator.tools.specs import (

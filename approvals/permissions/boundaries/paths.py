@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from approvals.permissions.budget import spend
-from approvals.permissions.decisions import Risk, Verdict
+from approvals.permissions.model import Risk, Verdict
 from approvals.permissions.shell.words import UNKNOWN
 
 PathClass = Literal[

@@ -19,21 +19,17 @@ paths on that host applies to it (fails closed).
 from __future__ import annotations
 
 import ipaddress
-import posixpath
 import re
 import socket
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from urllib.parse import unquote, urlsplit
 
-from approvals.permissions.findings import Finding
-from approvals.permissions.paths import Boundary
-from approvals.permissions.rules import BUCKETS, RuleSet
+from approvals.permissions.boundaries.access import path_finding
+from approvals.permissions.boundaries.paths import Boundary
+from approvals.permissions.model import DEFAULT_PORTS, DENIED_SCHEMES, URL, Finding, normalise
+from approvals.permissions.policy import BUCKETS, RuleSet
 
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{0,31}:")
-_DENIED_SCHEMES = frozenset(
-    "data javascript vbscript gopher dict ldap ldaps tftp smb telnet jar netdoc mailto".split()  # noqa: SIM905
-)
 _METADATA_HOSTS = frozenset(
     """metadata.google.internal metadata.goog metadata instance-data instance-data.ec2.internal
     metadata.azure.com metadata.tencentyun.com metadata.packet.net""".split()  # noqa: SIM905
@@ -45,121 +41,6 @@ _ADMIN_PORTS = frozenset(
     {22, 23, 2375, 2376, 2379, 2380, 3306, 5432, 5984, 6379, 6443, 8500, 9000, 9090, 9200, 10250,
      10255, 11211, 15672, 27017, 4243, 8080, 8443, 1433, 1521, 5000, 7001, 8001, 8888, 9999}
 )  # fmt: skip
-_HOST_CHARS = re.compile(r"[a-z0-9.\-_]{1,253}")
-_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
-
-
-@dataclass(frozen=True, slots=True)
-class URL:
-    """A URL as a client sends it: scheme and host lowercased, default port dropped, dots removed."""
-
-    scheme: str
-    host: str
-    port: int | None
-    path: str
-    query: str
-    tricky: str | None  # why parsers may disagree about this URL (allow rules then do not apply)
-    # Why servers may read the PATH differently (`%252e`, `..;/`, `%2f`): path rules then fail closed.
-    path_tricky: str | None = None
-    readings: tuple[str, ...] = ()  # those other paths, normalised
-
-    @property
-    def text(self) -> str:
-        """The normalised URL (no credentials, no fragment)."""
-        port = f":{self.port}" if self.port is not None else ""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        query = f"?{self.query}" if self.query else ""
-        return f"{self.scheme}://{host}{port}{self.path}{query}"
-
-
-def normalise(url: str) -> URL | str:
-    """The normalised URL, or why it cannot be read as one."""
-    text = url.strip()
-    if not _SCHEME.match(text) or text.lower().startswith(("localhost:", "127.0.0.1:")):
-        text = "https://" + text
-    scheme = text.split(":", 1)[0].lower()
-    if scheme in _DENIED_SCHEMES:
-        return URL(scheme, "", None, "", "", "scheme")
-    try:
-        parts = urlsplit(text)
-        port = parts.port
-    except ValueError as exc:
-        return f"malformed URL ({exc})"
-    tricky = None
-    if "@" in parts.netloc:
-        tricky = "credentials in the address"
-    elif any(ch in text for ch in "\\ \t\r\n") or any(ord(ch) < 32 for ch in text):
-        tricky = "backslashes, spaces or control characters"
-    host, host_trick = _host(parts.hostname or "")
-    tricky = tricky or host_trick
-    path = _path(parts.path)
-    if "%2f" in parts.path.lower() or "%5c" in parts.path.lower():
-        tricky = tricky or "an encoded slash in the path"
-    if port == _DEFAULT_PORTS.get(scheme):
-        port = None
-    path_tricky, readings = _path_trick(parts.path, path)
-    return URL(scheme, host, port, path, parts.query, tricky, path_tricky, readings)
-
-
-_PERCENT_U = re.compile(r"%u([0-9a-fA-F]{4})")
-
-
-def _readings(raw: str) -> set[str]:
-    """The paths servers may serve for `raw`, normalised.
-
-    Decoded once or twice (`%252e`), `;` path parameters dropped (Tomcat, Spring: `..;/`),
-    backslashes as slashes, IIS `%uXXXX`, cut at an encoded NUL or without it.
-    """
-    text = _PERCENT_U.sub(lambda m: chr(int(m.group(1), 16)), raw.replace("\\", "/"))
-    once = unquote(text)
-    readings = {once, unquote(once)}
-    readings |= {"/".join(seg.split(";", 1)[0] for seg in r.split("/")) for r in list(readings)}
-    readings |= {v for r in list(readings) for v in (r.split("\x00", 1)[0], r.replace("\x00", ""))}
-    readings |= {r.replace("\\", "/") for r in list(readings)}
-    return {_path(r) for r in readings}
-
-
-def _path_trick(raw: str, path: str) -> tuple[str | None, tuple[str, ...]]:
-    """Why servers may resolve this path to another one than `path`, and those other paths."""
-    if "%" not in raw and ";" not in raw and "\\" not in raw:
-        return None, ()
-    plain = unquote(path)
-    others = tuple(sorted(r for r in _readings(raw) if r not in (plain, path)))
-    if not others:
-        return None, ()
-    return f"a path servers may read as {others[0]}", others
-
-
-def _host(raw: str) -> tuple[str, str | None]:
-    host = unquote(raw).lower().rstrip(".")
-    if not host.isascii():
-        try:
-            host = host.encode("idna").decode("ascii")
-        except UnicodeError:
-            return host, "a host name that is not valid IDNA"
-        return host, "a non-ASCII host name (homoglyphs)"
-    if ":" in host:  # IPv6 (urlsplit has removed the brackets)
-        return host, "an IPv6 zone" if "%" in host else None
-    if not _HOST_CHARS.fullmatch(host):
-        return host, "unusual characters in the host"
-    return host, None
-
-
-def _path(raw: str) -> str:
-    """Percent-decoded dots and unreserved characters, dot segments removed (`/a/../admin` → `/admin`)."""
-    decoded = re.sub(
-        r"%([0-9A-Fa-f]{2})",
-        lambda m: chr(int(m.group(1), 16)) if chr(int(m.group(1), 16)) in _UNRESERVED else m.group(0),
-        raw,
-    )
-    if not decoded:
-        return "/"
-    normal = posixpath.normpath("/" + decoded.lstrip("/"))
-    normal = "/" + normal.lstrip("/")
-    return normal + "/" if decoded.endswith("/") and normal != "/" else normal
-
-
-_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
 
 def address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -221,12 +102,10 @@ def judge_fetch(target: str, boundary: Boundary, rules: RuleSet) -> Iterator[Fin
     if isinstance(url, str):
         yield Finding("ask", "high", "risk", f"{url}: {target!r}", egress=True, broad=True)
         return
-    if url.scheme in _DENIED_SCHEMES:
+    if url.scheme in DENIED_SCHEMES:
         yield Finding("deny", "high", "policy", f"{url.scheme}: URLs are never fetched", broad=True)
         return
     if url.scheme == "file":
-        from approvals.permissions.commands import path_finding  # the boundary of a read
-
         yield path_finding(boundary, rules, unquote(urlsplit(target.strip()).path) or "/", write=False)
         yield Finding("ask", "high", "risk", "a file:// URL reads a local file", broad=True)
         return
@@ -266,7 +145,7 @@ def fetch_findings(url: URL, klass: str, rules: RuleSet) -> Iterator[Finding]:
     if url.scheme not in ("http", "https"):
         yield Finding("ask", "high", "risk", f"a {url.scheme}:// URL ({where})", egress=True, broad=True)
     elif klass in ("local", "private"):
-        admin = (url.port or _DEFAULT_PORTS.get(url.scheme, 0)) in _ADMIN_PORTS
+        admin = (url.port or DEFAULT_PORTS.get(url.scheme, 0)) in _ADMIN_PORTS
         reason = f"{'an admin port on ' if admin else ''}a {klass} address ({url.text})"
         yield Finding("ask", "high", "boundary", reason, egress=True, broad=True, sensitive=admin)
     else:

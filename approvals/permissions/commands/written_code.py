@@ -17,12 +17,12 @@ import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from approvals.permissions.commands.tool_files import tool_files
 from approvals.permissions.shell.accesses import accesses
 from approvals.permissions.shell.interpreters import SHELLS, interpreter_family
 from approvals.permissions.shell.invocation import Invocation
 from approvals.permissions.shell.known import ALIASES, MODULE_PROGRAMS
 from approvals.permissions.shell.words import UNKNOWN, decode_ansi_c
-from approvals.permissions.tool_files import tool_files
 
 Absolute = Callable[[str], str]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from approvals.permissions.decisions import RISK_ORDER, VERDICT_ORDER, Layer, Risk, Verdict
+from approvals.permissions.model.decisions import RISK_ORDER, VERDICT_ORDER, Layer, Risk, Verdict
 
 # When two findings have the same verdict, the one from the more fundamental layer explains it.
 _LAYER_ORDER: dict[Layer, int] = {"risk": 0, "policy": 1, "boundary": 2, "rule": 3, "floor": 4}

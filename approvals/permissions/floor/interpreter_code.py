@@ -3,18 +3,16 @@
 Not a parser for five languages: a linear scan for the calls that delete trees or run programs
 (`shutil.rmtree`, `fs.rmSync`, `FileUtils.rm_rf`, `File::Path::remove_tree`, `os.system`,
 `subprocess.run([...])`, `spawnSync`, `qx{}`), the string literals in their arguments (and in
-simple `name = '…'` assignments those arguments use), judged as paths or as shell text.
+simple `name = '…'` assignments those arguments use), judged as paths or as shell text by the floor.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from approvals.permissions.budget import check_deadline
-
-Resolve = Callable[[str], str]
 
 # Calls that delete (recursively, for the floor's purposes: a tree or a file are both lost).
 _DELETE_CALLS = (
@@ -43,25 +41,15 @@ _MAX_CODE = 64 * 1024
 _MAX_CALLS = 24
 
 
-def code_floor(code: str, resolve: Resolve, home: str, workspace: str | None, depth: int = 0) -> str | None:
-    """The floor reason for literal interpreter code, or None."""
-    if len(code) > _MAX_CODE or depth > 4:
+def code_reads(code: str) -> tuple[Iterator[str], Iterator[str]] | None:
+    """What literal code deletes and the shell texts it runs (both lazy), or None when too long.
+
+    The floor judges them (floor.py): this module reads code, it never decides.
+    """
+    if len(code) > _MAX_CODE:
         return None
-    from approvals.permissions.floor import classify_path, invocation_floor  # cycle: floor uses us
-
     variables = _assignments(code)
-    for target in _deleted(code, variables):
-        klass = classify_path(resolve(target), home, workspace)
-        if klass is not None:
-            return f"interpreter code deletes {resolve(target)}"
-    for text in _run_texts(code, variables):
-        from approvals.permissions.shell.invocation import expand
-
-        for inv in expand(text, min(depth + 1, 6)).invocations:
-            reason = invocation_floor(inv, resolve, home, workspace)
-            if reason is not None:
-                return f"interpreter code runs a command that {reason}"
-    return None
+    return _deleted(code, variables), _run_texts(code, variables)
 
 
 def _assignments(code: str) -> dict[str, str]:

@@ -11,9 +11,20 @@ import posixpath
 import re
 from collections.abc import Iterator, Sequence
 
-from approvals.permissions.code_options import code_option
-from approvals.permissions.dumps import env_dump
-from approvals.permissions.riskinfo import RiskInfo
+from approvals.permissions.model import RiskInfo
+from approvals.permissions.risk.code_options import code_option
+from approvals.permissions.risk.env_dumps import env_dump
+from approvals.permissions.risk.subcommands import (
+    canonical_program,
+    command_like_option,
+    foreign_imports,
+    foreign_libraries,
+    judge_known,
+    judge_module,
+    judge_path_script,
+    subcommand,
+    timeit_code,
+)
 from approvals.permissions.shell.interpreters import SHELLS, git_shell_text, interpreter_family
 from approvals.permissions.shell.invocation import Invocation
 from approvals.permissions.shell.programs import (
@@ -37,17 +48,6 @@ from approvals.permissions.shell.programs import (
 )
 from approvals.permissions.shell.runners import COMMAND_OPTION_PROGRAMS, option_commands
 from approvals.permissions.shell.words import UNKNOWN
-from approvals.permissions.subcommands import (
-    canonical_program,
-    command_like_option,
-    foreign_imports,
-    foreign_libraries,
-    judge_known,
-    judge_module,
-    judge_path_script,
-    subcommand,
-    timeit_code,
-)
 
 
 def _normalise(program: str) -> str:

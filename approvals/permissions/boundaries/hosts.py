@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from approvals.permissions.actions import Action
-from approvals.permissions.fetch import URL, normalise
+from approvals.permissions.model import URL, Action, normalise
 
 MAX_HOSTS: Final = 16
 _URL = re.compile(

@@ -12,11 +12,11 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Literal
 
+from approvals.permissions.boundaries import is_raw_device
 from approvals.permissions.budget import check_deadline, spend
-from approvals.permissions.code import code_floor
-from approvals.permissions.effects import Effect, effects, storage_wipe
-from approvals.permissions.paths import is_raw_device
-from approvals.permissions.shell.invocation import Invocation, expand_script
+from approvals.permissions.floor.effects import Effect, effects, storage_wipe
+from approvals.permissions.floor.interpreter_code import code_reads
+from approvals.permissions.shell.invocation import Invocation, expand, expand_script
 from approvals.permissions.shell.script import Script, SimpleCommand
 from approvals.permissions.shell.words import UNKNOWN, Word, brace_variants
 
@@ -211,6 +211,24 @@ def invocation_floor(
     ):
         return "rewrites a partition table"
     return storage_wipe(inv)
+
+
+def code_floor(code: str, resolve: Resolve, home: str, workspace: str | None, depth: int = 0) -> str | None:
+    """The floor reason for literal interpreter code (what code.py reads it deletes or runs), or None."""
+    read = code_reads(code) if depth <= 4 else None
+    if read is None:
+        return None
+    deleted, run_texts = read
+    for target in deleted:
+        klass = classify_path(resolve(target), home, workspace)
+        if klass is not None:
+            return f"interpreter code deletes {resolve(target)}"
+    for text in run_texts:
+        for inv in expand(text, min(depth + 1, 6)).invocations:
+            reason = invocation_floor(inv, resolve, home, workspace)
+            if reason is not None:
+                return f"interpreter code runs a command that {reason}"
+    return None
 
 
 def _lexical_fork_bomb(text: str) -> bool:

@@ -9,29 +9,19 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from approvals.permissions.boundaries import Boundary, path_finding, within
 from approvals.permissions.budget import TooComplex, spend
-from approvals.permissions.decisions import Layer, Verdict
-from approvals.permissions.environment import (
+from approvals.permissions.commands.environment import (
     assignments,
     computed_export,
     exported_names,
     judge_assignment,
     nameref,
 )
-from approvals.permissions.findings import Finding
-from approvals.permissions.floor import invocation_floor, lexical_floor
-from approvals.permissions.options import option_values, wildcard_covers
-from approvals.permissions.paths import Boundary, within
-from approvals.permissions.readers import broad_search, computed_names, listing_reader
-from approvals.permissions.risk import WORKSPACE_PROGRAM, classify
-from approvals.permissions.riskinfo import RiskInfo
-from approvals.permissions.rules import Bucket, Rule, RuleSet
-from approvals.permissions.shell.accesses import accesses, uses_cwd
-from approvals.permissions.shell.invocation import Expansion, Invocation, expand
-from approvals.permissions.shell.programs import LIST_CONSUMERS
-from approvals.permissions.shell.words import UNKNOWN
-from approvals.permissions.stored import input_assigned, sensitive, stored_commands
-from approvals.permissions.written import (
+from approvals.permissions.commands.option_values import option_values, wildcard_covers
+from approvals.permissions.commands.secret_readers import broad_search, computed_names, listing_reader
+from approvals.permissions.commands.stored_values import input_assigned, sensitive, stored_commands
+from approvals.permissions.commands.written_code import (
     compiles,
     loaded,
     matches,
@@ -40,6 +30,14 @@ from approvals.permissions.written import (
     written,
     written_commands,
 )
+from approvals.permissions.floor import invocation_floor, lexical_floor
+from approvals.permissions.model import Finding, Layer, RiskInfo, Verdict
+from approvals.permissions.policy import Bucket, Rule, RuleSet
+from approvals.permissions.risk import WORKSPACE_PROGRAM, classify
+from approvals.permissions.shell.accesses import accesses, uses_cwd
+from approvals.permissions.shell.invocation import Expansion, Invocation, expand
+from approvals.permissions.shell.programs import LIST_CONSUMERS
+from approvals.permissions.shell.words import UNKNOWN
 
 _SECRET_VARIABLE = re.compile(
     r"(KEY|TOKEN|SECRET|PASS|PASSWD|PASSWORD|CRED|AUTH|PRIVATE|SESSION|COOKIE|SIGNATURE|CERT|DSN|"
@@ -447,45 +445,6 @@ def _reads_recursively(inv: Invocation) -> bool:
     if inv.program in ("grep", "egrep", "fgrep", "cp", "chmod", "chown", "ls", "cat", "zip"):
         return any(c in f for f in flags for c in "rRa") or "--recursive" in long_flags
     return False
-
-
-def path_finding(
-    boundary: Boundary, rules: RuleSet, text: str, *, write: bool, cwd: str | None = None
-) -> Finding:
-    """Boundary and read/write rules for one path access."""
-    judged = boundary.judge(text, write=write, cwd=cwd)
-    kind = "write" if write else "read"
-    if judged.verdict == "deny":
-        return Finding("deny", judged.risk, "floor", f"{judged.reason}: {judged.path}", broad=True)
-    candidates = {judged.path}
-    if UNKNOWN not in text and cwd != UNKNOWN:
-        candidates.add(boundary.absolute(text, cwd))
-    ws, home = boundary.workspace, boundary.home
-    # A read deny also covers writes: what may not be read may not be overwritten either.
-    for bucket_kind in {kind, "read"} if write else {kind}:
-        for rule in rules.of("deny", bucket_kind):
-            if any(rule.matches_path(p, workspace=ws, home=home) for p in candidates):
-                return Finding("deny", judged.risk, "rule", f"denied by rule {rule.text}", rule=rule.text)
-    for bucket_kind in {kind, "read"} if write else {kind}:
-        for rule in rules.of("ask", bucket_kind):
-            if any(rule.matches_path(p, workspace=ws, home=home) for p in candidates):
-                return Finding(
-                    "ask",
-                    judged.risk,
-                    "rule",
-                    f"rule {rule.text} asks",
-                    rule=rule.text,
-                    sensitive=judged.sensitive,
-                )
-    if judged.verdict == "ask" and not judged.sensitive and judged.klass != "unknown":
-        for rule in rules.of("allow", kind):
-            if all(rule.matches_path(p, workspace=ws, home=home) for p in candidates):
-                return Finding("allow", judged.risk, "rule", f"allowed by rule {rule.text}", rule=rule.text)
-    egress = judged.klass == "network"
-    return Finding(
-        judged.verdict, judged.risk, "boundary", f"{judged.reason}: {judged.path}",
-        sensitive=judged.sensitive, egress=egress, broad=egress,
-    )  # fmt: skip
 
 
 def _canonical(inv: Invocation) -> str:

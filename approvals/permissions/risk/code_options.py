@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from approvals.permissions.riskinfo import RiskInfo
+from approvals.permissions.model import RiskInfo
 from approvals.permissions.shell.invocation import Invocation
 from approvals.permissions.shell.words import UNKNOWN
 

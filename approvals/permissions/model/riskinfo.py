@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from approvals.permissions.decisions import Risk
+from approvals.permissions.model.decisions import Risk
 
 __all__ = ["RiskInfo"]
 

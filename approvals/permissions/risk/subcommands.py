@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 
-from approvals.permissions.riskinfo import RiskInfo
+from approvals.permissions.model import RiskInfo
 from approvals.permissions.shell.interpreters import SHELLS, interpreter_family, with_inline_code
 from approvals.permissions.shell.invocation import Invocation
 from approvals.permissions.shell.known import (

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from approvals.permissions.findings import Finding
+from approvals.permissions.model import Finding
 from approvals.permissions.shell.invocation import Invocation
 from approvals.permissions.shell.variables import HARMLESS_PROGRAMS, classify_variable, inherited
 from approvals.permissions.shell.words import UNKNOWN, Word

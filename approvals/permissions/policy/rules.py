@@ -14,15 +14,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import yaml
 
-from approvals.permissions.actions import ACTION_KINDS, ActionKind
-from approvals.permissions.errors import RuleError
-
-if TYPE_CHECKING:
-    from approvals.permissions.fetch import URL
+from approvals.permissions.model import ACTION_KINDS, URL, ActionKind, RuleError, normalise
 
 Bucket = Literal["allow", "ask", "deny"]
 BUCKETS: tuple[Bucket, ...] = ("deny", "ask", "allow")
@@ -58,10 +54,7 @@ class Rule:
 
     def matches_url(self, url: str | URL) -> bool:
         """Match a normalised URL: `*` never crosses a `.` in the host nor leaves the host for the path."""
-        from approvals.permissions.fetch import URL as _URL
-        from approvals.permissions.fetch import normalise
-
-        if not isinstance(url, _URL):
+        if not isinstance(url, URL):
             parsed = normalise(url)
             if isinstance(parsed, str):
                 return False

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from approvals.permissions.decisions import Risk, Verdict
-from approvals.permissions.errors import RuleError
+from approvals.permissions.model import Risk, RuleError, Verdict
 
 PolicyName = Literal["human", "risk-based", "deny-all", "allow-all"]
 POLICY_NAMES: tuple[str, ...] = get_args(PolicyName)

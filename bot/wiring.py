@@ -1,9 +1,9 @@
 """The composition root: storage, approval service + expiry scheduler, outbox, and the rooms.
 
 `build_services(settings)` is the only place that knows every layer (Slack serves through it);
-`open_storage(settings)` is its storage half, which `massgen-bot run` uses too, so both surfaces
-keep runs and approvals in the same SQL stores. `Services.close()` stops runs, drains tasks, stops
-the scheduler, flushes the outbox and disposes of the database, in that order. The Slack half is
+`open_storage(settings)` (`bot.storage`) is its storage half, which `massgen-bot run` uses too, so
+both surfaces keep runs and approvals in the same SQL stores. `Services.close()` stops runs, drains
+tasks, stops the scheduler, flushes the outbox and disposes of the database, in that order. The Slack half is
 imported inside `build_services`: the terminal runner's start-up must not pay for the Slack SDK.
 """
 
@@ -20,10 +20,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from approvals import ApprovalService, SqlApprovalStore, SqlAuditLog, make_engine
-from bot.migrations import ensure_schema
+from approvals import ApprovalService
 from bot.settings import BotSettings, secret
 from bot.slack.store import BotStore
+from bot.storage import Storage, open_storage
 from orchestrator import SqlRunStore
 
 if TYPE_CHECKING:
@@ -258,50 +258,6 @@ async def identify(client: AsyncWebClient, *, within: float = 3.0) -> dict[str, 
         return {}
     keys = ("user_id", "bot_id", "team_id", "enterprise_id")
     return {k: str(response.get(k)) for k in keys if response.get(k)}
-
-
-@dataclass(frozen=True, slots=True)
-class Storage:
-    """Every store on one database engine: approvals, audit, runs, the bot's Slack coordinates."""
-
-    engine: AsyncEngine
-    store: BotStore
-    run_store: SqlRunStore
-    audit: SqlAuditLog
-    approvals: ApprovalService
-
-    async def close(self) -> None:
-        """Release the database."""
-        await self.engine.dispose()
-
-    async def ping(self, *, within: float = 2.0) -> str | None:
-        """None when the database takes a probe write within `within` seconds, else why not."""
-        try:
-            async with asyncio.timeout(within):
-                await self.store.probe_write()
-        except Exception as exc:  # any failure means not ready; the reason goes to /readyz
-            return f"{type(exc).__name__}: {exc}"[:200]
-        return None
-
-
-async def open_storage(settings: BotSettings) -> Storage:
-    """One engine for every table (the settings' database, SQLite under `MASSGEN_STATE_DIR` by default).
-
-    The schema is migrated to head first, or (policy `check`) `bot.migrations.SchemaBehindError` says
-    which command to run.
-    """
-    if settings.state_dir is not None:
-        settings.state_dir.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(settings.resolved_database_url())
-    try:
-        await ensure_schema(engine, settings.upgrade_policy())
-    except BaseException:
-        await engine.dispose()
-        raise
-    store = BotStore(engine)
-    audit = SqlAuditLog(engine)
-    approvals = ApprovalService(SqlApprovalStore(engine), audit)
-    return Storage(engine, store, SqlRunStore(engine), audit, approvals)
 
 
 def _share_slack_budget(box: Outbox, live: int) -> None:

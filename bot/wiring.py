@@ -1,9 +1,9 @@
 """The composition root: storage, approval service + expiry scheduler, outbox, and the rooms.
 
 `build_services(settings)` is the only place that knows every layer (Slack serves through it);
-`open_storage(settings)` is its storage half, which `massgen-bot run` uses too, so both surfaces
-keep runs and approvals in the same SQL stores. `Services.close()` stops runs, drains tasks, stops
-the scheduler, flushes the outbox and disposes of the database, in that order. The Slack half is
+`open_storage(settings)` (`bot.storage`) is its storage half, which `massgen-bot run` uses too, so
+both surfaces keep runs and approvals in the same SQL stores. `Services.close()` stops runs, drains
+tasks, stops the scheduler, flushes the outbox and disposes of the database, in that order. The Slack half is
 imported inside `build_services`: the terminal runner's start-up must not pay for the Slack SDK.
 """
 
@@ -20,10 +20,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from approvals import ApprovalService, SqlApprovalStore, SqlAuditLog, make_engine
-from bot.migrations import ensure_schema
+from approvals import ApprovalService
 from bot.settings import BotSettings, secret
 from bot.slack.store import BotStore
+from bot.storage import Storage, open_storage
 from orchestrator import SqlRunStore
 
 if TYPE_CHECKING:
@@ -260,50 +260,6 @@ async def identify(client: AsyncWebClient, *, within: float = 3.0) -> dict[str, 
     return {k: str(response.get(k)) for k in keys if response.get(k)}
 
 
-@dataclass(frozen=True, slots=True)
-class Storage:
-    """Every store on one database engine: approvals, audit, runs, the bot's Slack coordinates."""
-
-    engine: AsyncEngine
-    store: BotStore
-    run_store: SqlRunStore
-    audit: SqlAuditLog
-    approvals: ApprovalService
-
-    async def close(self) -> None:
-        """Release the database."""
-        await self.engine.dispose()
-
-    async def ping(self, *, within: float = 2.0) -> str | None:
-        """None when the database takes a probe write within `within` seconds, else why not."""
-        try:
-            async with asyncio.timeout(within):
-                await self.store.probe_write()
-        except Exception as exc:  # any failure means not ready; the reason goes to /readyz
-            return f"{type(exc).__name__}: {exc}"[:200]
-        return None
-
-
-async def open_storage(settings: BotSettings) -> Storage:
-    """One engine for every table (the settings' database, SQLite under `MASSGEN_STATE_DIR` by default).
-
-    The schema is migrated to head first, or (policy `check`) `bot.migrations.SchemaBehindError` says
-    which command to run.
-    """
-    if settings.state_dir is not None:
-        settings.state_dir.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(settings.resolved_database_url())
-    try:
-        await ensure_schema(engine, settings.upgrade_policy())
-    except BaseException:
-        await engine.dispose()
-        raise
-    store = BotStore(engine)
-    audit = SqlAuditLog(engine)
-    approvals = ApprovalService(SqlApprovalStore(engine), audit)
-    return Storage(engine, store, SqlRunStore(engine), audit, approvals)
-
-
 def _share_slack_budget(box: Outbox, live: int) -> None:
     """The app's processes share its Slack budget: each keeps 1 / live of every rate."""
     share = 1.0 / live
@@ -363,16 +319,22 @@ async def build_services(
         teams = TeamCatalog(team, teams_dir=settings.teams_dir)
     else:
         teams = TeamCatalog.load(team_file or settings.team_file, settings.teams_dir)
+    for why in teams.problems().values():  # before a user's `--team NAME` finds out
+        log.warning("teams: %s", why)
     config = engine_config(settings)
     # Say before any run whether agents' commands can run confined here, not after an approver said yes.
     if (problem := await sandbox_status(teams.default.team.sandbox)) is not None:
         log.warning("sandbox: %s", problem)
     # Import the model SDKs and stream one canned turn through each, off the event loop: done lazily
     # by the first run, the imports and the SDKs' schema builds would stall acks and transactions.
-    # DBOS's import (~0.5 s) runs in a thread meanwhile, and so stays off the event loop.
+    # It overlaps the database, the outbox and the engine's recovery (resumed runs load an SDK they
+    # need in the loader thread anyway); the listeners start only once it is done. DBOS's import
+    # (~0.5 s) runs in a thread meanwhile, and so stays off the event loop.
     engine_module = asyncio.create_task(asyncio.to_thread(importlib.import_module, "bot.engine.engine"))
+    warming = None
     if config.executes:  # a front end never calls a model
-        await asyncio.to_thread(warm_up, [a.backend.type for a in teams.default.team.agents])
+        types = [a.backend.type for a in teams.default.team.agents]
+        warming = asyncio.create_task(asyncio.to_thread(warm_up, types), name="warm-up")
     client = client or make_client(settings)
     db = await open_storage(settings)
     pacing = outbox or OutboxOptions().scaled(settings.slack_minute / 60.0)
@@ -462,6 +424,8 @@ async def build_services(
     )
     services.ready_checks["engine"] = engine.ready
     _start_retention(services)
+    if warming is not None:
+        await warming  # serving means warmed: no ack waits for an SDK import
     return services
 
 

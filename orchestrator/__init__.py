@@ -109,7 +109,7 @@ from orchestrator.store import InMemoryRunStore, LeaseHolder, RunQuery, RunStatu
 
 if TYPE_CHECKING:
     from orchestrator.llm.deferred import after_sdk_loads
-    from orchestrator.llm.factory import preload_sdks
+    from orchestrator.llm.factory import missing_model_files, preload_sdks
     from orchestrator.llm.limits import CallLimit, LocalLimits
     from orchestrator.llm.stats import ProviderStats, provider_stats
     from orchestrator.llm.warmup import warm_up
@@ -129,6 +129,7 @@ _LAZY = {
     "after_sdk_loads": "orchestrator.llm.deferred",
     "build_run_tools": "orchestrator.tools",
     "create_run_schema": "orchestrator.sql",
+    "missing_model_files": "orchestrator.llm.factory",
     "preload_sdks": "orchestrator.llm.factory",
     "provider_stats": "orchestrator.llm.stats",
     "prune_unused_blobs": "orchestrator.workspace_sql",
@@ -236,6 +237,7 @@ __all__ = [
     "load_team",
     "local_team",
     "missing_keys",
+    "missing_model_files",
     "parse_team",
     "preload_sdks",
     "provider_stats",

@@ -258,6 +258,7 @@ class RunFinished(_Event):
     applied: bool | None = None
     apply_reason: str | None = None
     pull_request: PullRequest | None = None  # a run on a repository: what the approved publish made
+    stopped_by: str | None = None  # who clicked Finish now (a user id), for `salvage` "finish_now:…"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,11 +19,11 @@ only when:
 
 And before anyone may judge it so, a worker that cannot write its heartbeat self-fences: once its
 last successful beat (timed from when that beat began) is `dead_after / 2` old, no run step starts
-or resumes here until a beat succeeds again, and `on_fence` is told (the composition root's hook
-to suspend runs in flight). A run in flight makes no stored progress meanwhile either: its events
-go to the same database, and a run never goes on unpersisted (`orchestrator.run.emitter`,
-fail-stop); what it does without writing (a model call, a tool already stored as started) ends at
-its next write.
+or resumes here until a beat succeeds again, `/readyz` says so (503: a balancer stops sending it
+work), and `on_fence` is told (a hook for operators and tests). A run in flight makes no stored
+progress meanwhile either: its events go to the same database, and a run never goes on
+unpersisted (`orchestrator.run.emitter`, fail-stop); what it does without writing (a model call,
+a tool already stored as started) ends at its next write.
 
 If a worker comes back after its runs were taken over (a partition, a stalled machine), the run
 store fences it: every write of a run names its seq, and a different event at a stored seq raises
@@ -274,6 +274,8 @@ class Engine:
         """None when the engine is launched and its system database answers, else why not."""
         if not self.launched:
             return "engine not launched"
+        if self.fenced:
+            return f"engine: fenced, no heartbeat stored for {time.monotonic() - self._last_beat:.0f} s"
         try:
             async with asyncio.timeout(2.0):
                 await DBOS.list_workflows_async(limit=1)

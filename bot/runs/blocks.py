@@ -75,6 +75,11 @@ def salvage_phrase(salvage: str) -> str:
     return words
 
 
+def _by(user: str | None) -> str:
+    """` by <@U…>` after "finished early", when someone clicked Finish now."""
+    return f" by {user_mention(user)}" if user else ""
+
+
 def _agent_field(card: AgentCard, *, over: bool = False) -> str:
     model = f" {code(card.model, 60)}" if card.model else ""
     status = "stopped" if over and card.status in _WORKING else card.status
@@ -93,7 +98,9 @@ def _outcome(view: RunView) -> str:
     icon = _OUTCOME_ICON.get(view.outcome or "", "")
     if view.outcome == "finished":
         who = f" — winner *{safe(view.label(view.winner), 40)}*" if view.winner else ""
-        salvage = f" ({safe(salvage_phrase(view.salvage), 120)})" if view.salvage else ""
+        salvage = (
+            f" ({safe(salvage_phrase(view.salvage), 120)}{_by(view.stopped_by)})" if view.salvage else ""
+        )
         return f"{icon} *Finished*{who}{salvage}. The answer is in the thread."
     if view.outcome == "cancelled":
         by = f" by {user_mention(view.cancelled_by)}" if view.cancelled_by else ""
@@ -169,7 +176,7 @@ def _final_facts(event: RunFinished, view: RunView) -> str:
     spent_tokens = event.input_tokens + event.output_tokens or view.input_tokens + view.output_tokens
     facts.append(f"{tokens(spent_tokens)} tokens · {cost(event.cost_usd or view.cost_usd)}")
     if event.salvage:
-        facts.append(safe(salvage_phrase(event.salvage), 120))
+        facts.append(safe(salvage_phrase(event.salvage), 120) + _by(event.stopped_by))
     return " · ".join(facts)
 
 

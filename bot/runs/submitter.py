@@ -2,7 +2,7 @@
 
 A front end (`--role frontend`, or the one process of a small install) turns a command into a
 `RunRequest` and submits its payload; the engine hands the run to a worker, whose executor
-(`RunSupervisor.execute`) starts or resumes it. The one hand-over between the two halves in a
+(`RunExecutor.execute`) starts or resumes it. The one hand-over between the two halves in a
 process that does both is `Handover`: a submission (or a wake) waits until its run begins here,
 so `wait_idle` covers the time a run spends queued, and shutdown and the tests can settle.
 """

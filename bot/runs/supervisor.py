@@ -1,100 +1,34 @@
-"""The run supervisor: starts runs for Slack, renders their events through the outbox, stops them on shutdown.
+"""The run supervisor: a process's two halves of a run, the front end's and the worker's, joined once.
 
-With an engine (the bot's default), `start` only submits the run: the engine runs it as a durable
-workflow whose step calls `execute` here, in whichever worker dequeues it; after a crash the step
-runs again and `execute` resumes the run from the run store, rebuilding its renderer from the
-stored view and the Slack coordinates. Its tasks (its status ticker, its watchers) belong to the
-bot's one `TaskSupervisor`.
+A front end (`--role frontend`) only submits and wakes runs (`RunSubmitter`); a worker only
+executes what the engine hands it (`RunExecutor.execute`, the engine's step); the one process of a
+small install does both. They share one `Handover`: a submission (or a wake) waits until its run
+begins here, so `wait_idle` covers the time a run spends queued. Nothing else passes between them.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import dataclasses
-import itertools
-import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.exc import SQLAlchemyError
-
-from approvals import ApprovalService, ConversationRef
-from bot.approval_ui.port import ThreadApprovalPort
-from bot.batched import Batched
-from bot.engine.config import FENCED, PARKED, SUSPENDED
-from bot.errors import OutboxError
-from bot.ops import bind_request, bind_run
-from bot.runs.blocks import status_blocks
-from bot.runs.notices import RequesterNotices
-from bot.runs.presenter import RunRenderer
+from approvals import ApprovalService
+from bot.runs.executor import ActiveRun, RunExecutor, ToolsBuilder
 from bot.runs.repositories import RunRepositories
 from bot.runs.request import RunRequest
 from bot.runs.submitter import Handover, RunSubmitter
-from bot.runs.teams import TeamCatalog, TeamChoice
-from bot.slack.outbox import GiveUp, MessageRef, Outbox
+from bot.runs.teams import TeamCatalog
+from bot.slack.outbox import Outbox
 from bot.slack.store import BotStore
 from bot.tasks import TaskSupervisor
-from orchestrator import (
-    TERMINAL_KINDS,
-    ModelFactory,
-    OrchestratorError,
-    Parked,
-    RunContext,
-    RunEvent,
-    RunFinished,
-    RunHandle,
-    RunOutcome,
-    RunStore,
-    RunStoreError,
-    RunTools,
-    RunView,
-    Suspended,
-    TeamConfig,
-    resume_run,
-    start_run,
-    stop_parked_run,
-)
+from orchestrator import ModelFactory, RunEvent, RunStore
 
 if TYPE_CHECKING:
-    from bot.engine import Control, Engine
-    from bot.slack.store import OutboxRow, RunCoordinates
-
-log = logging.getLogger(__name__)
-
-
-# (run context, approval port) -> run tools; None runs agents with the workflow tools only.
-ToolsBuilder = Callable[[RunContext, ThreadApprovalPort], Awaitable[RunTools]]
-
-
-@dataclass(slots=True, kw_only=True)
-class ActiveRun:
-    """A run this process is driving."""
-
-    request: RunRequest
-    handle: RunHandle
-    renderer: RunRenderer
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-    parked: bool = False  # it ended its segment waiting for a human (its workflow waits for a wake)
-
-    @property
-    def team(self) -> TeamConfig:
-        return self.request.choice.team
-
-
-@dataclass(frozen=True, slots=True)
-class _Saved:
-    """What Slack-side state a run has, read in one go: where it lives, its status and progress posts."""
-
-    where: RunCoordinates | None
-    status: OutboxRow | None
-    progress: OutboxRow | None
+    from bot.engine import Engine
 
 
 class RunSupervisor:
-    """Starts and drives the runs of this process; their tasks belong to `tasks`."""
+    """Starts runs (the submitter) and drives the ones this process holds (the executor)."""
 
     def __init__(
         self,
@@ -115,43 +49,33 @@ class RunSupervisor:
         repositories: RunRepositories | None = None,
         engine: Engine,
     ) -> None:
-        self._outbox = outbox
-        self._teams = teams
-        self._repositories = repositories  # None: runs never name a repository (tests, benches)
         self.engine = engine
-        self._store = store
-        self._approvals = approvals
-        self._run_store = run_store
-        self._tools = tools
-        self._clock = clock
-        self._broadcast = broadcast_final
-        self._models = models  # None: each run builds its own clients (the runner's default)
-        self._observe = observe  # metrics hook (the bench measures event-to-Slack freshness with it)
-        self._tasks = tasks
-        self._active: dict[str, ActiveRun] = {}
-        self._closing = False
-        # A run waiting on a human emits nothing; its elapsed time still moves. chat.update is a
-        # shared Tier 3 budget, so quiet runs are refreshed rarely and the outbox paces them.
-        self._status_refresh = status_refresh
-        self._progress_after = progress_after
-        self._ticker: asyncio.Task[Any] | None = None
-        self._controls: asyncio.Task[Any] | None = None
-        # Looked up for many resumes at once after a restart (one query each, not one per run).
-        self._coordinates = Batched(store.coordinates)
-        self._controls_of = Batched(self._take_controls)
-        self._handover = Handover()  # between this process's submitter and its executor
-        self.submitter = RunSubmitter(engine, self._handover, self._spawn_named, self._segment_ended)
-        self._no_runs = asyncio.Event()  # wakes the ticker when the last run ends
-        self._notices = RequesterNotices(outbox, run_store, self._spawn_named)
-        outbox.on_give_up.append(self._on_give_up)
-        self.started = 0
+        handover = Handover()  # between this process's submitter and its executor
+        self.executor = RunExecutor(
+            tasks=tasks,
+            outbox=outbox,
+            store=store,
+            approvals=approvals,
+            run_store=run_store,
+            tools=tools,
+            clock=clock,
+            broadcast_final=broadcast_final,
+            observe=observe,
+            status_refresh=status_refresh,
+            progress_after=progress_after,
+            models=models,
+            teams=teams,
+            repositories=repositories,
+            engine=engine,
+            handover=handover,
+        )
+        spawn = self.executor.spawn_named
+        self.submitter = RunSubmitter(engine, handover, spawn, self.executor.segment_ended)
 
-    def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
-        """A task owned by the bot's task supervisor."""
-        return self._tasks.spawn(coro, name=name)
-
-    def _spawn_named(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
-        return self._tasks.spawn(coro, name=name)
+    @property
+    def started(self) -> int:
+        """How many runs this process has driven (begun or resumed)."""
+        return self.executor.started
 
     def start(self, request: RunRequest) -> str:
         """Submit a run (the front end's half: `RunSubmitter`); its id at once."""
@@ -161,394 +85,15 @@ class RunSupervisor:
         """Wake a parked run through the engine (an approval of it ended, here or anywhere)."""
         self.submitter.wake(run_id, message)
 
-    async def _segment_ended(self, run_id: str) -> bool | None:
-        """None when this process does not drive `run_id`; else, once its segment ends, whether it parked."""
-        active = self._active.get(run_id)
-        if active is None:
-            return None
-        await active.done.wait()
-        return active.parked
-
     async def execute(self, run_id: str, payload: dict[str, Any]) -> str:
-        """The engine's step: start the run, or resume it after a crash; how it ended.
-
-        The run is a task of the bot's task supervisor (so shutdown and `wait_idle` see it).
-        """
-        if self._teams is None:
-            raise RuntimeError("a supervisor that executes engine runs needs the team catalog")
-        request = RunRequest.of(payload, self._teams)
-        task = self.spawn(self._execute(run_id, request), name=f"run:{run_id}")
-        self._handover.begun(run_id)
-        outcome: str = await asyncio.shield(task)
-        if outcome != PARKED:
-            self._handover.begun(run_id)  # it ended: a wake sent meanwhile resumes nothing
-        return outcome
-
-    async def _execute(self, run_id: str, request: RunRequest) -> str:
-        try:
-            return await self._execute_stored(run_id, request)
-        except (
-            RunStoreError,
-            SQLAlchemyError,
-            OSError,
-        ) as exc:  # the store is away: the engine runs the step again later
-            log.warning("run %s: its store is unavailable (%s); it runs again later", run_id, exc)
-            return SUSPENDED
-
-    async def _execute_stored(self, run_id: str, request: RunRequest) -> str:
-        bind_run(run_id)  # this task and the run's tasks log with its id, and the request's
-        if request.request_id is not None:
-            bind_request(request.request_id)
-        events = [] if self._run_store is None else await self._run_store.events(run_id)
-        if events and events[-1].kind in TERMINAL_KINDS:
-            # It ended, and the process died before the engine heard: maybe before its end was shown.
-            await self._settle(run_id, request, events)
-            return events[-1].kind
-        if events:
-            # Read together, not one after another: after a restart every resume waits on one busy
-            # event loop, and each round trip in a row adds that wait again.
-            controls, saved = await asyncio.gather(self._clicked(run_id), self._saved(run_id))
-            if controls:
-                return await self._stop(run_id, request, events, controls[0], saved)
-            active = await self._resume(run_id, request, events, saved)
-        else:
-            active = await self._run(run_id, request)
-        if active is None:
-            return "failed"
-        outcome = await self._drive(active)
-        if isinstance(outcome, Suspended):
-            return FENCED if outcome.fenced else SUSPENDED
-        return PARKED if isinstance(outcome, Parked) else outcome.kind
-
-    async def _settle(self, run_id: str, request: RunRequest, events: list[RunEvent]) -> None:
-        """A run whose end is stored: its final status, and its final answer unless one was saved."""
-        saved = await self._saved(run_id)
-        views = list(itertools.accumulate(events, RunView.apply, initial=RunView()))
-        renderer = await self._renderer_for(run_id, request, views[-1], saved)
-        self._restore_progress(renderer, events, views[1:], saved)
-        final = events[-1]
-        if isinstance(final, RunFinished) and not await self._outbox.final_saved(run_id):
-            log.info("run %s: its end was stored, its final answer never saved; posting it", run_id)
-            renderer.post_final(final)
-        await renderer.finish()
-        await self._final_saved(run_id, renderer)
-
-    async def _final_saved(self, run_id: str, renderer: RunRenderer) -> None:
-        """A step that ends a run ends once its final answer is saved; else (unsaved, it is not sent
-        either) it fails like a store write, and the step runs again (`_settle` posts it)."""
-        if not await self._outbox.saved(renderer.final_posts):
-            raise RunStoreError(f"run {run_id}: its final answer could not be saved")
-
-    async def _clicked(self, run_id: str) -> list[Control]:
-        """A Cancel / Finish clicked for a parked run (taken: it is acted on once)."""
-        if self._run_store is None:
-            return []
-        return await self._controls_of.get(run_id) or []
-
-    async def _take_controls(self, run_ids: list[str]) -> dict[str, list[Control]]:
-        taken: dict[str, list[Control]] = {}
-        for control in await self.engine.take_controls(run_ids):
-            taken.setdefault(control.run_id, []).append(control)
-        return taken
-
-    async def _stop(
-        self, run_id: str, request: RunRequest, events: list[RunEvent], control: Control, saved: _Saved
-    ) -> str:
-        """A parked run woken by a Cancel / Finish now: end it without resuming its agents."""
-        assert self._run_store is not None  # `_clicked` found one
-        renderer = await self._renderer_for(run_id, request, RunView.of(events), saved)
-        request = await self._restored(run_id, request)
-        terminal = await stop_parked_run(
-            run_id,
-            request.choice.team,
-            self._run_store,
-            "finish_now" if control.action == "finish" else "cancel",
-            by=control.by,
-            tools=self._tools_factory(request.channel, renderer.thread),
-            subscribers=self._subscribers(run_id, renderer),
-        )
-        await renderer.finish()
-        return terminal.kind
-
-    async def _saved(self, run_id: str) -> _Saved:
-        """The run's coordinates and its saved status and progress posts, read concurrently."""
-        where, (status, progress) = await asyncio.gather(
-            self._coordinates.get(run_id), self._outbox.first_posts(run_id)
-        )
-        return _Saved(where, status, progress)
-
-    async def _renderer_for(
-        self, run_id: str, request: RunRequest, view: RunView | None, saved: _Saved
-    ) -> RunRenderer:
-        """The run's renderer: over the status message a previous process posted, else a new one.
-
-        A crash can come at any point of a start: after the run's coordinates were recorded, or
-        its status message saved or posted, but before the ts was written. Each is reused.
-        """
-        where = saved.where
-        root = (
-            MessageRef.existing(request.channel, where.root_ts)
-            if where is not None and where.root_ts
-            else self._outbox.root_of(saved.status)  # posted (or saved) before its ts was recorded
-        )
-        if root is not None:
-            initial = view or dataclasses.replace(
-                RunView.initial(task=request.task, requester=request.requester, now=self._clock()),
-                run_id=run_id,
-            )
-            renderer = self._renderer(request, root, initial)
-        else:
-            renderer = self._open(run_id, request, view=view)
-        if where is None:
-            await self._store.record_run(run_id, request.channel, thread_ts=request.thread_ts)
-        if where is None or not where.root_ts:
-            self.spawn(self._remember_root(run_id, renderer), name=f"root-ts:{run_id}")
-        return renderer
-
-    async def _resume(
-        self, run_id: str, request: RunRequest, events: list[RunEvent], saved: _Saved
-    ) -> ActiveRun | None:
-        """Continue a run (parked, or left by a dead process): its renderer from the stored events."""
-        assert self._run_store is not None  # events came from it
-        # One fold: the view after each event feeds the progress message, the last one the status.
-        views = list(itertools.accumulate(events, RunView.apply, initial=RunView()))
-        renderer = await self._renderer_for(run_id, request, views[-1], saved)
-        self._restore_progress(renderer, events, views[1:], saved)
-        renderer.refresh()  # its buttons (ids only) keep working: the run is alive again
-        try:
-            request = await self._restored(run_id, request)
-            handle = await resume_run(
-                run_id,
-                request.choice.team,
-                self._run_store,
-                models=self._models,
-                tools=self._tools_factory(request.channel, renderer.thread),
-                subscribers=self._subscribers(run_id, renderer),
-                events=events,  # just read from the same store
-            )
-        except Exception as exc:
-            log.exception("run %s could not resume", run_id)
-            renderer.failed_to_start(type(exc).__name__)
-            return None
-        log.info("run %s resumed", run_id)
-        return ActiveRun(request=request, handle=handle, renderer=renderer)
-
-    def _restore_progress(
-        self, renderer: RunRenderer, events: list[RunEvent], views: list[RunView], saved: _Saved
-    ) -> None:
-        """The progress message an earlier segment posted is edited on, with what it showed.
-
-        `views`: the run's view after each of `events`.
-        """
-        for event, view in zip(events, views, strict=True):
-            renderer.progress.add(event, view)
-        renderer.progress_message = self._outbox.root_of(saved.progress)
-
-    async def _run(self, run_id: str, request: RunRequest) -> ActiveRun | None:
-        # A step run again after a crash before the run's first event reuses what was made.
-        renderer = await self._renderer_for(run_id, request, None, await self._saved(run_id))
-        log.info("run started in %s for %s", request.channel, request.requester)
-        try:
-            request = await self._bound(run_id, request)
-        except OrchestratorError as exc:  # an unknown name, a fetch that failed: one line in the thread
-            log.warning("run %s: its repository could not be prepared: %s", run_id, exc)
-            renderer.failed_to_start(str(exc))
-            return None
-        try:
-            handle = await start_run(
-                request.choice.team,
-                request.task,
-                run_id=run_id,
-                models=self._models,
-                tools=self._tools_factory(request.channel, renderer.thread),
-                store=self._run_store,
-                requester=request.requester,
-                context=request.context,
-                subscribers=self._subscribers(run_id, renderer),
-                team_name=request.choice.name,
-                conversation=ConversationRef(
-                    surface="slack", channel=request.channel, thread=request.thread_ts
-                ),
-            )
-        except Exception as exc:
-            log.exception("run %s could not start", run_id)
-            renderer.failed_to_start(type(exc).__name__)
-            return None
-        log.info("run %s started", run_id)
-        return ActiveRun(request=request, handle=handle, renderer=renderer)
-
-    async def _bound(self, run_id: str, request: RunRequest) -> RunRequest:
-        """A new run's request with its team bound to the run's repository, if it has one."""
-        if self._repositories is None:
-            return request
-        name = None if request.selection is None else request.selection.repository
-        team = await self._repositories.bind(
-            run_id, request.choice.team, name=name, channel=request.channel, thread_ts=request.thread_ts
-        )
-        return self._with_team(request, team)
-
-    async def _restored(self, run_id: str, request: RunRequest) -> RunRequest:
-        """A stored run's request with the repository binding it started with."""
-        if self._repositories is None:
-            return request
-        return self._with_team(request, await self._repositories.restore(run_id, request.choice.team))
-
-    @staticmethod
-    def _with_team(request: RunRequest, team: TeamConfig) -> RunRequest:
-        if team is request.choice.team:
-            return request
-        return dataclasses.replace(request, choice=TeamChoice(name=request.choice.name, team=team))
-
-    def _open(self, run_id: str, request: RunRequest, *, view: RunView | None = None) -> RunRenderer:
-        """Post the status message at once (the ts arrives later) and build the run's renderer."""
-        if view is None:
-            initial = RunView.initial(task=request.task, requester=request.requester, now=self._clock())
-            view = dataclasses.replace(initial, run_id=run_id)
-        text, blocks = status_blocks(view, now=self._clock(), used=request.used())
-        root = self._outbox.post(
-            request.channel,
-            text=text,
-            blocks=blocks,
-            thread=request.thread_ts,
-            run_id=run_id,
-            once=f"status:{run_id}",  # a step run again while the first is unsaved posts no second
-        )
-        return self._renderer(request, root, view)
-
-    def _renderer(self, request: RunRequest, root: MessageRef, view: RunView) -> RunRenderer:
-        # A follow-up's status message sits in its parent's thread, so its posts go there too.
-        thread: MessageRef | str = request.thread_ts or root
-        return RunRenderer(
-            self._outbox,
-            request.channel,
-            root,
-            thread,
-            view=view,
-            clock=self._clock,
-            broadcast=self._broadcast,
-            progress_after=self._progress_after,
-            used=request.used(),
-        )
-
-    async def _drive(self, active: ActiveRun) -> RunOutcome:
-        """Until the run ends (then the last status) or parks; how it stands."""
-        run_id = active.handle.run_id
-        self._active[run_id] = active
-        self._no_runs.clear()
-        self.started += 1
-        self.spawn(self._watch_root(run_id, active.renderer.root, active.request), name=f"root:{run_id}")
-        if self._ticker is None or self._ticker.done():
-            self._ticker = self.spawn(self._tick(), name="status-ticker")
-        if self._controls is None or self._controls.done():
-            self._controls = self.spawn(self._poll_controls(self.engine), name="run-controls")
-        try:
-            # The run store records the outcome (one truth about a run).
-            outcome = await active.handle.outcome()
-            if isinstance(outcome, Suspended):  # nothing unstored was shown: the status stays as stored
-                active.parked = True
-                log.warning("run suspended: %s", outcome.reason)
-                return outcome
-            if isinstance(outcome, Parked):  # its workflow waits for a wake; the status shows who is asked
-                active.parked = True
-                active.renderer.refresh()
-                log.info("run parked, waiting for %s", ", ".join(outcome.waiting))
-                return outcome
-            log.info("run ended: %s", outcome.kind)
-            await active.renderer.finish()
-            await self._final_saved(run_id, active.renderer)
-            return outcome
-        finally:
-            self._active.pop(run_id, None)
-            if not self._active:
-                self._no_runs.set()
-            active.done.set()
-
-    async def _tick(self) -> None:
-        """Refresh quiet runs' status messages every `status_refresh` s; ends with the last run."""
-        while self._active and not self._closing:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._no_runs.wait(), self._status_refresh / 2)
-            quiet_since = time.monotonic() - self._status_refresh
-            for active in list(self._active.values()):
-                active.renderer.show_progress()  # a long run's progress message is due even when quiet
-                if active.renderer.last_refresh < quiet_since:
-                    active.renderer.refresh()
-
-    async def _poll_controls(self, engine: Engine) -> None:
-        """Apply Cancel / Finish now asked on other processes to the runs held here."""
-        while self._active and not self._closing:
-            try:
-                for control in await engine.take_controls(list(self._active)):
-                    await self._apply(control)
-            except Exception:  # a database hiccup: try again at the next poll
-                log.exception("reading run controls failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._no_runs.wait(), engine.config.poll_interval)
-
-    async def _apply(self, control: Control) -> None:
-        active = self._active.get(control.run_id)
-        if active is None:
-            return
-        if control.action == "finish":
-            await active.handle.finish_now(by=control.by)
-        else:
-            await active.handle.cancel(by=control.by)
-
-    def _on_give_up(self, event: GiveUp) -> None:
-        """A run's post was given up: its requester hears once (not for the status message, whose
-        failure `_watch_root` reports)."""
-        active = self._active.get(event.run_id or "")
-        if active is not None and active.renderer.root.marker == event.post_id:
-            return
-        self._notices.given_up(event, None if active is None else active.request.requester)
-
-    async def _watch_root(self, run_id: str, root: MessageRef, request: RunRequest) -> None:
-        """If the status message cannot be posted, stop the run and say why."""
-        try:
-            await root.ts()
-            return
-        except OutboxError as exc:
-            reason = exc.error or "posting failed"
-        active = self._active.get(run_id)
-        if active is not None:
-            await active.handle.cancel(by="slack")
-        await self._notices.root_failed(request.channel, request.requester, request.response_url, reason)
-
-    def _subscribers(self, run_id: str, renderer: RunRenderer) -> list[Callable[[RunEvent], None]]:
-        observe = self._observe
-        if observe is None:
-            return [renderer.on_event]
-        return [renderer.on_event, lambda event: observe(run_id, event)]
-
-    async def _remember_root(self, run_id: str, renderer: RunRenderer) -> None:
-        try:
-            ts = await renderer.root.ts()
-        except OutboxError:
-            return  # never posted: `_watch_root` tells the requester
-        renderer.show_progress()  # the thread exists now: what the run did so far can be shown
-        await self._store.set_root(run_id, ts)
-
-    def _tools_factory(
-        self, channel: str, thread: MessageRef | str
-    ) -> Callable[[RunContext], Awaitable[RunTools]] | None:
-        builder = self._tools
-        if builder is None:
-            return None
-        port = ThreadApprovalPort(self._approvals, channel, thread)
-
-        async def factory(ctx: RunContext) -> RunTools:
-            try:
-                return await builder(ctx, port)
-            except SQLAlchemyError as exc:  # the database away: the run suspends (fail-stop), not fails
-                raise RunStoreError(f"run {ctx.run_id}: its tools need the database: {exc}") from exc
-
-        return factory
+        """The engine's step (the worker's half: `RunExecutor`); how the run ended."""
+        return await self.executor.execute(run_id, payload)
 
     def active(self, run_id: str) -> ActiveRun | None:
-        return self._active.get(run_id)
+        return self.executor.active(run_id)
 
     def active_runs(self, channel: str | None = None) -> list[ActiveRun]:
-        return [r for r in self._active.values() if channel is None or r.request.channel == channel]
+        return self.executor.active_runs(channel)
 
     async def stop(self, *, grace: float = 10.0) -> int:
         """Shutdown: accept no more runs; let runs end within `grace` s and leave the rest.
@@ -556,13 +101,8 @@ class RunSupervisor:
         A run left behind stays pending in the engine and resumes on the next start (or on another
         worker); its approvals stay open. Returns how many runs were left running.
         """
-        self._closing = self.submitter.closing = True
-        self.engine.drain()
-        pending = [a.done.wait() for a in self._active.values()]
-        if pending:
-            await asyncio.wait([asyncio.ensure_future(p) for p in pending], timeout=grace)
-        self._no_runs.set()
-        return len(self._active)
+        self.submitter.closing = True
+        return await self.executor.stop(grace=grace)
 
 
 __all__ = ["ActiveRun", "RunRequest", "RunSupervisor", "ToolsBuilder"]

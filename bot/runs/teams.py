@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.slack.parse import StartRun
-from orchestrator import TeamConfig, TeamConfigError, default_team, load_team
+from orchestrator import TeamConfig, TeamConfigError, default_team, load_team, missing_model_files
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,6 +37,20 @@ class TeamCatalog:
             return cls(default_team(), teams_dir=teams_dir)
         return cls(load_team(team_file), default_name=team_file.stem, teams_dir=teams_dir)
 
+    def problems(self) -> dict[str, str]:
+        """Named teams that would be refused now (a bad file, a missing model file): name -> why.
+
+        Said at start-up, so an operator hears it before a user's `--team NAME` does; the files are
+        read again at each run, so a fix needs no restart.
+        """
+        found = {}
+        for name in self.names():
+            try:
+                self.startable(StartRun(task="", team=name))
+            except TeamNotFound as exc:
+                found[name] = str(exc)
+        return found
+
     def names(self) -> list[str]:
         """Named teams available in the teams folder."""
         if not self._dir.is_dir():
@@ -59,6 +73,15 @@ class TeamCatalog:
             team = team.model_copy(update={"permissions": permissions})
         return TeamChoice(name=choice.name, team=team)
 
+    def startable(self, command: StartRun) -> TeamChoice:
+        """`choose`, for a new run: a team whose local model file is missing is refused now, in one
+        line, rather than started and failed at its first model call. (Who may stop a run is still
+        judged by its team whatever its model files: `choose`.)"""
+        choice = self.choose(command)
+        if (missing := _missing_models(choice.team)) is not None:
+            raise TeamNotFound(f"Team `{choice.name}` cannot run here: {missing}.")
+        return choice
+
     def _named(self, name: str) -> TeamChoice:
         # `name` was validated by the parser (no slashes, no leading dot), so it cannot leave the folder.
         for suffix in (".yaml", ".yml"):
@@ -70,3 +93,9 @@ class TeamCatalog:
                     raise TeamNotFound(f"Team `{name}` has an error: {exc}") from exc
         available = ", ".join(self.names()) or "none"
         raise TeamNotFound(f"No team named `{name}` in {self._dir}/. Available: {available}.")
+
+
+def _missing_models(team: TeamConfig) -> str | None:
+    """The team's local agents whose model file is not there, in one line (None: all are)."""
+    missing = missing_model_files(team)
+    return "; ".join(f"agent `{agent}`: {why}" for agent, why in missing.items()) or None

@@ -67,7 +67,7 @@ class RunUseCases:
                 return selected
             parsed, selection = selected
         try:
-            choice = self.teams.choose(parsed)
+            choice = self.teams.startable(parsed)
         except TeamNotFound as exc:
             return safe(str(exc))
         if selection is not None:  # the channel's approvers join the team file's

@@ -11,13 +11,33 @@ from pathlib import PurePosixPath
 
 _NAMES = frozenset(
     {
-        ".gitconfig", ".gitmodules", ".gitattributes", ".envrc", "Makefile", "GNUmakefile", "makefile",
-        "package.json", "pyproject.toml", "setup.py", "setup.cfg", ".pre-commit-config.yaml",
-        ".gitlab-ci.yml", "Justfile", "justfile", "Rakefile", "build.gradle", "Taskfile.yml", ".npmrc",
-        "conftest.py", "tox.ini", "noxfile.py", "Dockerfile", ".bashrc", ".profile", ".zshrc",
+        # git, environment and shell start-up
+        ".gitconfig", ".gitmodules", ".gitattributes", ".envrc", ".bashrc", ".profile", ".zshrc",
+        ".bash_profile", ".bash_login", ".bash_logout", ".zshenv", ".zprofile", ".zlogin", "config.fish",
+        "lefthook.yml", ".lefthook.yml", ".pre-commit-config.yaml",
+        # build files (their recipes run)
+        "Makefile", "GNUmakefile", "makefile", "Justfile", "justfile", "Rakefile", "Taskfile.yml",
+        "CMakeLists.txt", "meson.build", "BUILD", "BUILD.bazel", "WORKSPACE", "MODULE.bazel", ".bazelrc",
+        "build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts", "gradlew",
+        "gradle-wrapper.properties", "pom.xml", "mvnw", "build.rs", "build.sbt", "Cargo.toml",
+        "go.mod", "Vagrantfile", "Dockerfile", "docker-compose.yml", "docker-compose.yaml",
+        "compose.yml", "compose.yaml",
+        # package manifests and their hooks
+        "package.json", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs", "Gemfile", "pyproject.toml",
+        "setup.py", "setup.cfg", "conftest.py", "tox.ini", "noxfile.py", "sitecustomize.py",
+        "usercustomize.py",
+        # CI
+        ".gitlab-ci.yml", "Jenkinsfile", ".travis.yml", "azure-pipelines.yml", "bitbucket-pipelines.yml",
+        ".drone.yml", "appveyor.yml", ".appveyor.yml", "cloudbuild.yaml",
     }
 )  # fmt: skip
-_DIRS = frozenset({".git", "hooks", ".husky", ".githooks", ".devcontainer", ".circleci", ".vscode"})
+_DIRS = frozenset(
+    {
+        ".git", "hooks", ".husky", ".githooks", ".devcontainer", ".circleci", ".vscode", ".idea",
+        ".buildkite", ".cargo", ".mvn", ".gitlab",
+    }
+)  # fmt: skip
+_SUFFIXES = (".gitconfig", ".mk", ".cmake", ".pth", ".gradle", ".gradle.kts")
 _PREFIXES = (".github/workflows/", ".github/actions/")
 
 
@@ -32,7 +52,7 @@ def sensitive_paths(paths: Iterable[str]) -> tuple[str, ...]:
             parts[-1] in _NAMES
             or any(part in _DIRS for part in parts[:-1])
             or path.startswith(_PREFIXES)
-            or parts[-1].endswith((".gitconfig", ".mk"))
+            or parts[-1].endswith(_SUFFIXES)
         )
         if hit and path not in found:
             found.append(path)

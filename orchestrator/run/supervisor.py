@@ -256,7 +256,7 @@ class Supervisor:
             if self.emitter.store_error is not None:
                 return self._suspended(), False
             how, by = self._stop or ("cancel", None)
-            terminal = RunCancelled(by=by) if how == "cancel" else await self._salvage("finish_now")
+            terminal = RunCancelled(by=by) if how == "cancel" else await self._salvage("finish_now", by)
             return terminal, self._stop is None  # None: cancelled by someone else (e.g. loop shutdown)
         except RunStoreUnavailable:
             self._finishing = True
@@ -454,9 +454,12 @@ class Supervisor:
     async def _conclude(self) -> Terminal:
         return await conclude(self)
 
-    async def _salvage(self, why: str) -> Terminal:
+    async def _salvage(self, why: str, by: str | None = None) -> Terminal:
         await self._stop_agents()
-        return await salvage(self, why)
+        terminal = await salvage(self, why)
+        if by is not None and isinstance(terminal, RunFinished):
+            terminal = replace(terminal, stopped_by=by)  # "finished early by <who>"
+        return terminal
 
 
 def _reason(exc: BaseException) -> str:

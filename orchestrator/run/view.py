@@ -122,6 +122,7 @@ class RunView:
     salvage: str | None = None
     failure: Mapping[str, str] = field(default_factory=_empty)  # agent id (or "run") -> reason
     cancelled_by: str | None = None
+    stopped_by: str | None = None  # who clicked Finish now
     # (agent id, why): workspaces a takeover could not restore and rebuilt from the source
     rebuilt: tuple[tuple[str, str], ...] = ()
     pull_request: PullRequest | None = None  # a run on a repository: what its approved publish made
@@ -302,6 +303,7 @@ def _finished(view: RunView, event: RunFinished) -> RunView:
         winner=event.winner,
         tally=tally,
         salvage=event.salvage,
+        stopped_by=event.stopped_by,
         pull_request=event.pull_request,
         **totals,
     )

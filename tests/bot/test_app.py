@@ -94,6 +94,25 @@ async def test_unknown_team_or_agent_is_an_ephemeral_error(tmp_path: Path) -> No
         assert bot.slack.calls_to("chat.postMessage") == []
 
 
+async def test_a_named_team_whose_model_file_is_missing_is_refused_before_a_run(tmp_path: Path) -> None:
+    teams = tmp_path / "teams"
+    teams.mkdir()
+    missing = tmp_path / "gone.gguf"
+    (teams / "tiny.yaml").write_text(
+        f"agents:\n  - {{id: a, backend: {{type: local, model_path: '{missing}'}}}}\n"
+    )
+    async with bot_harness(tmp_path) as bot:
+        assert set(bot.services.runs.teams.problems()) == {"tiny"}  # said at start-up too
+        status, body = await bot.command("--team tiny fix it")
+        assert (status, body) == (200, "")
+        await bot.settle()
+        [said] = [t for t in bot.ephemerals("U0USER") if "tiny" in t]
+        assert "cannot run here: agent `a`" in said
+        assert "gone.gguf" in said
+        assert bot.slack.calls_to("chat.postMessage") == []
+        assert bot.services.runs.supervisor.started == 0
+
+
 async def test_slash_command_acks_fast(tmp_path: Path) -> None:
     async with bot_harness(tmp_path) as bot:
         elapsed = []

@@ -117,6 +117,20 @@ def computed_export(inv: Invocation) -> Finding | None:
     return None
 
 
+def nameref(inv: Invocation) -> Finding | None:
+    """`declare -n r=HOME`: `$r` then means another variable, which a reader of the text cannot follow.
+
+    Every later `$r` would be judged as the literal word `HOME`; so the nameref itself asks.
+    """
+    if inv.program in ("declare", "typeset", "local") and any(
+        a.startswith("-") and not a.startswith("--") and "n" in a[1:] for a in inv.argv[1:]
+    ):
+        return Finding(
+            "ask", "high", "risk", f"{inv.program} -n makes a variable name another one", broad=True
+        )
+    return None
+
+
 def exported_names(invocations: tuple[Invocation, ...]) -> tuple[frozenset[str], bool]:
     """Names an `export`/`declare -x` marks, and whether `set -a` exports every assignment."""
     names: set[str] = set()

@@ -16,6 +16,7 @@ from approvals.permissions.commands.environment import (
     computed_export,
     exported_names,
     judge_assignment,
+    nameref,
 )
 from approvals.permissions.commands.option_values import option_values, wildcard_covers
 from approvals.permissions.commands.secret_readers import broad_search, computed_names, listing_reader
@@ -204,9 +205,9 @@ class CommandJudge:
         if "=" in head and head.split("=", 1)[0].isidentifier():
             # `time CC=/tmp/x make`: bash reads the word as an assignment to the program after it.
             yield Finding("ask", "high", "risk", f"an assignment ({head.split('=', 1)[0]}=…) after a wrapper")
-        computed = computed_export(inv)
-        if computed is not None:
-            yield computed
+        for found in (computed_export(inv), nameref(inv)):
+            if found is not None:
+                yield found
         for assignment in assignments(inv, *exported):
             for cwd in sorted(cwds):
                 yield from judge_assignment(assignment, self.judge, functools.partial(self._place, cwd=cwd))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from approvals.permissions.model import RiskInfo
 from approvals.permissions.risk.code_options import code_option
@@ -23,6 +23,7 @@ from approvals.permissions.risk.subcommands import (
     judge_module,
     judge_path_script,
     subcommand,
+    timeit_code,
 )
 from approvals.permissions.shell.interpreters import SHELLS, git_shell_text, interpreter_family
 from approvals.permissions.shell.invocation import Invocation
@@ -460,8 +461,15 @@ def _git_risk(inv: Invocation) -> RiskInfo:
             "medium", f"git {sub} launches the configured tool (an editor or a program)", runs_code=True
         )
     if sub in SAFE_GIT or (not sub and args in (("--version",), ("--help",), ("-h",))):
-        return RiskInfo("low", f"local git ({sub or args[0]})")
+        return _templated(sub, rest) or RiskInfo("low", f"local git ({sub or args[0]})")
     return RiskInfo("medium", f"unrecognised git subcommand ({sub or 'none'})")
+
+
+def _templated(sub: str, rest: Sequence[str]) -> RiskInfo | None:
+    """`git init --template=DIR`: the template's hooks are copied into `.git`, around its boundary."""
+    if sub in ("init", "clone") and any(a.startswith(("--template", "--separate-git-dir")) for a in rest):
+        return RiskInfo("medium", f"git {sub} copies a template (hooks) into .git", runs_code=True)
+    return None
 
 
 def _interpreter_risk(inv: Invocation, family: str) -> RiskInfo:
@@ -479,6 +487,8 @@ def _interpreter_risk(inv: Invocation, family: str) -> RiskInfo:
         return RiskInfo(
             "high", "publishes a package (setup.py upload)", egress=True, side_effect=True, broad=True
         )
+    if family == "python" and (timed := timeit_code(inv)) is not None:
+        return _code_risk(timed, family)  # its statements and setup are code
     if family == "python":
         module = judge_module(inv, classify)
         if module is not None:
@@ -505,6 +515,10 @@ def _interpreter_risk(inv: Invocation, family: str) -> RiskInfo:
         return RiskInfo("low", f"{family} version, help or test runner")
     if not operands:
         return RiskInfo("medium", f"interactive {family}", broad=True)
+    if "://" in operands[0]:
+        return RiskInfo(
+            "high", f"{family} runs a script from the network ({operands[0][:80]})", egress=True, broad=True
+        )
     return RiskInfo("low", f"runs a {family} script", broad=True)
 
 

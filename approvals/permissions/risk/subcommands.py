@@ -155,6 +155,37 @@ def judge_path_script(inv: Invocation, family: str, classify: Classify) -> RiskI
     return classify(delegate(inv, inv.argv.index("-S") + 1))
 
 
+_TIMEIT_VALUED = frozenset({"-n", "--number", "-r", "--repeat", "-u", "--unit"})
+_TIMEIT_CODE = frozenset({"-s", "--setup"})
+
+
+def timeit_code(inv: Invocation) -> str | None:
+    """`python -m timeit [-s SETUP] STMT…`: its setup and statements, as one text for the code judge.
+
+    None when the module is not timeit.
+    """
+    found = module_program(inv)
+    if found is None or found[0] != "timeit":
+        return None
+    args, code, i = inv.argv[found[1] + 1 :], [], 0
+    while i < len(args):
+        arg = args[i]
+        name, joined, value = arg.partition("=")
+        if arg in _TIMEIT_VALUED or arg in _TIMEIT_CODE:
+            if arg in _TIMEIT_CODE and i + 1 < len(args):
+                code.append(args[i + 1])
+            i += 2
+            continue
+        if joined and name in _TIMEIT_CODE:
+            code.append(value)
+        elif arg.startswith("-s") and len(arg) > 2:
+            code.append(arg[2:])
+        elif not arg.startswith("-"):
+            code.append(arg)
+        i += 1
+    return "\n".join(code)
+
+
 def judge_module(inv: Invocation, classify: Classify) -> RiskInfo | None:
     """`python -m MODULE`: a known tool is judged as that program, stdlib work is low, the rest asks."""
     found = module_program(inv)
@@ -221,6 +252,9 @@ def judge_known(inv: Invocation, program: str, classify: Classify) -> RiskInfo |
     code = _code_option(args, tool)
     if code is not None:
         return RiskInfo("high", f"{program} {code} runs code or reaches out", broad=True, runs_code=True)
+    if _build_file_from_stream(inv):
+        reason = f"{program} reads its build file from a stream: its recipes are not in the command"
+        return RiskInfo("high", reason, broad=True, runs_code=True)
     operands = operands_after(args, tool)
     runs = _runs_program(inv, program, operands)
     if runs is not None:
@@ -285,6 +319,29 @@ def _runs_program(inv: Invocation, program: str, operands: list[tuple[int, str]]
         runs = [i for i, a in enumerate(inv.argv[1:]) if i > index and not a.startswith("-")]
         return delegate(inv, runs[0] + 1) if runs else None
     return None
+
+
+_BUILD_FILE_OPTIONS = ("-f", "--file", "--makefile", "--rakefile", "-buildfile", "-file")
+_STREAMS = ("-", "/dev/stdin")
+_STREAM_PREFIXES = ("/dev/fd/", "/proc/self/fd/", "/dev/stdin")
+
+
+def _build_file_from_stream(inv: Invocation) -> bool:
+    """`make -f - <<EOF`, `make -f <(printf …)`: the recipes that run come from a stream, not a file."""
+    words = inv.words
+    for i, word in enumerate(words[1:], start=1):
+        name, joined, value = word.text.partition("=")
+        if joined and name in _BUILD_FILE_OPTIONS:
+            target, carrier = value, word
+        elif word.text in _BUILD_FILE_OPTIONS and i + 1 < len(words):
+            target, carrier = words[i + 1].text, words[i + 1]
+        elif word.text.startswith("-f") and len(word.text) > 2 and not word.text.startswith("--"):
+            target, carrier = word.text[2:], word
+        else:
+            continue
+        if target in _STREAMS or target.startswith(_STREAM_PREFIXES) or carrier.process_substitution:
+            return True
+    return False
 
 
 def _one(program: str, tool: Tool, name: str) -> RiskInfo:

@@ -169,6 +169,7 @@ TOOLS: dict[str, Tool] = {
         _words("-f --rakefile -I -C --directory"),
         goals=True,
         scripts=True,
+        code=_words("-e --execute -E --execute-continue -p --execute-print"),
     ),
     "ant": Tool(frozenset(), _words("-f -buildfile -file -lib -logfile -l -D"), goals=True, scripts=True),
     "ninja": Tool(frozenset(), _words("-C -f -j -k -l -d -w -t"), goals=True, scripts=True),

@@ -182,6 +182,8 @@ LOCAL_VERBS: dict[str, tuple[tuple[str, ...], ...]] = {
                ("env", "list"), ("build",), ("help",)),
     "npx": (("--version",),),
     "twine": (("check",), ("--version",)),
+    "terraform": (("fmt",), ("version",), ("-version",), ("--version",), ("-help",)),
+    "tofu": (("fmt",), ("version",), ("-version",), ("--version",), ("-help",)),
     "openssl": (("dgst",), ("sha1",), ("sha256",), ("sha512",), ("md5",), ("rand",), ("base64",),
                 ("x509",), ("version",), ("asn1parse",), ("verify",), ("help",)),
 }  # fmt: skip

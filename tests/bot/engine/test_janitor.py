@@ -160,6 +160,7 @@ async def test_a_worker_that_cannot_store_its_heartbeat_fences_itself_before_it_
                 await asyncio.sleep(0.02)
             assert fenced_after
             assert worker.fence_after <= fenced_after[0] < DEAD_AFTER
+            assert (await worker.ready() or "").startswith("engine: fenced")  # /readyz says 503
             await worker.submit("run-while-fenced", {})  # DBOS's own database is still here
             await asyncio.sleep(0.8)
             assert executions.started == []  # dequeued, but no step starts on a fenced worker
@@ -167,4 +168,5 @@ async def test_a_worker_that_cannot_store_its_heartbeat_fences_itself_before_it_
         while executions.started != ["run-while-fenced"]:
             assert time.monotonic() < deadline, executions.started
             await asyncio.sleep(0.05)
+        assert await worker.ready() is None  # unfenced: ready again
         assert not worker.fenced

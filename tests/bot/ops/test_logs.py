@@ -126,7 +126,7 @@ async def test_a_slash_command_and_its_run_log_with_the_request_and_run_ids(tmp_
         for handler in saved[0]:
             root.addHandler(handler)
         root.setLevel(saved[1])
-    lines = records(stream, "bot.runs.supervisor")
+    lines = records(stream, "bot.runs.executor")
     started = next(r for r in lines if r["message"].startswith("run started"))
     ended = next(r for r in lines if r["message"].startswith("run ended"))
     assert started["run_id"].startswith("run-")

@@ -157,6 +157,8 @@ async def test_approver_finish_now_salvages_and_cancel_command_reports_state(tmp
         assert run is not None
         assert run.state == "finished"
         assert run.final_answer
+        shown = str(bot.slack.calls_to("chat.update")) + str(bot.slack.calls_to("chat.postMessage"))
+        assert f"finished early, with the latest answer by <@{APPROVER}>" in shown  # who stopped it
         await bot.command(f"cancel {run_id}")
         await bot.settle()
         assert any("is not running (finished)" in t for t in bot.ephemerals(REQUESTER))

@@ -108,7 +108,14 @@ def test_an_unknown_name_is_one_line_listing_the_allowed_names() -> None:
         ("pyproject.toml", True), ("setup.py", True), (".pre-commit-config.yaml", True),
         (".devcontainer/devcontainer.json", True), ("tools/hooks/pre-push", True),
         (".husky/pre-commit", True),
-        ("src/app.py", False), ("docs/makefile.md", False), ("README.md", False), ("hooks.py", False),
+        # Found by the blind catalogue (build, CI and start-up files that were not named):
+        ("CMakeLists.txt", True), ("cmake/deps.cmake", True), ("build.gradle.kts", True),
+        ("pom.xml", True), ("build.rs", True), (".cargo/config.toml", True), ("gradlew", True),
+        ("Jenkinsfile", True), (".travis.yml", True), (".zshenv", True), (".bash_profile", True),
+        ("lib/python3.11/site-packages/x.pth", True), ("sitecustomize.py", True),
+        (".buildkite/pipeline.yml", True), ("docker-compose.yml", True), ("Gemfile", True),
+        ("src/app.py", False), ("src/cmake_notes.txt", False), ("pathlib.py", False),
+        ("docs/makefile.md", False), ("README.md", False), ("hooks.py", False),
     ],
 )  # fmt: skip
 def test_sensitive_paths(path: str, sensitive: bool) -> None:

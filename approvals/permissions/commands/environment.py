@@ -6,7 +6,7 @@ program. Their values are judged as a program (`CC`, `*_WRAPPER`, `GIT_SSH_COMMA
 that may load code (`NODE_OPTIONS`, `PYTEST_ADDOPTS`, `*FLAGS`), as directories code is loaded
 from (`PATH`, `PYTHONPATH`), or as a place written (`*_DIR`, `HOME`, `TMPDIR`); a name known to be
 harmless (`CI`, `NO_COLOR`, `LANG`) is fine and any other name asks. Destroying a system directory
-through a value (`CARGO_TARGET_DIR=/ cargo clean`) is the floor's (effects.py).
+through a value (`CARGO_TARGET_DIR=/ cargo clean`) is the floor's (floor/effects.py).
 """
 
 from __future__ import annotations

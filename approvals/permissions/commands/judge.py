@@ -132,7 +132,7 @@ class CommandJudge:
                 yield from self.judge(command)
 
     def _written_then_run(self, expansion: Expansion, cwds: list[frozenset[str]]) -> Iterator[Finding]:
-        """A file written and then run or read as configuration in the same command (written.py)."""
+        """A file written and then run or read as configuration in the same command (written_code.py)."""
         files: dict[str, list[str | None]] = {}
         for inv, candidates in zip(expansion.invocations, cwds, strict=True):
             places = sorted(candidates - {UNKNOWN}) or [self.boundary.workspace]
@@ -189,7 +189,7 @@ class CommandJudge:
         )
 
     def _contents(self, inv: Invocation, find_argv: tuple[str, ...] | None) -> Iterator[Finding]:
-        """Readers judged by what they can read: listings fed to them, recursive searches (readers.py)."""
+        """Readers judged by what they read (secret_readers.py): listings fed to them, recursive searches."""
         reason = listing_reader(inv, find_argv) or broad_search(inv) or computed_names(inv)
         if reason is not None:
             yield Finding("ask", "high", "boundary", f"{reason} (may include secrets)", sensitive=True)
@@ -311,7 +311,7 @@ class CommandJudge:
             yield Finding("ask", "high", "boundary", f"{inv.program} acts on paths read from its input")
 
     def _option_values(self, inv: Invocation, cwd: str) -> Iterator[Finding]:
-        """Option values naming a URL (data sent out, code fetched) or an outside path (options.py)."""
+        """Option values naming a URL (data sent out, code fetched) or an outside path (option_values.py)."""
         for option, value in option_values(inv):
             if value.kind == "url":
                 reason = f"option {option} names a remote address ({value.text[:80]})"

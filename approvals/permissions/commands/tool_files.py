@@ -1,7 +1,7 @@
 """Which files each tool reads or runs before it does its work, and in which language (data only).
 
 A file written in the same command and then read by the tool that runs next is judged as what
-it is (written.py): shell, python, ruby or node code, make recipes, package scripts, tox
+it is (written_code.py): shell, python, ruby or node code, make recipes, package scripts, tox
 commands, or configuration keys that run programs. "opaque" files (Gradle, sbt, build.rs) are
 code this engine does not read: written in the same command, they ask.
 """

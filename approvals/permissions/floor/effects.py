@@ -4,7 +4,7 @@ The floor does not ask "is this `rm`?" but "does this run delete, truncate, over
 re-permission or write into a place whose loss breaks the machine?". Each program family says
 which of its words name such a place (`rm` operands, `git -C DIR clean`, `cargo --target-dir`,
 `pytest --basetemp`, `rsync --delete … DEST`, `tar --remove-files`, a `>` redirect, an
-environment value such as `SOMETOOL_TARGET_DIR=/usr` for a `clean`); `floor.py` resolves the
+environment value such as `SOMETOOL_TARGET_DIR=/usr` for a `clean`); `judge.py` resolves the
 places like bash would and decides.
 """
 

@@ -44,7 +44,7 @@ _MAX_CALLS = 24
 def code_reads(code: str) -> tuple[Iterator[str], Iterator[str]] | None:
     """What literal code deletes and the shell texts it runs (both lazy), or None when too long.
 
-    The floor judges them (floor.py): this module reads code, it never decides.
+    The floor judges them (judge.py): this module reads code, it never decides.
     """
     if len(code) > _MAX_CODE:
         return None

@@ -130,7 +130,7 @@ def is_critical(path: str, home: str, workspace: str | None = None) -> bool:
     return classify_path(path, home, workspace) is not None
 
 
-# Which path classes are floored for each kind of effect (see effects.py).
+# Which path classes are floored for each kind of effect (see effects.py, beside this module).
 _FLOORED: dict[tuple[str, bool], frozenset[str]] = {
     ("destroy", True): frozenset({"root", "top", "deep", "data", "device"}),
     ("destroy", False): frozenset({"deep", "data", "device"}),
@@ -214,7 +214,7 @@ def invocation_floor(
 
 
 def code_floor(code: str, resolve: Resolve, home: str, workspace: str | None, depth: int = 0) -> str | None:
-    """The floor reason for literal interpreter code (what code.py reads it deletes or runs), or None."""
+    """The floor reason for literal interpreter code (read by interpreter_code.py), or None."""
     read = code_reads(code) if depth <= 4 else None
     if read is None:
         return None

@@ -1,7 +1,7 @@
 """Blast-radius risk of one program run, by deterministic tables (no model grades itself).
 
 low: reads and edits in the workspace, read-only git, local builds and tests.
-high: egress, publish, remote history rewrite, privilege. critical: the floor (see floor.py).
+high: egress, publish, remote history rewrite, privilege. critical: the floor (see floor/judge.py).
 Anything this module does not know is medium.
 """
 
@@ -276,7 +276,7 @@ def _workspace_program(inv: Invocation) -> RiskInfo | None:
     head = inv.words[0].text if inv.words else ""
     if "/" in head and not head.startswith(("/", "~")) and inv.words[0].plain:
         # `./configure`, `bin/rails`: a known project wrapper. Any other workspace program is
-        # unknown code (principle 1) unless this command wrote or compiled it (commands.py).
+        # unknown code (principle 1) unless this command wrote or compiled it (commands/judge.py).
         name = posixpath.basename(head)
         if name.endswith(_SCRIPT_SUFFIXES):
             # `./run.sh` is `sh run.sh`: a workspace script, like any script handed to its interpreter.

@@ -15,6 +15,8 @@ Each limited provider has rows in `provider_permits`, one per permit, free when 
 A claim is one short transaction: a conditional UPDATE of a free row (`lease_until` still past
 when it is written, so two processes never take the same one; PostgreSQL skips rows another
 claim has locked), both kinds together or neither. Nothing is enqueued and no workflow runs.
+A process that finds none free reserves the provider's rows for a few polls (`wanted_by`): the
+next one freed is its, not taken back by the process that freed it, so no worker starves.
 A call that finds none free waits until the earliest lease ends (a rate row) or the next poll
 (a slot: another process may release it any moment), at most `within`, and fails like a provider
 timeout, at once when the rate window will not open in time. A database that cannot be reached
@@ -35,11 +37,12 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.dml import ReturningUpdate
+from sqlalchemy.sql.elements import ColumnElement
 
 from bot.engine.tables import database_now, provider_permits
 from bot.settings import ProviderLimit, call_limits
@@ -87,6 +90,7 @@ class ProviderLimits:
         self.local = LocalLimits(call_limits(self.limits))
         self._heads: dict[str, asyncio.Lock] = {}  # per provider: the one local caller asking the database
         self._held: set[tuple[str, int]] = set()  # slots held here, renewed while any is
+        self._wanting: set[tuple[str, str]] = set()  # (provider, kind) whose rows this process reserved
         self._renewing: asyncio.Task[None] | None = None
 
     async def register(self, *, update: bool) -> None:
@@ -168,37 +172,81 @@ class ProviderLimits:
             head.release()
 
     async def _try(self, provider: str, limit: ProviderLimit) -> _Claim:
-        """One transaction: the slot and the rate permit both, or neither."""
+        """One transaction: the slot and the rate permit both, or neither; on a miss, a reservation."""
+        claim, missed = await self._claim_once(provider, limit)
+        if missed is not None:  # first in line among the processes: the next free row is ours
+            await self._want(provider, missed, claim.retry_in + 4 * self.poll)
+        elif any(key[0] == provider for key in self._wanting):
+            await self._unwant(provider)
+        return claim
+
+    async def _claim_once(self, provider: str, limit: ProviderLimit) -> tuple[_Claim, str | None]:
         slot: int | None = None
         async with self.database.connect() as conn, conn.begin() as transaction:
             if limit.concurrent is not None:
                 slot = await conn.scalar(self._take(provider, SLOT, self.lease))
                 if slot is None:
                     wait = await self._next_free(conn, provider, SLOT)
-                    return _Claim(taken=False, retry_in=min(self.poll, wait))
+                    return _Claim(taken=False, retry_in=min(self.poll, wait)), SLOT
             if limit.requests is not None and limit.period is not None:
                 span = limit.period + margin(limit.period)
                 if await conn.scalar(self._take(provider, RATE, span)) is None:
                     wait = await self._next_free(conn, provider, RATE)
                     await transaction.rollback()  # the slot is not taken either
-                    return _Claim(taken=False, retry_in=wait, known=wait > 0)
-        return _Claim(taken=True, slot=slot)
+                    return _Claim(taken=False, retry_in=wait, known=wait > 0), RATE
+        return _Claim(taken=True, slot=slot), None
+
+    def _open(self, now: ColumnElement[float]) -> ColumnElement[bool]:
+        """A row no other process has reserved (a reservation lapses when its waiter stops asking)."""
+        t = provider_permits
+        return or_(t.c.wanted_by.is_(None), t.c.wanted_by == self.holder, t.c.wanted_until <= now)
 
     def _take(self, provider: str, kind: str, hold: float) -> ReturningUpdate[tuple[int]]:
         """Claim the provider's row of `kind` free longest, for `hold` s: its slot, or no row."""
         t = provider_permits
         now = database_now(self.database, stable=True)
         mine = (t.c.provider == provider, t.c.kind == kind)
-        free = select(t.c.slot).where(*mine, t.c.lease_until <= now)
+        free = select(t.c.slot).where(*mine, t.c.lease_until <= now, self._open(now))
         free = free.order_by(t.c.lease_until).limit(1)
         if self.database.dialect.name == "postgresql":  # not wait for, nor collide with, a concurrent claim
             free = free.with_for_update(skip_locked=True)
         return (
             update(t)
-            .where(*mine, t.c.slot == free.scalar_subquery(), t.c.lease_until <= now)
-            .values(holder=self.holder, lease_until=now + hold)
+            .where(*mine, t.c.slot == free.scalar_subquery(), t.c.lease_until <= now, self._open(now))
+            .values(holder=self.holder, lease_until=now + hold, wanted_by=None, wanted_until=None)
             .returning(t.c.slot)
         )
+
+    async def _want(self, provider: str, kind: str, hold: float) -> None:
+        """Reserve the provider's unreserved rows of `kind` for this process, for `hold` s.
+
+        Without it a process whose own callers keep coming takes a slot back the moment it frees
+        it, and another process, which sees it free only at its next poll, could wait for ever.
+        """
+        t = provider_permits
+        now = database_now(self.database, stable=True)
+        try:
+            async with self.database.begin() as conn:
+                await conn.execute(
+                    update(t)
+                    .where(t.c.provider == provider, t.c.kind == kind, self._open(now))
+                    .values(wanted_by=self.holder, wanted_until=now + hold)
+                )
+            self._wanting.add((provider, kind))
+        except (SQLAlchemyError, OSError) as exc:
+            log.info("%s: reserving a permit failed: %s", provider, exc)
+
+    async def _unwant(self, provider: str) -> None:
+        """Drop this process's reservations of the provider's rows (it has what it waited for)."""
+        t = provider_permits
+        self._wanting = {key for key in self._wanting if key[0] != provider}
+        with contextlib.suppress(SQLAlchemyError, OSError):
+            async with self.database.begin() as conn:
+                await conn.execute(
+                    update(t)
+                    .where(t.c.provider == provider, t.c.wanted_by == self.holder)
+                    .values(wanted_by=None, wanted_until=None)
+                )
 
     async def _next_free(self, conn: AsyncConnection, provider: str, kind: str) -> float:
         """Seconds until the provider's first lease of `kind` ends (the poll if it has no rows)."""

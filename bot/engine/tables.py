@@ -67,6 +67,8 @@ provider_permits = Table(
     Column("slot", Integer, primary_key=True),
     Column("holder", String(160), nullable=True),  # the process that claimed it last
     Column("lease_until", Float, nullable=False),  # the database's clock: free once it has passed
+    Column("wanted_by", String(160), nullable=True),  # a waiting process it is reserved for ...
+    Column("wanted_until", Float, nullable=True),  # ... until then (its waiter renews it each poll)
     Index("ix_provider_permits_free", "provider", "kind", "lease_until"),
 )
 

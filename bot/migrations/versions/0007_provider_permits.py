@@ -28,6 +28,8 @@ def upgrade() -> None:
         sa.Column("slot", sa.Integer(), primary_key=True),
         sa.Column("holder", sa.String(160), nullable=True),
         sa.Column("lease_until", sa.Float(), nullable=False),
+        sa.Column("wanted_by", sa.String(160), nullable=True),
+        sa.Column("wanted_until", sa.Float(), nullable=True),
     )
     op.create_index("ix_provider_permits_free", "provider_permits", ["provider", "kind", "lease_until"])
 

@@ -237,8 +237,8 @@ async def test_dbos_logs_go_through_the_process_logging(
 
 
 async def test_calls_after_the_engine_stops_keep_the_rate(engine: Engine) -> None:
-    """Stopped mid-stream of calls: the ones still waiting go to this process's own limiter, which
-    also counts the calls the queue admitted before the stop; no burst, and every call ends."""
+    """Stopped mid-stream of calls: the permits are rows in the bot's database, not the engine's, so
+    the calls still waiting keep claiming them; no burst, and every call ends."""
     async with ProviderServer(lambda _: Reply(text="ok")) as server:
         url = server.openai_base_url
         await _warm("groq", url)
@@ -287,4 +287,4 @@ async def test_calls_after_the_engine_stops_keep_the_calls_in_flight(engine: Eng
         await calls
         await client.close()
         assert len(_arrivals(server, "messages")) == 6
-    assert most == 2  # the two admitted before the stop kept their slots in the fallback
+    assert most == 2  # the two admitted before the stop kept their slots

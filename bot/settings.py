@@ -156,7 +156,7 @@ class BotSettings(BaseSettings):
 
     # Per-provider limits held by all workers together (see `parse_provider_limits`); empty: none.
     provider_limits: str = Field(default="", validation_alias="MASSGEN_PROVIDER_LIMITS")
-    # Seconds between polls of a limited provider's queue: what admitting one model call may add.
+    # Seconds between a waiting call's tries for a provider's permit (`bot.engine.limits`).
     provider_poll: float = Field(default=0.05, gt=0, le=10, validation_alias="MASSGEN_PROVIDER_POLL")
 
     # SIGTERM: seconds short runs get to end; longer ones are left pending in the engine (they resume).

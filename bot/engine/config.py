@@ -45,7 +45,7 @@ class EngineConfig:
     # A parked run re-checks itself at least this often (its approvals' expiry has its own branch).
     park_timeout: float = 6 * 3600.0
     # Per-provider limits held by all workers together (`MASSGEN_PROVIDER_LIMITS`), and the seconds
-    # between polls of each limited provider's queue (the latency a limit adds to each request).
+    # between a waiting call's tries for a permit (`bot.engine.limits`).
     limits: Mapping[str, ProviderLimit] = field(default_factory=dict)
     limit_poll: float = 0.05
 

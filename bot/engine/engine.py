@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -85,9 +84,9 @@ class Engine:
         self._last_beat = time.monotonic()  # when the last successful heartbeat began
         self._reachable_since: float | None = None  # since when every database access succeeded
         # What each model request is admitted by (`orchestrator.ports.CallAdmission`).
-        # DBOS's clock on SQLite has whole seconds before Python 3.12 (`unixepoch('subsec')`).
-        coarse = config.system_database_url.startswith("sqlite") and sys.version_info < (3, 12)
-        self.admission = ProviderLimits(config.limits, poll=config.limit_poll, whole_seconds=coarse)
+        self.admission = ProviderLimits(
+            config.limits, database, poll=config.limit_poll, holder=config.executor_id
+        )
 
     async def launch(self, executor: RunExecutor | None) -> None:
         """Start DBOS (recovering this executor's pending runs) and register the runs queue."""
@@ -294,7 +293,6 @@ class Engine:
         shutdown would wait for their steps (which never return now) for its full timeout.
         """
         unhost()
-        self.admission.forget()
         for task in (self._beats, self._watch):
             if task is not None:
                 task.cancel()

@@ -1,314 +1,296 @@
-"""Per-provider limits as DBOS queues: the model calls of every worker together stay under them.
+"""Per-provider limits held by every worker together: leased permits in the bot's database.
 
-One queue per limited provider (`provider:<name>`), with the queue's rate `limiter` (requests per
-period, counted over every process on the system database) and its `global_concurrency` (calls
-in flight fleet-wide). Before each request a caller enqueues a tiny permit workflow and waits
-until some process's queue has started it: the queue's limits decide when. For a concurrency
-limit the permit holds its slot (it waits for a release message) until the request ends, never
-past the call's deadline: a caller that dies leaves a permit that times out. Providers without a
-limit are not queued and cost nothing.
+Each limited provider has rows in `provider_permits`, one per permit, free when its `lease_until`
+(the database's clock) has passed:
 
-The caller learns of the start from the permit itself when the permit runs in its own process
-(the embedded default: no database round trip), else from the permit's `started` event.
+- a rate limit of R per period is R `rate` rows; a request claims the one free longest and holds
+  it for the period plus a margin (`orchestrator.llm.margin`: the request reaches the provider a
+  little after its claim), so no window of the period admits more than R. A rate permit is never
+  given back early: its lease is its place in the window.
+- a concurrency limit of C is C `slot` rows; a call holds one for its request, its lease renewed
+  while it runs (one UPDATE per process, for all its slots, every quarter lease) and cleared when
+  it ends. A worker that dies (`kill -9`, a lost machine) stops renewing: its slots are free again
+  within `lease` seconds, not after the janitor's `dead_after`.
 
-Once the engine stops (a graceful shutdown: short runs still finishing), nothing polls the queues:
-admissions then go to this process's own limiter (`orchestrator.LocalLimits`, the same limits held
-in process), never through unlimited. That limiter has noted every request the queues admitted
-here (its window entry, its slot for the block), so across the switch this process alone stays
-under each limit; what it cannot see is the other workers' requests (see the README).
+A claim is one short transaction: a conditional UPDATE of a free row (`lease_until` still past
+when it is written, so two processes never take the same one; PostgreSQL skips rows another
+claim has locked), both kinds together or neither. Nothing is enqueued and no workflow runs.
+A process that finds none free reserves the provider's rows for a few polls (`wanted_by`): the
+next one freed is its, not taken back by the process that freed it, so no worker starves.
+A call that finds none free waits until the earliest lease ends (a rate row) or the next poll
+(a slot: another process may release it any moment), at most `within`, and fails like a provider
+timeout, at once when the rate window will not open in time. A database that cannot be reached
+is retried until then too: a call is never let through unlimited.
+
+In front of the rows sits this process's own limiter (`orchestrator.LocalLimits`, the same
+limits): this process never exceeds a limit alone, its callers queue in order in memory, and only
+the head of each provider's queue asks the database. A slot released here goes to the next local
+caller at once; one released elsewhere is seen at the next poll (`MASSGEN_PROVIDER_POLL`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
-import math
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
 
-from dbos import DBOS, Queue, SetWorkflowID
+from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql.dml import ReturningUpdate
+from sqlalchemy.sql.elements import ColumnElement
 
+from bot.engine.tables import database_now, provider_permits
 from bot.settings import ProviderLimit, call_limits
 from orchestrator import LocalLimits
 from orchestrator.llm import margin
 
 log = logging.getLogger(__name__)
 
-QUEUE_PREFIX = "provider:"
-PERMIT = "massgen.permit"
-STARTED = "started"
-RELEASE = "release"
-T = TypeVar("T")
-
-# Permits this process waits for: permit id -> wakes the waiting call with the permit's start
-# time (called on DBOS's loop).
-_waiting: dict[str, Callable[[float], None]] = {}
-# Permits holding a slot in this process: permit id -> set (on DBOS's loop) to release it.
-_held: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Event]] = {}
+RATE, SLOT = "rate", "slot"
+LEASE = 5.0  # seconds a dead worker's concurrency slot stays taken, at most
+RETRY = 1.0  # seconds between tries while the database cannot be reached, at most
 
 
-def queue_period(period: float, *, whole_seconds: bool = False) -> float:
-    """The queue's period for a provider's `period`: the margin longer (`orchestrator.llm.margin`: the
-    queue counts a request when its permit starts, the provider when it arrives, a little later and
-    not equally later for each; a request that arrives within the margin keeps every window of the
-    provider's period under the limit).
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """A claim's outcome: the slot taken (None for a rate limit alone), or how long until one may free."""
 
-    `whole_seconds`: the system database stamps starts in whole seconds (DBOS on SQLite under
-    Python 3.11), so a window of `p` s ending now may reach back to a start stamped up to one
-    second later than it happened; the period is then rounded up to whole seconds, plus one.
-    """
-    wanted = period + margin(period)
-    return float(math.ceil(wanted) + 1) if whole_seconds else wanted
-
-
-@DBOS.workflow(name=PERMIT)
-async def permit_workflow(until: float) -> None:
-    """Started when the provider's limits allow one more request; holds a slot until released (or `until`)."""
-    permit = DBOS.workflow_id or ""
-    at = time.time()
-    hold = until - at
-    # A caller here releases the permit directly (registered before it is woken, so it finds it):
-    # on SQLite a message is seen only at the next wake-up check (`MASSGEN_ENGINE_POLL`, 1 s),
-    # which every call would add to the slot's hold.
-    here = asyncio.Event()
-    if hold > 0:
-        _held[permit] = (asyncio.get_running_loop(), here)
-    try:
-        wake = _waiting.get(permit)
-        if wake is not None:
-            wake(at)
-        await DBOS.set_event_async(STARTED, at)  # for a caller in another process
-        if hold > 0:
-            await _hold(here, hold)
-    finally:
-        _held.pop(permit, None)
-
-
-async def _hold(here: asyncio.Event, hold: float) -> None:
-    """Until the release: the message (from any process), or `here` (set by a caller in this one)."""
-    message = asyncio.ensure_future(DBOS.recv_async(RELEASE, timeout_seconds=hold))
-    released = asyncio.ensure_future(here.wait())
-    try:
-        await asyncio.wait({message, released}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiting in (message, released):
-            waiting.cancel()
-        await asyncio.gather(message, released, return_exceptions=True)
-
-
-async def _outside(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a DBOS call outside any DBOS context.
-
-    A run's tasks inherit the context of the workflow step that resumed the run: a DBOS call made
-    there would count as part of that step (or be refused by it).
-    """
-    return await asyncio.create_task(coro, context=contextvars.Context())
+    taken: bool
+    slot: int | None = None
+    retry_in: float = 0.0
+    known: bool = False  # `retry_in` is when a rate permit frees for sure (not a poll)
 
 
 class ProviderLimits:
-    """The engine's `orchestrator.ports.CallAdmission`: a permit from the provider's queue per request."""
+    """The engine's `orchestrator.ports.CallAdmission`: a leased permit per request, from the database."""
 
     def __init__(
         self,
         limits: Mapping[str, ProviderLimit],
+        database: AsyncEngine,
         *,
         poll: float,
-        whole_seconds: bool = False,
+        holder: str = "local",
+        lease: float = LEASE,
         observe: Callable[[str, float], None] | None = None,
     ) -> None:
         self.limits = dict(limits)
+        self.database = database
         self.poll = poll
-        self.whole_seconds = whole_seconds  # see `queue_period`
+        self.lease = lease
+        # Unique per process: a restarted worker (same executor id) does not renew the dead one's slots.
+        self.holder = f"{holder[:120]}:{uuid.uuid4().hex[:16]}"
         # Called with (provider, seconds waited) for each admitted request (a metric).
         self.observe = observe
-        self._queues: dict[str, Queue] = {}
-        # Runs recovered at launch may call a model before the queues are registered: they wait.
-        self._registered = asyncio.Event()
-        # Set once the engine stops: a call waiting for a permit then goes to `fallback` instead.
-        self._stopping = asyncio.Event()
-        # What admits once the engine has stopped: these limits, held by this process alone.
-        self.fallback = LocalLimits(call_limits(self.limits))
+        self.local = LocalLimits(call_limits(self.limits))
+        self._heads: dict[str, asyncio.Lock] = {}  # per provider: the one local caller asking the database
+        self._held: set[tuple[str, int]] = set()  # slots held here, renewed while any is
+        self._wanting: set[tuple[str, str]] = set()  # (provider, kind) whose rows this process reserved
+        self._renewing: asyncio.Task[None] | None = None
 
     async def register(self, *, update: bool) -> None:
-        """Register every limited provider's queue (every process must, or DBOS strands its permits).
+        """Make each limited provider's rows (every process that may call models).
 
-        `update`: this process's settings become the queue's (workers); a front end only makes
-        sure the queue exists.
+        `update`: this process's sizes become the fleet's (workers: rows past a limit go); a front
+        end only adds rows to a provider that has none.
         """
-        for name, limit in self.limits.items():
-            limiter = None
-            if limit.requests is not None and limit.period is not None:
-                period = queue_period(limit.period, whole_seconds=self.whole_seconds)
-                limiter = {"limit": limit.requests, "period": period}
-            self._queues[name] = await DBOS.register_queue_async(
-                QUEUE_PREFIX + name,
-                limiter=limiter,  # type: ignore[arg-type]  # a QueueRateLimit TypedDict
-                global_concurrency=limit.concurrent,
-                polling_interval_sec=self.poll,
-                on_conflict="always_update" if update else "never_update",
-            )
-        self._registered.set()
+        async with self.database.begin() as conn:
+            for name, limit in self.limits.items():
+                rate = limit.requests if limit.period is not None else None
+                for kind, size in ((RATE, rate), (SLOT, limit.concurrent)):
+                    if size is not None:
+                        await self._size(conn, name, kind, size, update=update)
 
-    def forget(self) -> None:
-        """The engine stopped: from now on (waiting calls too) `fallback` admits; nothing polls the queues."""
-        self._stopping.set()
-        self._registered.set()
+    async def _size(
+        self, conn: AsyncConnection, provider: str, kind: str, size: int, *, update: bool
+    ) -> None:
+        t = provider_permits
+        mine = (t.c.provider == provider, t.c.kind == kind)
+        existing = set((await conn.scalars(select(t.c.slot).where(*mine))).all())
+        if existing and not update:
+            return
+        if update:
+            await conn.execute(delete(t).where(*mine, t.c.slot >= size))
+        missing = [{"provider": provider, "kind": kind, "slot": s, "lease_until": 0.0} for s in range(size)]
+        missing = [row for row in missing if row["slot"] not in existing]
+        if missing:  # another process registering at once may have added some: theirs stand
+            dialect = postgresql if self.database.dialect.name == "postgresql" else sqlite
+            await conn.execute(dialect.insert(t).on_conflict_do_nothing(), missing)
 
     @contextlib.asynccontextmanager
     async def admit(self, provider: str, *, within: float) -> AsyncIterator[None]:
-        """Wait for the provider's permit (at most `within` s), then hold it for the block."""
+        """Wait (at most `within` s) for this process's limiter, then the fleet's permit; hold both."""
         limit = self.limits.get(provider)
         if limit is None:  # not limited
             yield
             return
         loop = asyncio.get_running_loop()
         begun = loop.time()
-        stopped = self._stopping.is_set
-        try:
-            permit = None if stopped() else await self._permit(provider, limit, within)
-        except Exception:
-            if not stopped():  # `_Stopped`, or DBOS failing as it shuts down
-                raise
-            permit = None
-        if permit is None:  # the engine stopped: this process's own limiter, for the time left
-            async with self.fallback.admit(provider, within=begun + within - loop.time()):
-                self._observe(provider, loop.time() - begun)
+        end = begun + within
+        async with self.local.admit(provider, within=within):
+            slot = await self._claim(provider, limit, end)
+            if self.observe is not None:
+                self.observe(provider, loop.time() - begun)
+            try:
                 yield
-            return
-        self._observe(provider, loop.time() - begun)
+            finally:
+                if slot is not None:  # before the local slot: the next caller here finds it free
+                    await asyncio.shield(self._release(provider, slot))
+
+    async def _claim(self, provider: str, limit: ProviderLimit, end: float) -> int | None:
+        """The provider's permits, claimed by `end` (loop time); the slot taken, if any."""
+        loop = asyncio.get_running_loop()
+        head = self._heads.setdefault(provider, asyncio.Lock())
+        async with asyncio.timeout_at(end):
+            await head.acquire()
         try:
-            with self.fallback.noted(provider):  # should the engine stop meanwhile
-                yield
+            failures = 0
+            while True:
+                try:
+                    claim = await self._try(provider, limit)
+                    failures = 0
+                except (SQLAlchemyError, OSError) as exc:
+                    failures += 1
+                    log.warning("%s: claiming a permit failed: %s: %s", provider, type(exc).__name__, exc)
+                    claim = _Claim(taken=False, retry_in=min(RETRY, self.poll * 2**failures))
+                if claim.taken:
+                    if claim.slot is not None:
+                        self._hold(provider, claim.slot)
+                    return claim.slot
+                left = end - loop.time()
+                if claim.known and claim.retry_in > left:  # say so now, not at the deadline
+                    raise TimeoutError(f"{provider}: its window is full for {claim.retry_in:.3g} s more")
+                if left <= 0:
+                    raise TimeoutError(f"{provider}: no permit free in time")
+                await asyncio.sleep(min(claim.retry_in, left))
         finally:
+            head.release()
+
+    async def _try(self, provider: str, limit: ProviderLimit) -> _Claim:
+        """One transaction: the slot and the rate permit both, or neither; on a miss, a reservation."""
+        claim, missed = await self._claim_once(provider, limit)
+        if missed is not None:  # first in line among the processes: the next free row is ours
+            await self._want(provider, missed, claim.retry_in + 4 * self.poll)
+        elif any(key[0] == provider for key in self._wanting):
+            await self._unwant(provider)
+        return claim
+
+    async def _claim_once(self, provider: str, limit: ProviderLimit) -> tuple[_Claim, str | None]:
+        slot: int | None = None
+        async with self.database.connect() as conn, conn.begin() as transaction:
             if limit.concurrent is not None:
-                await self._release(permit)
+                slot = await conn.scalar(self._take(provider, SLOT, self.lease))
+                if slot is None:
+                    wait = await self._next_free(conn, provider, SLOT)
+                    return _Claim(taken=False, retry_in=min(self.poll, wait)), SLOT
+            if limit.requests is not None and limit.period is not None:
+                span = limit.period + margin(limit.period)
+                if await conn.scalar(self._take(provider, RATE, span)) is None:
+                    wait = await self._next_free(conn, provider, RATE)
+                    await transaction.rollback()  # the slot is not taken either
+                    return _Claim(taken=False, retry_in=wait, known=wait > 0), RATE
+        return _Claim(taken=True, slot=slot), None
 
-    def _observe(self, provider: str, waited: float) -> None:
-        if self.observe is not None:
-            self.observe(provider, waited)
+    def _open(self, now: ColumnElement[float]) -> ColumnElement[bool]:
+        """A row no other process has reserved (a reservation lapses when its waiter stops asking)."""
+        t = provider_permits
+        return or_(t.c.wanted_by.is_(None), t.c.wanted_by == self.holder, t.c.wanted_until <= now)
 
-    async def _permit(self, provider: str, limit: ProviderLimit, within: float) -> str | None:
-        """A permit of the provider's queue that started in time; None if the engine stopped first."""
-        loop = asyncio.get_running_loop()
-        begun = loop.time()
-        if not self._registered.is_set():
-            async with asyncio.timeout(within):
-                await self._registered.wait()
-        queue = self._queues.get(provider)
-        if queue is None:  # the engine stopped meanwhile
-            return None
-        holds = limit.concurrent is not None
-        # A permit this caller learns of too late (its loop was busy) may no longer count for the
-        # request: the request could reach the provider with the next window's. It takes another.
-        late = margin(limit.period) / 2 if limit.period is not None else float("inf")
-        while True:
-            permit = f"permit-{provider}-{uuid.uuid4().hex}"
-            started = await self._wait(queue, permit, begun + within - loop.time(), holds)
-            seen = time.time() - started
-            if seen <= late:
-                return permit
-            log.info("%s: a permit seen %.3f s after it started; taking another", provider, seen)
-            if holds:
-                await self._release(permit)
+    def _take(self, provider: str, kind: str, hold: float) -> ReturningUpdate[tuple[int]]:
+        """Claim the provider's row of `kind` free longest, for `hold` s: its slot, or no row."""
+        t = provider_permits
+        now = database_now(self.database, stable=True)
+        mine = (t.c.provider == provider, t.c.kind == kind)
+        free = select(t.c.slot).where(*mine, t.c.lease_until <= now, self._open(now))
+        free = free.order_by(t.c.lease_until).limit(1)
+        if self.database.dialect.name == "postgresql":  # not wait for, nor collide with, a concurrent claim
+            free = free.with_for_update(skip_locked=True)
+        return (
+            update(t)
+            .where(*mine, t.c.slot == free.scalar_subquery(), t.c.lease_until <= now, self._open(now))
+            .values(holder=self.holder, lease_until=now + hold, wanted_by=None, wanted_until=None)
+            .returning(t.c.slot)
+        )
 
-    async def _wait(self, queue: Queue, permit: str, within: float, holds: bool) -> float:
-        """Enqueue `permit` and wait until it started; when it did (this machine's clock)."""
-        if within <= 0:
-            raise TimeoutError(f"no time left for {permit}")
-        loop = asyncio.get_running_loop()
-        started: asyncio.Future[float] = loop.create_future()
+    async def _want(self, provider: str, kind: str, hold: float) -> None:
+        """Reserve the provider's unreserved rows of `kind` for this process, for `hold` s.
 
-        def wake(at: float) -> None:
-            loop.call_soon_threadsafe(_resolve, started, at)
-
-        _waiting[permit] = wake
+        Without it a process whose own callers keep coming takes a slot back the moment it frees
+        it, and another process, which sees it free only at its next poll, could wait for ever.
+        """
+        t = provider_permits
+        now = database_now(self.database, stable=True)
         try:
-            until = time.time() + within if holds else 0.0
-            await _outside(_enqueue(queue, permit, until))
-            async with asyncio.timeout(within):
-                return await _started(permit, started, within, self._stopping)
-        except BaseException:  # not admitted in time, the call was cancelled, the engine stopped
-            await _cancel_permit(permit)  # the permit must not count
-            raise
-        finally:
-            _waiting.pop(permit, None)
+            async with self.database.begin() as conn:
+                await conn.execute(
+                    update(t)
+                    .where(t.c.provider == provider, t.c.kind == kind, self._open(now))
+                    .values(wanted_by=self.holder, wanted_until=now + hold)
+                )
+            self._wanting.add((provider, kind))
+        except (SQLAlchemyError, OSError) as exc:
+            log.info("%s: reserving a permit failed: %s", provider, exc)
 
-    async def _release(self, permit: str) -> None:
-        here = _held.get(permit)
-        if here is not None:  # the permit runs in this process
-            loop, event = here
-            loop.call_soon_threadsafe(event.set)
-            return
-        if not await _best_effort(DBOS.send_async(permit, "done", RELEASE)):
-            log.warning("could not release %s: it holds its slot until its deadline", permit)
+    async def _unwant(self, provider: str) -> None:
+        """Drop this process's reservations of the provider's rows (it has what it waited for)."""
+        t = provider_permits
+        self._wanting = {key for key in self._wanting if key[0] != provider}
+        with contextlib.suppress(SQLAlchemyError, OSError):
+            async with self.database.begin() as conn:
+                await conn.execute(
+                    update(t)
+                    .where(t.c.provider == provider, t.c.wanted_by == self.holder)
+                    .values(wanted_by=None, wanted_until=None)
+                )
 
+    async def _next_free(self, conn: AsyncConnection, provider: str, kind: str) -> float:
+        """Seconds until the provider's first lease of `kind` ends (the poll if it has no rows)."""
+        t = provider_permits
+        soonest = func.min(t.c.lease_until) - database_now(self.database, stable=True)
+        wait = await conn.scalar(select(soonest).where(t.c.provider == provider, t.c.kind == kind))
+        return self.poll if wait is None else max(0.0, float(wait))
 
-async def _enqueue(queue: Queue, permit: str, until: float) -> None:
-    with SetWorkflowID(permit):
-        await queue.enqueue_async(permit_workflow, until)
+    def _hold(self, provider: str, slot: int) -> None:
+        self._held.add((provider, slot))
+        if self._renewing is None or self._renewing.done():
+            self._renewing = asyncio.create_task(self._renew(), name="provider-permit-leases")
 
+    async def _release(self, provider: str, slot: int) -> None:
+        """Free the slot (if the database is away, its lease ends it within `lease` s)."""
+        self._held.discard((provider, slot))
+        t = provider_permits
+        try:
+            async with self.database.begin() as conn:
+                await conn.execute(
+                    update(t)
+                    .where(t.c.provider == provider, t.c.kind == SLOT, t.c.slot == slot)
+                    .where(t.c.holder == self.holder)
+                    .values(holder=None, lease_until=0.0)
+                )
+        except (SQLAlchemyError, OSError) as exc:
+            log.warning("%s: releasing slot %d failed (%s); its lease ends it", provider, slot, exc)
 
-async def _cancel_permit(permit: str) -> None:
-    if not await _best_effort(DBOS.cancel_workflow_async(permit)):
-        # It then counts once a queue runs it (one that holds a slot: until its deadline).
-        log.info("could not cancel %s", permit)
-
-
-async def _best_effort(call: Coroutine[Any, Any, object]) -> bool:
-    """Make a DBOS call outside any DBOS context; False if it failed.
-
-    DBOS shutting down meanwhile (it cancels its own tasks) is a failure, not a cancellation of
-    the caller, who goes on.
-    """
-    try:
-        await asyncio.shield(_outside(call))
-        return True
-    except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():  # the caller itself is cancelled
-            raise
-    except Exception:
-        log.debug("a DBOS call failed", exc_info=True)
-    return False
-
-
-def _resolve(future: asyncio.Future[float], at: float) -> None:
-    if not future.done():
-        future.set_result(at)
-
-
-class _Stopped(Exception):
-    """The engine stopped while a call waited for its permit."""
-
-
-async def _started(permit: str, here: asyncio.Future[float], within: float, stopping: asyncio.Event) -> float:
-    """When the permit started: told by the permit itself here, or by its event from elsewhere.
-
-    Raises `_Stopped` if the engine stops first (nothing will start the permit any more).
-    """
-    there = asyncio.create_task(
-        DBOS.get_event_async(permit, STARTED, timeout_seconds=within), context=contextvars.Context()
-    )
-    stopped = asyncio.ensure_future(stopping.wait())
-    try:
-        await asyncio.wait({here, there, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        if here.done():
-            return here.result()
-        if stopped.done():
-            raise _Stopped(permit)
-        at = there.result()
-        if at is None:
-            raise TimeoutError(f"permit {permit} did not start within {within:g} s")
-        return float(at)
-    finally:
-        for waiting in (there, stopped):
-            waiting.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await waiting
+    async def _renew(self) -> None:
+        """Extend the leases of every slot held here, while any is (one UPDATE for all)."""
+        t = provider_permits
+        while self._held:
+            await asyncio.sleep(self.lease / 4)
+            if not self._held:
+                return
+            try:
+                async with self.database.begin() as conn:
+                    await conn.execute(
+                        update(t)
+                        .where(t.c.holder == self.holder, t.c.kind == SLOT)
+                        .values(lease_until=database_now(self.database, stable=True) + self.lease)
+                    )
+            except (SQLAlchemyError, OSError) as exc:
+                log.warning("renewing provider permits failed: %s: %s", type(exc).__name__, exc)
 
 
-__all__ = ["PERMIT", "QUEUE_PREFIX", "ProviderLimits", "permit_workflow", "queue_period"]
+__all__ = ["LEASE", "ProviderLimits"]

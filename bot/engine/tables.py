@@ -1,4 +1,5 @@
-"""The engine's own tables in the bot's database: controls for runs anywhere, workers' heartbeats.
+"""The engine's own tables in the bot's database: controls for runs anywhere, workers' heartbeats,
+the provider limits' leased permits.
 
 A Cancel or Finish now clicked on any front end is a row here; the worker holding the run picks
 it up. Heartbeats tell the janitor which workers are alive. A heartbeat's time is the database's
@@ -15,6 +16,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     Float,
+    Index,
     Integer,
     MetaData,
     String,
@@ -55,6 +57,21 @@ engine_heartbeats = Table(
     Column("beat_at", Float, nullable=False),
 )
 
+# Leased permits of the fleet-wide provider limits (`bot.engine.limits`): free once `lease_until`
+# (the database's clock) has passed.
+provider_permits = Table(
+    "provider_permits",
+    metadata,
+    Column("provider", String(64), primary_key=True),
+    Column("kind", String(8), primary_key=True),  # "rate" or "slot" (`bot.engine.limits`)
+    Column("slot", Integer, primary_key=True),
+    Column("holder", String(160), nullable=True),  # the process that claimed it last
+    Column("lease_until", Float, nullable=False),  # the database's clock: free once it has passed
+    Column("wanted_by", String(160), nullable=True),  # a waiting process it is reserved for ...
+    Column("wanted_until", Float, nullable=True),  # ... until then (its waiter renews it each poll)
+    Index("ix_provider_permits_free", "provider", "kind", "lease_until"),
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Control:
@@ -71,6 +88,19 @@ class Silent:
 
     executor_id: str
     left: bool
+
+
+def database_now(engine: AsyncEngine, *, stable: bool = False) -> ColumnElement[float]:
+    """The database's clock, in seconds since the epoch (an SQL expression).
+
+    `stable`: on PostgreSQL, the transaction's start (one value for the whole statement, which an
+    index can be searched by; `clock_timestamp()` is read again for every row), for short
+    transactions. SQLite reads its clock once per statement anyway.
+    """
+    if engine.dialect.name == "postgresql":
+        clock = func.now() if stable else func.clock_timestamp()
+        return type_coerce(func.extract("epoch", clock), Float)
+    return (func.julianday("now") - 2440587.5) * 86400.0  # SQLite: to the millisecond
 
 
 class EngineTables:
@@ -109,10 +139,7 @@ class EngineTables:
         return [Control(r.run_id, "finish" if r.action == "finish" else "cancel", r.by_user) for r in rows]
 
     def _now(self) -> ColumnElement[float]:
-        """The database's clock, in seconds since the epoch (an SQL expression)."""
-        if self._engine.dialect.name == "postgresql":
-            return type_coerce(func.extract("epoch", func.clock_timestamp()), Float)
-        return (func.julianday("now") - 2440587.5) * 86400.0  # SQLite: to the millisecond
+        return database_now(self._engine)
 
     async def beat(self, executor_id: str, role: str, version: str, *, left: bool = False) -> None:
         """This executor is alive, at the database's time (`left`: it left for good, take its runs now)."""
@@ -158,4 +185,4 @@ class EngineTables:
             await conn.execute(delete(table).where(table.c.executor_id.in_(executor_ids)))
 
 
-__all__ = ["LEFT", "Action", "Control", "EngineTables", "Silent"]
+__all__ = ["LEFT", "Action", "Control", "EngineTables", "Silent", "database_now", "provider_permits"]

@@ -1,7 +1,8 @@
 """Per-provider limits held in one process: a sliding window of requests, slots for calls in flight.
 
 `LocalLimits` is the in-process `orchestrator.ports.CallAdmission`, with the semantics of the bot
-engine's queues for one process alone: a request counts in its provider's window from the moment
+engine's fleet-wide permits for one process alone (and in front of them: `bot.engine.limits`): a
+request counts in its provider's window from the moment
 it is admitted, and for `period` plus a margin (`margin`: the request reaches the provider a little
 later than it was admitted, and not equally later for each); a concurrency slot is taken before
 the window is looked at and held for the block. Waits are bounded by `within` and raise
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
 
@@ -67,7 +68,7 @@ class Window:
 
 
 class Slots:
-    """`size` calls in flight, handed out in order; one noted from elsewhere takes a slot, free or not."""
+    """`size` calls in flight, handed out in order."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -89,10 +90,6 @@ class Slots:
             with contextlib.suppress(ValueError):
                 self._waiting.remove(handed)
             raise
-
-    def force(self) -> None:
-        """Hold a slot now (a call admitted elsewhere is already in flight)."""
-        self.held += 1
 
     def give(self) -> None:
         """Free a slot: the longest waiter gets it."""
@@ -151,18 +148,6 @@ class _Provider:
                     raise TimeoutError(f"{self.name}: its window is full for {delay:.3g} s more")
                 await asyncio.sleep(delay)  # until the oldest admission leaves the window
 
-    @contextlib.contextmanager
-    def noted(self) -> Iterator[None]:
-        if self.window is not None:
-            self.window.record(asyncio.get_running_loop().time())
-        if self.slots is not None:
-            self.slots.force()
-        try:
-            yield
-        finally:
-            if self.slots is not None:
-                self.slots.give()
-
 
 class LocalLimits:
     """A `CallAdmission` holding this process's requests under each provider's `CallLimit`."""
@@ -180,20 +165,6 @@ class LocalLimits:
             yield
             return
         async with state.admitted(within):
-            yield
-
-    @contextlib.contextmanager
-    def noted(self, provider: str) -> Iterator[None]:
-        """Count a request admitted by someone else (the engine's queue) as if admitted here, now.
-
-        It takes its place in the window and a slot for the block, so that a switch to this
-        limiter (the engine stopped) does not forget what is already in flight or recent.
-        """
-        state = self._provider(provider)
-        if state is None:
-            yield
-            return
-        with state.noted():
             yield
 
     def _provider(self, name: str) -> _Provider | None:

@@ -1,4 +1,4 @@
-"""Per-provider limits on the engine's queues (SQLite, in process): real SDK calls to the loopback server.
+"""Per-provider limits on the engine's leased permits (SQLite, in process): real SDK calls, loopback server.
 
 The requests' arrival times at the provider server are the proof: no window of the period holds
 more than the limit, no more calls than allowed are in flight at once, and a provider without a
@@ -15,13 +15,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from dbos import DBOS
 from pydantic import ValidationError
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bot.cli import main
 from bot.engine import Engine, EngineConfig
-from bot.engine.limits import PERMIT, queue_period
+from bot.engine.tables import provider_permits
 from bot.settings import BotSettings, ProviderLimit, parse_provider_limits, settings_problem
 from orchestrator.llm import UserMessage, make_model_client
 from orchestrator.ports import ModelClient
@@ -39,13 +39,6 @@ def most_in_a_window(times: list[float], period: float) -> int:
     """The most arrivals within any half-open window of `period` seconds."""
     ordered = sorted(times)
     return max((sum(1 for u in ordered[i:] if u - t < period) for i, t in enumerate(ordered)), default=0)
-
-
-def test_a_queue_period_covers_the_provider_period_and_a_clock_of_whole_seconds() -> None:
-    assert queue_period(60.0) == 60.5
-    assert queue_period(1.0) == pytest.approx(1.2)
-    assert queue_period(0.5, whole_seconds=True) == 2.0  # a start stamped up to 1 s late still counts
-    assert queue_period(60.0, whole_seconds=True) == 62.0
 
 
 def test_the_window_count_sees_a_burst() -> None:  # the property below could not fail without it
@@ -143,22 +136,24 @@ async def test_a_call_not_admitted_in_time_leaves_no_permit_behind(engine: Engin
     async with contextlib.AsyncExitStack() as held:
         for _ in range(2):  # the two slots of `anthropic.concurrent=2`
             await held.enter_async_context(admission.admit("anthropic", within=30))
+        assert await _slots_held(engine, "anthropic") == 2
         with pytest.raises(TimeoutError):
             async with admission.admit("anthropic", within=0.3):
                 pytest.fail("admitted past the concurrency limit")
-    # The permit of the one that gave up was cancelled (it can never take a slot later); the
-    # released ones end.
-    async with asyncio.timeout(10):
-        while sorted(p.status for p in await DBOS.list_workflows_async(name=PERMIT)) != [
-            "CANCELLED",
-            "SUCCESS",
-            "SUCCESS",
-        ]:
-            await asyncio.sleep(0.02)
+    assert await _slots_held(engine, "anthropic") == 0  # released at once, not at their leases' end
     loop = asyncio.get_running_loop()
     begun = loop.time()
     async with admission.admit("anthropic", within=30), admission.admit("anthropic", within=30):
         assert loop.time() - begun < 1.0  # both slots free again
+
+
+async def _slots_held(engine: Engine, provider: str) -> int:
+    t = provider_permits
+    async with engine.admission.database.connect() as conn:
+        held = await conn.scalar(
+            select(func.count()).where(t.c.provider == provider, t.c.kind == "slot", t.c.holder.is_not(None))
+        )
+    return int(held or 0)
 
 
 async def test_a_provider_without_a_limit_is_not_delayed(engine: Engine) -> None:
@@ -242,8 +237,8 @@ async def test_dbos_logs_go_through_the_process_logging(
 
 
 async def test_calls_after_the_engine_stops_keep_the_rate(engine: Engine) -> None:
-    """Stopped mid-stream of calls: the ones still waiting go to this process's own limiter, which
-    also counts the calls the queue admitted before the stop; no burst, and every call ends."""
+    """Stopped mid-stream of calls: the permits are rows in the bot's database, not the engine's, so
+    the calls still waiting keep claiming them; no burst, and every call ends."""
     async with ProviderServer(lambda _: Reply(text="ok")) as server:
         url = server.openai_base_url
         await _warm("groq", url)
@@ -292,4 +287,4 @@ async def test_calls_after_the_engine_stops_keep_the_calls_in_flight(engine: Eng
         await calls
         await client.close()
         assert len(_arrivals(server, "messages")) == 6
-    assert most == 2  # the two admitted before the stop kept their slots in the fallback
+    assert most == 2  # the two admitted before the stop kept their slots

@@ -70,20 +70,6 @@ async def test_slots_are_handed_out_in_order_and_a_waiter_that_gave_up_is_skippe
     assert slots.held == 1
 
 
-async def test_a_slot_noted_from_elsewhere_counts_even_past_the_size() -> None:
-    slots = Slots(1)
-    slots.force()
-    slots.force()
-    waiting = asyncio.create_task(slots.take())
-    slots.give()
-    await asyncio.sleep(0)
-    assert not waiting.done()  # one is still in flight: no slot free yet
-    slots.give()
-    async with asyncio.timeout(5):
-        await waiting
-    assert slots.held == 1
-
-
 LIMITS = {
     "openai": CallLimit(requests=2, period=0.5),
     "anthropic": CallLimit(concurrent=1),
@@ -155,22 +141,6 @@ async def test_a_provider_without_a_limit_is_never_held() -> None:
     async with contextlib.AsyncExitStack() as held:
         for _ in range(50):
             await held.enter_async_context(limits.admit("chatcompletion", within=0.01))
-
-
-async def test_a_call_noted_from_elsewhere_holds_its_slot_and_its_place() -> None:
-    limits = LocalLimits(LIMITS)
-    with limits.noted("anthropic"), pytest.raises(TimeoutError):
-        async with limits.admit("anthropic", within=0.1):
-            pass
-    async with asyncio.timeout(1), limits.admit("anthropic", within=10):
-        pass
-    with limits.noted("groq"):
-        pass
-    with pytest.raises(TimeoutError, match="window"):
-        async with limits.admit("groq", within=5):
-            pass
-    with limits.noted("chatcompletion"):  # not limited: nothing to note
-        pass
 
 
 async def test_the_adapter_sends_nothing_when_not_admitted_in_time() -> None:

@@ -12,16 +12,18 @@ A copy is owned by whoever renamed it out of the pool (a run or the filler), nev
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import logging
 import os
 import shutil
+import stat
 import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from orchestrator.tools.treecopy import copy_tree, drop_secrets, file_stats, is_secret_name, same_stat
+from orchestrator.tools.treecopy import copy_tree, drop_secrets, is_secret_name
 
 log = logging.getLogger(__name__)
 MAX_READY = 8  # copies kept per pool
@@ -60,22 +62,46 @@ def sync_copy(tree: Path, copy: Path, patterns: Sequence[str] | None) -> None:
     Only files whose kind, bits, size or mtime differ are removed and copied again (new inodes in
     `copy`; `tree` is only read). A folder left empty goes, as git trees have none.
     """
-    want = {rel: info for rel, info in file_stats(tree).items() if not _secret(rel, patterns)}
-    have = file_stats(copy)
+    want = _wanted(str(tree), tuple(patterns or ()))
+    have = _stats(str(copy))
     for rel, info in have.items():
-        if rel not in want or not same_stat(want[rel], info):
+        if want.get(rel) != info:
             (copy / rel).unlink()
     for folder, _dirs, _files in os.walk(copy, topdown=False):  # children first: emptied in turn
         if folder != str(copy) and not os.listdir(folder):
             os.rmdir(folder)
     for rel, info in want.items():
-        if rel in have and same_stat(have[rel], info):
+        if have.get(rel) == info:
             continue
         parent = (copy / rel).parent
         if parent.is_symlink() or (parent.exists() and not parent.is_dir()):
             parent.unlink()
         parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(tree / rel, copy / rel, follow_symlinks=False)
+
+
+@functools.lru_cache(maxsize=4)
+def _wanted(tree: str, patterns: tuple[str, ...]) -> dict[str, tuple[int, int, int]]:
+    """What a copy of the (immutable) tree holds; cached, as every agent of a run asks for it."""
+    return {rel: info for rel, info in _stats(tree).items() if not _secret(rel, patterns)}
+
+
+def _stats(top: str) -> dict[str, tuple[int, int, int]]:
+    """(mode, size, mtime) of every file and link by relative path: `file_stats` without `Path` costs."""
+    found: dict[str, tuple[int, int, int]] = {}
+    stack = [("", top)]
+    while stack:
+        prefix, folder = stack.pop()
+        with os.scandir(folder) as items:
+            for item in items:
+                info = item.stat(follow_symlinks=False)
+                rel = prefix + item.name
+                if stat.S_ISDIR(info.st_mode):
+                    if item.name != ".git":
+                        stack.append((rel + "/", item.path))
+                elif stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
+                    found[rel] = (info.st_mode, info.st_size, info.st_mtime_ns)
+    return found
 
 
 def _secret(rel: str, patterns: Sequence[str] | None) -> bool:

@@ -1,10 +1,13 @@
 """Repositories by name: a run's checkout cost on a 10,000-file repository, and push + PR time.
 
 Per run after the first fetch: `bind_repository` (fetch into the mirror, the base tree checked out
-once per commit) plus the run's workspaces (the `.source` copy and one copy per agent, three
-agents), for a run on an unchanged branch and for one after a new commit landed (a fresh base
-tree). Then the approved publish against the local stand-ins: commit on a private index, push to a
-`file://` bare remote, open the pull request on the GitHub stand-in. Goal: checkout p50 < 1 s.
+once per commit) plus the run's workspaces (the `.source` links and one copy per agent, three
+agents, taken from the ready copies the previous run left; `tools.ready`), for a run on an
+unchanged branch and for one after a new commit landed (a fresh base tree; the ready copies are
+brought to it). The first run's workspaces, with no ready copies yet, are shown once. Then the
+approved publish against the local stand-ins: commit on a private index, push to a `file://`
+bare remote, open the pull request on the GitHub stand-in. Goal: bind + workspaces (until the
+agents can run a tool) p50 < 1 s.
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ def _checkout(team: object, cache: RepoCache, root: Path, run: str) -> tuple[flo
     source = bound.workspace.source
     spaces = RunWorkspaces.create(root=root / "ws", run_id=run, agent_ids=AGENTS, source=source)
     done = time.perf_counter()
+    if spaces.filling is not None:  # the next run's ready copies (runs minutes apart, not timed)
+        spaces.filling.join()
     spaces.close()
     return bound_at - started, done - bound_at
 
@@ -83,7 +88,7 @@ def _checkout(team: object, cache: RepoCache, root: Path, run: str) -> tuple[flo
 def _report(name: str, samples: list[float]) -> None:
     ordered = sorted(samples)
     p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-    print(f"   {name:<44} p50 {statistics.median(samples) * 1000:7.0f} ms   p90 {p90 * 1000:7.0f} ms")
+    print(f"   {name:<56} p50 {statistics.median(samples) * 1000:7.0f} ms   p90 {p90 * 1000:7.0f} ms")
 
 
 def main() -> None:
@@ -109,6 +114,8 @@ def _bench(place: Path) -> None:
             started = time.perf_counter()
             bind_repository(team, cache, "big", "first", credentials=CREDENTIALS)
             print(f"   first fetch + base tree ({FILES} files)       {time.perf_counter() - started:7.2f} s")
+            _bind_s, copy_s = _checkout(team, cache, root, "cold")
+            print(f"   first run's workspaces (no ready copies yet)  {copy_s:7.2f} s")
             same = [_checkout(team, cache, root, f"same{i}") for i in range(RUNS)]
             moved = []
             for i in range(RUNS):
@@ -116,9 +123,12 @@ def _bench(place: Path) -> None:
                 moved.append(_checkout(team, cache, root, f"moved{i}"))
             _report("checkout (fetch + base tree), same base", [b for b, _ in same])
             _report("checkout (fetch + base tree), new commit", [b for b, _ in moved])
-            met = statistics.median(b for b, _ in moved) < 1
-            print(f"   goal p50 < 1 s (new commit): {'met' if met else 'NOT met'}")
-            _report(f"workspaces (.source + {len(AGENTS)} agent copies)", [w for _, w in same + moved])
+            _report(f"workspaces (.source + {len(AGENTS)} ready copies), same base", [w for _, w in same])
+            _report(f"workspaces (.source + {len(AGENTS)} ready copies), new commit", [w for _, w in moved])
+            felt = [b + w for b, w in moved]
+            _report("until agents can run a tool, new commit", felt)
+            met = statistics.median(felt) < 1
+            print(f"   goal p50 < 1 s (bind + workspaces, new commit): {'met' if met else 'NOT met'}")
             times = []
             for i in range(RUNS):
                 bound = bind_repository(team, cache, "big", f"pub{i}", credentials=CREDENTIALS)

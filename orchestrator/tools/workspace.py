@@ -11,12 +11,11 @@ Applying uses `git apply`, which checks every hunk before writing anything.
 from __future__ import annotations
 
 import difflib
-import fnmatch
 import os
 import shutil
 import stat
-import subprocess
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -25,9 +24,13 @@ from orchestrator.config.team import WorkspaceConfig
 from orchestrator.errors import PatchConflict, WorkspaceError
 from orchestrator.repos.mirror import is_base_tree
 from orchestrator.repos.trusted_git import GitError, run_git
+from orchestrator.tools import ready
+from orchestrator.tools.treecopy import copy_tree as copy_tree
+from orchestrator.tools.treecopy import drop_secrets as drop_secrets
+from orchestrator.tools.treecopy import file_stats, same_stat
+from orchestrator.tools.treecopy import is_secret_name as is_secret_name
 
 ChangeKind = Literal["added", "modified", "deleted"]
-_SKIP_DIRS = frozenset({".git"})  # repository internals are not part of the patch
 # Names of secrets files and folders never copied into an agent's workspace (the team file adds more).
 SECRET_FILES = (
     ".env",
@@ -92,6 +95,7 @@ class RunWorkspaces:
         self.source = source
         self.snapshot = root / f"{run_id}.source"
         self.agent_ids = tuple(agent_ids)
+        self.filling: threading.Thread | None = None  # making ready copies for the next run
 
     @classmethod
     def create(
@@ -117,15 +121,19 @@ class RunWorkspaces:
             spaces.run_dir.mkdir(parents=True)
             if source is not None:
                 # A repository's commit tree is immutable and the snapshot is only read: linked, not
-                # copied. Agents write in place, so theirs are real copies of it.
+                # copied. Agents write in place, so theirs are real copies of it, made ahead of the
+                # run where they can be (`tools.ready`).
                 copy_tree(source, spaces.snapshot, link=is_base_tree(source))
                 if secrets:
                     drop_secrets(spaces.snapshot, secrets)
+            base = source is not None and is_base_tree(source)
             for agent_id in spaces.agent_ids:
                 if source is None:
                     spaces.path(agent_id).mkdir()
-                else:
+                elif not (base and ready.claim(source, secrets, spaces.path(agent_id))):
                     copy_tree(spaces.snapshot, spaces.path(agent_id))
+            if source is not None and base:  # the next run's copies, made while this one works
+                spaces.filling = ready.fill_in_background(source, secrets, len(spaces.agent_ids))
         except OSError as exc:
             spaces.close()
             raise WorkspaceError(f"could not create workspaces under {spaces.run_dir}: {exc}") from exc
@@ -167,12 +175,12 @@ class RunWorkspaces:
         write sets a new one), so a large, mostly untouched repository diffs in stat time.
         """
         top_before, top_after = self.snapshot, self.path(agent_id)
-        before = _stats(top_before) if self.source is not None else {}
-        after = _stats(top_after)
+        before = file_stats(top_before) if self.source is not None else {}
+        after = file_stats(top_after)
         changes: list[FileChange] = []
         for rel in sorted(before.keys() | after.keys()):
             b, a = before.get(rel), after.get(rel)
-            if b is not None and a is not None and _same_stat(b, a):
+            if b is not None and a is not None and same_stat(b, a):
                 continue
             old = _entry(top_before / rel, b) if b is not None else None
             new = _entry(top_after / rel, a) if a is not None else None
@@ -193,46 +201,9 @@ class RunWorkspaces:
             shutil.rmtree(directory, ignore_errors=True)
 
 
-def copy_tree(source: Path, target: Path, *, link: bool = False) -> None:
-    """Copy a directory, symlinks kept as links; GNU `cp -a` is about five times faster than copytree.
-
-    `link`: hard links instead of copies (`cp -al`, about 20x faster again), for a source nobody
-    writes, read by a target nobody writes in place either.
-    """
-    cp = shutil.which("cp")
-    if cp is None:
-        shutil.copytree(source, target, symlinks=True, copy_function=os.link if link else shutil.copy2)
-        return
-    how = ["-al"] if link else ["-a", "--reflink=auto"]
-    proc = subprocess.run([cp, *how, "--", str(source), str(target)], capture_output=True, check=False)
-    if proc.returncode != 0:
-        raise OSError(f"copying {source} failed: {proc.stderr.decode(errors='replace').strip()}")
-
-
 def secret_patterns(config: WorkspaceConfig) -> tuple[str, ...] | None:
     """The name patterns left out of workspaces: the built-in list plus the team's (None: copy all)."""
     return None if config.copy_secrets else (*SECRET_FILES, *config.secrets)
-
-
-def is_secret_name(name: str, patterns: Sequence[str]) -> bool:
-    """Whether a file or folder called `name` is a secrets file by one of `patterns`."""
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
-
-
-def drop_secrets(top: Path, patterns: Sequence[str]) -> list[str]:
-    """Remove every file or folder under `top` whose name matches a pattern; the relative paths removed."""
-    removed: list[str] = []
-    for folder, dirs, files in os.walk(top):
-        for name in [*dirs, *files]:
-            if is_secret_name(name, patterns):
-                path = Path(folder) / name
-                removed.append(str(path.relative_to(top)))
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path)
-                else:
-                    path.unlink()
-        dirs[:] = [d for d in dirs if (Path(folder) / d).is_dir() and not (Path(folder) / d).is_symlink()]
-    return removed
 
 
 def _check_name(value: str, what: str) -> None:
@@ -240,29 +211,6 @@ def _check_name(value: str, what: str) -> None:
     bad = value in {".", "..", ".massgen-snapshot.json"} or value.endswith(".source")
     if not value or bad or "/" in value or "\x00" in value:
         raise WorkspaceError(f"{what} {value!r} cannot name a workspace directory")
-
-
-def _stats(top: Path) -> dict[str, os.stat_result]:
-    return dict(_walk(top, top))
-
-
-def _walk(top: Path, directory: Path) -> Iterator[tuple[str, os.stat_result]]:
-    """(relative path, lstat) of every file and symlink; never follows links, skips `.git`."""
-    try:
-        items = sorted(os.scandir(directory), key=lambda item: item.name)
-    except FileNotFoundError:
-        return
-    for item in items:
-        info = item.stat(follow_symlinks=False)
-        if stat.S_ISDIR(info.st_mode):
-            if item.name not in _SKIP_DIRS:
-                yield from _walk(top, Path(item.path))
-        elif stat.S_ISLNK(info.st_mode) or stat.S_ISREG(info.st_mode):
-            yield Path(item.path).relative_to(top).as_posix(), info
-
-
-def _same_stat(a: os.stat_result, b: os.stat_result) -> bool:
-    return (a.st_mode, a.st_size, a.st_mtime_ns) == (b.st_mode, b.st_size, b.st_mtime_ns)
 
 
 def _entry(path: Path, info: os.stat_result) -> Entry:

@@ -219,4 +219,4 @@ def _local_client(model: str, local: LocalModel | None, settings: dict[str, Any]
     def build(url: str) -> ModelClient:
         return ChatCompletionsClient(build_openai(url, PLACEHOLDER_API_KEY, timeout_s), model, **settings)
 
-    return llamacpp.LlamaCppClient(llamacpp.acquire(spec), model, build)
+    return llamacpp.LlamaCppClient(llamacpp.acquire(spec), model, build, max_tokens=settings["max_tokens"])

@@ -15,12 +15,23 @@ import importlib.metadata
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ProviderConfigError, ProviderError
+from orchestrator.llm import schema_tools
+from orchestrator.llm.base import (
+    Message,
+    OutputSchema,
+    StreamItem,
+    TextDelta,
+    ToolCall,
+    ToolCallReady,
+    ToolSpec,
+    TurnEnd,
+)
 from orchestrator.llm.lazy import BuiltOnFirstUse
 from orchestrator.ports import ModelClient
 
@@ -131,12 +142,64 @@ def release(server: LocalServer) -> None:
 class LlamaCppClient(BuiltOnFirstUse):
     """A `ModelClient` on the embedded server: a Chat Completions client once the server is up."""
 
-    def __init__(self, server: LocalServer, model: str, build: Callable[[str], ModelClient]) -> None:
+    def __init__(
+        self,
+        server: LocalServer,
+        model: str,
+        build: Callable[[str], ModelClient],
+        *,
+        max_tokens: int | None = None,
+    ) -> None:
         super().__init__(model)
         self._server = server
         self._build = build  # base URL -> the Chat Completions client
+        self._max_tokens = max_tokens  # bounds the strings of a tool call's schema
         self._client: ModelClient | None = None
         self._closed = False
+
+    async def stream_turn(
+        self,
+        *,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        output: OutputSchema | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        """One turn; with tools, a tool call as grammar-held JSON (`schema_tools`), never free text."""
+        if not tools or output is not None:
+            async for item in super().stream_turn(
+                system=system, messages=messages, tools=tools, output=output
+            ):
+                yield item
+            return
+        inner = await self.client()
+        reply = schema_tools.may_reply(tools)
+        tools = schema_tools.offered(tools, messages)
+        schema = schema_tools.call_schema(tools, max_tokens=self._max_tokens, reply=reply)
+        prompt = f"{system}\n\n{schema_tools.tools_prompt(tools, reply=reply)}".strip()
+        history = schema_tools.plain_history(messages)
+        # A turn that may end in text (a presentation) shows only that text, so the JSON is held
+        # back; a coordination turn streams its call as it comes (minutes on a slow machine).
+        stream_json = not reply
+        parts: list[str] = []
+        async for item in inner.stream_turn(system=prompt, messages=history, tools=[], output=schema):
+            if isinstance(item, TextDelta):
+                parts.append(item.text)
+                if stream_json:
+                    yield item
+            elif isinstance(item, TurnEnd):
+                call = schema_tools.parse_call("".join(parts), tools)
+                if isinstance(call, ToolCall):
+                    yield ToolCallReady(call=call)
+                    yield TurnEnd(stop_reason="tool_use", usage=item.usage)
+                    return
+                if isinstance(call, str):
+                    yield TextDelta(text=call)
+                elif not stream_json:  # cut at max_tokens: the run sees the text, no call
+                    yield TextDelta(text="".join(parts))
+                yield item
+            else:
+                yield item
 
     async def client(self) -> ModelClient:
         """The Chat Completions client, once the server has started (started here if need be)."""

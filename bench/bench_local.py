@@ -1,8 +1,8 @@
 """The embedded team's answer quality: a fixed task set, the real model, the real tools, checked answers.
 
-Three tasks, each a whole run of the default local team (`local_team(2)`: SmolLM2-135M under
-llama.cpp, tools as grammar-held JSON) on a tiny git repository, with the real toolbox (bubblewrap
-sandbox) and an in-memory approval service that nobody answers:
+Three tasks, each a whole run of the local team with tools (`local_team(2)` with `tool_calls: true`:
+SmolLM2-135M under llama.cpp, tools as grammar-held JSON) on a tiny git repository, with the real
+toolbox (bubblewrap sandbox) and an in-memory approval service that nobody answers:
 
 - file: "what version is in VERSION?": passes when the final answer contains `7.3.1`;
 - fix: a one-line bug (`a - b` for `a + b`): passes when the winner's patch, applied to a fresh copy,
@@ -33,7 +33,7 @@ from orchestrator.ports import RunContext, RunTools
 from orchestrator.testing import ended
 from orchestrator.tools.toolbox import build_run_tools
 
-TASK_TIMEOUT_S = 300.0
+TASK_TIMEOUT_S = 120.0
 APP = "def add(a, b):\n    return a - b\n"
 TEST = "from app import add\n\nassert add(2, 3) == 5, add(2, 3)\nprint('ok')\n"
 
@@ -112,8 +112,17 @@ async def _one(root: Path, team: TeamConfig, task: str, check: Check) -> tuple[b
     return check(source, finished), seconds, f"{calls} tool calls; answer {finished.answer[:60]!r}"
 
 
+def _with_tools(team: TeamConfig) -> TeamConfig:
+    """The local team with tools, which `local` backends opt into (`tool_calls: true`)."""
+    agents = [
+        a.model_copy(update={"backend": a.backend.model_copy(update={"tool_calls": True})})
+        for a in team.agents
+    ]
+    return team.model_copy(update={"agents": agents})
+
+
 async def _bench() -> None:
-    team = local_team(2)
+    team = _with_tools(local_team(2))
     passed = 0
     for name, task, check in TASKS:
         with tempfile.TemporaryDirectory() as tmp:

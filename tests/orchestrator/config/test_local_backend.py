@@ -25,12 +25,12 @@ from orchestrator.llm.factory import make_model_client
 from orchestrator.testing import Request, ScriptedModelClient, ScriptedModels, Turn, ended, protocol
 
 
-def test_local_defaults_to_the_packaged_model_and_tool_calls(tmp_path: Path) -> None:
+def test_local_defaults_to_the_packaged_model_and_json_answers(tmp_path: Path) -> None:
     team = parse_team("agents:\n  - id: a\n    backend: {type: local}\n", base_dir=tmp_path)
     backend = team.agents[0].backend
     assert (backend.type, backend.model, backend.model_path) == ("local", LOCAL_DEFAULT_MODEL, None)
-    assert not backend.structured  # tools, as grammar-held JSON (orchestrator/llm/schema_tools.py)
-    assert backend.tool_calls
+    assert backend.structured  # JSON answers and votes; `tool_calls: true` opts into tools
+    assert not backend.tool_calls
     assert backend.max_tokens == 512
     assert (backend.call_timeout_seconds, backend.idle_timeout_seconds) == (600.0, 300.0)
     assert backend.runs_locally
@@ -50,10 +50,10 @@ agents:
     assert backend.structured  # declared: JSON answers and votes only, no tools
 
 
-def test_the_local_team_is_three_free_agents_with_tools() -> None:
+def test_the_local_team_is_three_free_agents() -> None:
     team = local_team()
     assert [a.id for a in team.agents] == ["local1", "local2", "local3"]
-    assert all(a.backend.type == "local" and a.backend.tool_calls for a in team.agents)
+    assert all(a.backend.type == "local" and a.backend.structured for a in team.agents)
     assert team.warnings == ()
 
 

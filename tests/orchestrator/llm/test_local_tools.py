@@ -42,7 +42,14 @@ def _model_path() -> Path:
 
 def _team(source: Path) -> TeamConfig:
     backend = BackendConfig.model_validate(
-        {"type": "local", "model_path": _model_path(), "n_ctx": 4096, "threads": 2, "max_tokens": 160}
+        {
+            "type": "local",
+            "model_path": _model_path(),
+            "n_ctx": 4096,
+            "threads": 2,
+            "max_tokens": 160,
+            "tool_calls": True,
+        }
     )
     team = TeamConfig(agents=[AgentConfig(id="local1", backend=backend)])
     return team.model_copy(

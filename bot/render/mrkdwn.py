@@ -18,12 +18,14 @@ from bot.render.escape import escape
 
 FENCE = "```"
 _FENCE_LINE = re.compile(r"^\s*(```|~~~)")
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+# Each pattern has one way to match a line: the heading's `\s+(.*?)\s*#*\s*$` had three and took
+# seconds on "# x" and a few KB of spaces (cubic); the closing #s are cut with `str` methods.
+_HEADING = re.compile(r"\s{0,3}#{1,6}\s(.*)")
 _BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
 _ORDERED = re.compile(r"^(\s*)(\d{1,9})[.)]\s+(.*)$")
 _QUOTE = re.compile(r"^\s{0,3}>\s?(.*)$")
 _RULE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
-_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*$")
+_TABLE_SEP = re.compile(r"\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?")  # fullmatch on the stripped line
 _SAFE_URL = re.compile(r"(?:https?://|mailto:)[^\s<>|]+", re.IGNORECASE)
 # Inline rules only (blocks are read line by line below); HTML and entities stay text, escaped.
 _MD = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").disable(["entity", "autolink"])
@@ -119,9 +121,16 @@ def _table(lines: list[str]) -> list[str]:
     return [FENCE, *(escape(t) for t in text), FENCE]
 
 
+def _heading_text(rest: str) -> str:
+    """A heading's text without its optional closing run of #s (CommonMark: one after a space)."""
+    text = rest.strip()
+    bare = text.rstrip("#")
+    return bare.rstrip() if not bare or bare[-1] in " \t" else text
+
+
 def _block_line(line: str) -> str:
-    if m := _HEADING.match(line):
-        title = inline(m.group(2).replace("**", "").replace("__", "")).strip("*")
+    if m := _HEADING.fullmatch(line):
+        title = inline(_heading_text(m.group(1)).replace("**", "").replace("__", "")).strip("*")
         return f"*{title}*" if title else ""
     if m := _BULLET.match(line):
         return f"{m.group(1)}• {inline(m.group(2))}"
@@ -152,7 +161,12 @@ def markdown_to_mrkdwn(md: str) -> str:
         elif marker:
             fence = marker.group(1)
             out.append(FENCE)  # the language tag would show as text in Slack
-        elif "|" in line and i + 1 < len(lines) and "|" in lines[i + 1] and _TABLE_SEP.match(lines[i + 1]):
+        elif (
+            "|" in line
+            and i + 1 < len(lines)
+            and "|" in lines[i + 1]
+            and _TABLE_SEP.fullmatch(lines[i + 1].strip())
+        ):
             end = i + 2
             while end < len(lines) and "|" in lines[end] and lines[end].strip():
                 end += 1

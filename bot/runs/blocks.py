@@ -8,6 +8,7 @@ escape Slack's control characters.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Mapping
 
@@ -40,6 +41,9 @@ Rendered = tuple[str, list[Block]]
 # A link is shown only for a plain http(s) URL: no spaces, and none of mrkdwn's `<`, `>`, `|`.
 _LINKABLE = re.compile(r"https?://[^\s<>|]{1,2000}")
 ANSWER_GONE = "That answer is no longer available."  # Show full, after the run's store forgot it
+# Above this many characters an answer is rendered in a worker thread: 64 KB of adversarial
+# Markdown takes about a second in markdown-it-py, which would stall every run on the event loop.
+OFF_LOOP_CHARS = 8 * 1024
 MESSAGE_TEXT_BUDGET = 10_000  # visible block text per message; Slack rejects ~12-13k (bolt-js #2509)
 
 _STATUS_ICON = {
@@ -255,6 +259,20 @@ def final_answer_messages(event: RunFinished, view: RunView) -> list[Rendered]:
             blocks.insert(2, context(f"Requested by {user_mention(view.requester)}"))
         messages.append((text, blocks))
     return messages
+
+
+async def render_final_answer(event: RunFinished, view: RunView) -> list[Rendered]:
+    """`final_answer_messages`, in a worker thread when the answer is large (the loop keeps serving)."""
+    if len(event.answer) < OFF_LOOP_CHARS:
+        return final_answer_messages(event, view)
+    return await asyncio.to_thread(final_answer_messages, event, view)
+
+
+async def render_answer_modal(label: str, content: str) -> Block:
+    """`answer_modal`, in a worker thread when the answer is large (the loop keeps serving)."""
+    if len(content) < OFF_LOOP_CHARS:
+        return answer_modal(label, content)
+    return await asyncio.to_thread(answer_modal, label, content)
 
 
 def answer_modal(label: str, content: str) -> Block:

@@ -9,11 +9,18 @@ event callback.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
 from bot.render.kit import context
-from bot.runs.blocks import final_answer_messages, status_blocks
+from bot.runs.blocks import (
+    OFF_LOOP_CHARS,
+    Rendered,
+    final_answer_messages,
+    render_final_answer,
+    status_blocks,
+)
 from bot.runs.progress import Progress, progress_blocks
 from bot.slack.outbox import PRIORITY_FINAL, PRIORITY_THREAD, MessageRef, Outbox
 from orchestrator import RunEvent, RunFailed, RunFinished, RunView
@@ -54,6 +61,7 @@ class RunRenderer:
         self.last_event_at: float | None = None
         self.last_refresh = time.monotonic()
         self.final_posts: list[MessageRef] = []  # the final answer's messages, once queued
+        self._final_render: asyncio.Task[None] | None = None  # a large answer rendering off the loop
 
     def on_event(self, event: RunEvent) -> None:
         """The run's subscriber: fold, then render (synchronous: the outbox queues, never blocks)."""
@@ -105,10 +113,29 @@ class RunRenderer:
         return thread_known and long_enough and self.view.outcome is None
 
     def post_final(self, event: RunFinished) -> None:
-        """Queue the final answer (in as many messages as it takes); `final_posts` names them."""
+        """Queue the final answer (in as many messages as it takes); `final_posts` names them.
+
+        A large answer is rendered in a worker thread and queued when done; `finish` waits for it,
+        so `final_posts` is complete once the run's end is handled.
+        """
         # The answer waits for its thread: a root still queued behind other runs' goes out next.
         self._outbox.hasten(self.root, PRIORITY_FINAL)
-        for i, (text, blocks) in enumerate(final_answer_messages(event, self.view)):
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop to keep responsive (a synchronous caller)
+            large = False
+        else:
+            large = len(event.answer) >= OFF_LOOP_CHARS
+        if large:
+            self._final_render = asyncio.create_task(self._render_and_post(event, self.view))
+        else:
+            self._post_messages(final_answer_messages(event, self.view))
+
+    async def _render_and_post(self, event: RunFinished, view: RunView) -> None:
+        self._post_messages(await render_final_answer(event, view))
+
+    def _post_messages(self, messages: list[Rendered]) -> None:
+        for i, (text, blocks) in enumerate(messages):
             if i == 0 and self.progress_message is None and not self.progress.empty:
                 blocks = [*blocks[:2], context(self.progress.summary()), *blocks[2:]]
             ref = self._outbox.post(
@@ -129,7 +156,9 @@ class RunRenderer:
         self.on_event(RunFailed(run_id=self.view.run_id, reasons={"run": f"could not start ({error})"}))
 
     async def finish(self) -> None:
-        """After the terminal event: send the last status."""
+        """After the terminal event: queue a final answer still rendering, then send the last status."""
+        if self._final_render is not None:
+            await self._final_render
         self.refresh()
 
 

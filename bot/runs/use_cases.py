@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from bot.render.escape import code, safe
 from bot.render.kit import Block
-from bot.runs.blocks import answer_modal
+from bot.runs.blocks import render_answer_modal
 from bot.runs.control import GroupsOf, may_control
 from bot.runs.history import RunHistory
 from bot.runs.request import RunRequest
@@ -204,5 +204,5 @@ class RunUseCases:
             return None
         for event in await self.history.run_store.events(run_id):
             if isinstance(event, AnswerSubmitted) and event.label == label:
-                return answer_modal(label, event.content)
+                return await render_answer_modal(label, event.content)
         return None

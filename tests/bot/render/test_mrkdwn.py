@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 
@@ -134,21 +133,23 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
 }
 
 
-def _median_seconds(text: str, tries: int = 3) -> float:
+def _best_seconds(text: str, tries: int = 3) -> float:
+    """The fastest of a few conversions: what the work costs, not what a busy core preempted."""
     times = []
     for _ in range(tries):
         started = time.perf_counter()
         markdown_to_mrkdwn(text)
         times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return min(times)
 
 
 @pytest.mark.parametrize("make", list(ADVERSARIAL.values()), ids=list(ADVERSARIAL))
 def test_adversarial_answers_convert_in_linear_time(make: Callable[[int], str]) -> None:
-    # 8 times the text may take about 8 times as long (quadratic: 64, cubic: 512); a ratio, as a
-    # loaded machine slows both sizes alike, and a 1 ms floor under the small one so that timer
-    # noise on a fast shape cannot fail it. `bench/bench_render.py` prints the absolute figures.
-    small = _median_seconds(make(8 * 1024))
-    large = _median_seconds(make(64 * 1024))
-    assert large < 16 * max(small, 0.001), (large, small)
+    # 8 times the text may take about 8 times as long (quadratic: 64, cubic: 512); the bound sits
+    # halfway (32) so that a busy shared machine cannot fail a linear shape; a ratio, as load slows
+    # both sizes alike, and a 1 ms floor under the small one against timer noise on a fast shape.
+    # `bench/bench_render.py` prints the absolute figures.
+    small = _best_seconds(make(8 * 1024))
+    large = _best_seconds(make(64 * 1024))
+    assert large < 32 * max(small, 0.001), (large, small)
     assert "<@" not in markdown_to_mrkdwn(make(64 * 1024))

@@ -203,6 +203,7 @@ async def test_a_run_killed_while_waiting_is_cancelled_with_cancel(tmp_path: Pat
         team = str(team_file(tmp_path, server, "sandbox: none\n", both_sdks=False))
         first = await Cli.start("--team", team, "write the report")
         await first.until("out", '"kind": "parked"')
+        await first.until("err", "approval needed · ")  # a pipe of its own: it may arrive second
         request_id = first.err.split("approval needed · ", 1)[1].split()[0]
         await first.kill()
         before = len(server.requests)

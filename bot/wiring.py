@@ -309,7 +309,15 @@ async def build_services(
     from bot.engine.config import state_folder
     from bot.home import ChannelAccess, HomeTab
     from bot.ops import Metrics, observer, subscribe_all
-    from bot.runs import RunHistory, RunRepositories, RunSupervisor, RunUseCases, SharedModels, TeamCatalog
+    from bot.runs import (
+        ExecutorOptions,
+        RunHistory,
+        RunRepositories,
+        RunSupervisor,
+        RunUseCases,
+        SharedModels,
+        TeamCatalog,
+    )
     from bot.slack import GroupResolver
     from bot.tasks import TaskSupervisor
     from orchestrator import default_models, sandbox_status, warm_up
@@ -348,7 +356,7 @@ async def build_services(
         models.prebuild(teams.default.team.agents)
     tasks = TaskSupervisor()
     metrics = Metrics(clock)
-    supervisor = RunSupervisor(
+    options = ExecutorOptions(
         tasks=tasks,
         outbox=box,
         store=db.store,
@@ -364,8 +372,8 @@ async def build_services(
         models=models,
         teams=teams,
         repositories=RunRepositories(db.engine, RepoCache(state_folder(settings))),
-        engine=engine,
     )
+    supervisor = RunSupervisor(options, engine=engine)
     engine.admission.observe = metrics.observe_admission
     engine.on_takeover = box.take_over  # a dead executor's runs and its unsent posts move together
     engine.on_peers = functools.partial(_share_slack_budget, box)

@@ -7,13 +7,14 @@ from bot.runs.presenter import retire_status
 from bot.runs.repositories import RunRepositories, repository_metadata
 from bot.runs.request import RunRequest
 from bot.runs.submitter import RunSubmitter
-from bot.runs.supervisor import ActiveRun, RunSupervisor, ToolsBuilder
+from bot.runs.supervisor import ActiveRun, ExecutorOptions, RunSupervisor, ToolsBuilder
 from bot.runs.teams import TeamCatalog, TeamChoice, TeamNotFound
 from bot.runs.use_cases import RunUseCases, Where
 
 __all__ = [
     "ANSWER_GONE",
     "ActiveRun",
+    "ExecutorOptions",
     "RunHistory",
     "RunRepositories",
     "RunRequest",

@@ -83,61 +83,63 @@ class ActiveRun:
         return self.request.choice.team
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutorOptions:
+    """What the executor is built from: one object, which the supervisor passes through unopened."""
+
+    tasks: TaskSupervisor
+    outbox: Outbox
+    store: BotStore
+    approvals: ApprovalService
+    run_store: RunStore | None = None  # None: runs keep no events (tests of the Slack side only)
+    tools: ToolsBuilder | None = None
+    clock: Callable[[], float] = time.time
+    broadcast_final: bool = False
+    observe: Callable[[str, RunEvent], None] | None = None
+    status_refresh: float = 30.0  # seconds between refreshes of a quiet run's status message
+    progress_after: float = 20.0  # seconds before a run's progress gets a message of its own
+    models: ModelFactory | None = None
+    teams: TeamCatalog | None = None
+    repositories: RunRepositories | None = None
+
+
 class RunExecutor:
     """Drives the runs the engine hands this process; their tasks belong to `tasks`."""
 
-    def __init__(
-        self,
-        *,
-        tasks: TaskSupervisor,
-        outbox: Outbox,
-        store: BotStore,
-        approvals: ApprovalService,
-        run_store: RunStore | None = None,
-        tools: ToolsBuilder | None = None,
-        clock: Callable[[], float] = time.time,
-        broadcast_final: bool = False,
-        observe: Callable[[str, RunEvent], None] | None = None,
-        status_refresh: float = 30.0,
-        progress_after: float = 20.0,
-        models: ModelFactory | None = None,
-        teams: TeamCatalog | None = None,
-        repositories: RunRepositories | None = None,
-        engine: Engine,
-        handover: Handover,
-    ) -> None:
-        self._outbox = outbox
-        self._teams = teams
-        self._repositories = repositories  # None: runs never name a repository (tests, benches)
+    def __init__(self, options: ExecutorOptions, *, engine: Engine, handover: Handover) -> None:
+        o = options
+        self._outbox = o.outbox
+        self._teams = o.teams
+        self._repositories = o.repositories  # None: runs never name a repository (tests, benches)
         self.engine = engine
-        self._approvals = approvals
-        self._run_store = run_store
-        self._tools = tools
-        self._clock = clock
-        self._models = models  # None: each run builds its own clients (the runner's default)
-        self._observe = observe  # metrics hook (the bench measures event-to-Slack freshness with it)
-        self._tasks = tasks
+        self._approvals = o.approvals
+        self._run_store = o.run_store
+        self._tools = o.tools
+        self._clock = o.clock
+        self._models = o.models  # None: each run builds its own clients (the runner's default)
+        self._observe = o.observe  # metrics hook (the bench measures event-to-Slack freshness with it)
+        self._tasks = o.tasks
         self._active: dict[str, ActiveRun] = {}
         self._closing = False
         # A run waiting on a human emits nothing; its elapsed time still moves. chat.update is a
         # shared Tier 3 budget, so quiet runs are refreshed rarely and the outbox paces them.
-        self._status_refresh = status_refresh
+        self._status_refresh = o.status_refresh
         self._ticker: asyncio.Task[Any] | None = None
         self._controls: asyncio.Task[Any] | None = None
         # Looked up for many resumes at once after a restart (one query each, not one per run).
         self._controls_of = Batched(self._take_controls)
         self._handover = handover  # shared with this process's submitter
         self._renderers = Renderers(
-            outbox=outbox,
-            store=store,
+            outbox=o.outbox,
+            store=o.store,
             spawn=self.spawn_named,
-            clock=clock,
-            broadcast_final=broadcast_final,
-            progress_after=progress_after,
+            clock=o.clock,
+            broadcast_final=o.broadcast_final,
+            progress_after=o.progress_after,
         )
         self._no_runs = asyncio.Event()  # wakes the ticker when the last run ends
-        self._notices = RequesterNotices(outbox, run_store, self.spawn_named)
-        outbox.on_give_up.append(self._on_give_up)
+        self._notices = RequesterNotices(o.outbox, o.run_store, self.spawn_named)
+        o.outbox.on_give_up.append(self._on_give_up)
         self.started = 0
 
     def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:

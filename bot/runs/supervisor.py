@@ -8,20 +8,11 @@ begins here, so `wait_idle` covers the time a run spends queued. Nothing else pa
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from approvals import ApprovalService
-from bot.runs.executor import ActiveRun, RunExecutor, ToolsBuilder
-from bot.runs.repositories import RunRepositories
+from bot.runs.executor import ActiveRun, ExecutorOptions, RunExecutor, ToolsBuilder
 from bot.runs.request import RunRequest
 from bot.runs.submitter import Handover, RunSubmitter
-from bot.runs.teams import TeamCatalog
-from bot.slack.outbox import Outbox
-from bot.slack.store import BotStore
-from bot.tasks import TaskSupervisor
-from orchestrator import ModelFactory, RunEvent, RunStore
 
 if TYPE_CHECKING:
     from bot.engine import Engine
@@ -30,45 +21,10 @@ if TYPE_CHECKING:
 class RunSupervisor:
     """Starts runs (the submitter) and drives the ones this process holds (the executor)."""
 
-    def __init__(
-        self,
-        *,
-        tasks: TaskSupervisor,
-        outbox: Outbox,
-        store: BotStore,
-        approvals: ApprovalService,
-        run_store: RunStore | None = None,
-        tools: ToolsBuilder | None = None,
-        clock: Callable[[], float] = time.time,
-        broadcast_final: bool = False,
-        observe: Callable[[str, RunEvent], None] | None = None,
-        status_refresh: float = 30.0,
-        progress_after: float = 20.0,
-        models: ModelFactory | None = None,
-        teams: TeamCatalog | None = None,
-        repositories: RunRepositories | None = None,
-        engine: Engine,
-    ) -> None:
+    def __init__(self, options: ExecutorOptions, *, engine: Engine) -> None:
         self.engine = engine
         handover = Handover()  # between this process's submitter and its executor
-        self.executor = RunExecutor(
-            tasks=tasks,
-            outbox=outbox,
-            store=store,
-            approvals=approvals,
-            run_store=run_store,
-            tools=tools,
-            clock=clock,
-            broadcast_final=broadcast_final,
-            observe=observe,
-            status_refresh=status_refresh,
-            progress_after=progress_after,
-            models=models,
-            teams=teams,
-            repositories=repositories,
-            engine=engine,
-            handover=handover,
-        )
+        self.executor = RunExecutor(options, engine=engine, handover=handover)
         spawn = self.executor.spawn_named
         self.submitter = RunSubmitter(engine, handover, spawn, self.executor.segment_ended)
 
@@ -105,4 +61,4 @@ class RunSupervisor:
         return await self.executor.stop(grace=grace)
 
 
-__all__ = ["ActiveRun", "RunRequest", "RunSupervisor", "ToolsBuilder"]
+__all__ = ["ActiveRun", "ExecutorOptions", "RunRequest", "RunSupervisor", "ToolsBuilder"]

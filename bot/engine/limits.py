@@ -10,7 +10,8 @@ Each limited provider has rows in `provider_permits`, one per permit, free when 
 - a concurrency limit of C is C `slot` rows; a call holds one for its request, its lease renewed
   while it runs (one UPDATE per process, for all its slots, every quarter lease) and cleared when
   it ends. A worker that dies (`kill -9`, a lost machine) stops renewing: its slots are free again
-  within `lease` seconds, not after the janitor's `dead_after`.
+  within `lease` seconds, not after the janitor's `dead_after`. One that stalled past its lease
+  and lost a slot it still uses takes the next one that frees for it (`_renew_once`).
 
 A claim is one short transaction: a conditional UPDATE of a free row (`lease_until` still past
 when it is written, so two processes never take the same one; PostgreSQL skips rows another
@@ -56,6 +57,15 @@ LEASE = 5.0  # seconds a dead worker's concurrency slot stays taken, at most
 RETRY = 1.0  # seconds between tries while the database cannot be reached, at most
 
 
+@dataclass(eq=False, slots=True)
+class _Permit:
+    """A concurrency slot held by one call here; `slot` changes if it is lost and another is taken."""
+
+    provider: str
+    slot: int
+    lost: bool = False  # another process took `slot` (this one stalled past its lease); none taken yet
+
+
 @dataclass(frozen=True, slots=True)
 class _Claim:
     """A claim's outcome: the slot taken (None for a rate limit alone), or how long until one may free."""
@@ -89,7 +99,7 @@ class ProviderLimits:
         self.observe = observe
         self.local = LocalLimits(call_limits(self.limits))
         self._heads: dict[str, asyncio.Lock] = {}  # per provider: the one local caller asking the database
-        self._held: set[tuple[str, int]] = set()  # slots held here, renewed while any is
+        self._held: set[_Permit] = set()  # slots held here, renewed while any is
         self._wanting: set[tuple[str, str]] = set()  # (provider, kind) whose rows this process reserved
         self._renewing: asyncio.Task[None] | None = None
 
@@ -133,16 +143,16 @@ class ProviderLimits:
         begun = loop.time()
         end = begun + within
         async with self.local.admit(provider, within=within):
-            slot = await self._claim(provider, limit, end)
+            permit = await self._claim(provider, limit, end)
             if self.observe is not None:
                 self.observe(provider, loop.time() - begun)
             try:
                 yield
             finally:
-                if slot is not None:  # before the local slot: the next caller here finds it free
-                    await asyncio.shield(self._release(provider, slot))
+                if permit is not None:  # before the local slot: the next caller here finds it free
+                    await asyncio.shield(self._release(permit))
 
-    async def _claim(self, provider: str, limit: ProviderLimit, end: float) -> int | None:
+    async def _claim(self, provider: str, limit: ProviderLimit, end: float) -> _Permit | None:
         """The provider's permits, claimed by `end` (loop time); the slot taken, if any."""
         loop = asyncio.get_running_loop()
         head = self._heads.setdefault(provider, asyncio.Lock())
@@ -159,9 +169,7 @@ class ProviderLimits:
                     log.warning("%s: claiming a permit failed: %s: %s", provider, type(exc).__name__, exc)
                     claim = _Claim(taken=False, retry_in=min(RETRY, self.poll * 2**failures))
                 if claim.taken:
-                    if claim.slot is not None:
-                        self._hold(provider, claim.slot)
-                    return claim.slot
+                    return None if claim.slot is None else self._hold(provider, claim.slot)
                 left = end - loop.time()
                 if claim.known and claim.retry_in > left:  # say so now, not at the deadline
                     raise TimeoutError(f"{provider}: its window is full for {claim.retry_in:.3g} s more")
@@ -255,42 +263,77 @@ class ProviderLimits:
         wait = await conn.scalar(select(soonest).where(t.c.provider == provider, t.c.kind == kind))
         return self.poll if wait is None else max(0.0, float(wait))
 
-    def _hold(self, provider: str, slot: int) -> None:
-        self._held.add((provider, slot))
+    def _hold(self, provider: str, slot: int) -> _Permit:
+        permit = _Permit(provider, slot)
+        self._held.add(permit)
         if self._renewing is None or self._renewing.done():
             self._renewing = asyncio.create_task(self._renew(), name="provider-permit-leases")
+        return permit
 
-    async def _release(self, provider: str, slot: int) -> None:
-        """Free the slot (if the database is away, its lease ends it within `lease` s)."""
-        self._held.discard((provider, slot))
+    async def _release(self, permit: _Permit) -> None:
+        """Free the slot (if the database is away, its lease ends it within `lease` s).
+
+        Only while this process holds it: a slot lost to another process (see `_renew`) is theirs.
+        """
+        self._held.discard(permit)
+        if permit.lost:
+            return
         t = provider_permits
         try:
             async with self.database.begin() as conn:
                 await conn.execute(
                     update(t)
-                    .where(t.c.provider == provider, t.c.kind == SLOT, t.c.slot == slot)
+                    .where(t.c.provider == permit.provider, t.c.kind == SLOT, t.c.slot == permit.slot)
                     .where(t.c.holder == self.holder)
                     .values(holder=None, lease_until=0.0)
                 )
         except (SQLAlchemyError, OSError) as exc:
-            log.warning("%s: releasing slot %d failed (%s); its lease ends it", provider, slot, exc)
+            log.warning(
+                "%s: releasing slot %d failed (%s); its lease ends it", permit.provider, permit.slot, exc
+            )
 
     async def _renew(self) -> None:
         """Extend the leases of every slot held here, while any is (one UPDATE for all)."""
-        t = provider_permits
         while self._held:
             await asyncio.sleep(self.lease / 4)
             if not self._held:
                 return
             try:
-                async with self.database.begin() as conn:
-                    await conn.execute(
-                        update(t)
-                        .where(t.c.holder == self.holder, t.c.kind == SLOT)
-                        .values(lease_until=database_now(self.database, stable=True) + self.lease)
-                    )
+                await self._renew_once()
             except (SQLAlchemyError, OSError) as exc:
                 log.warning("renewing provider permits failed: %s: %s", type(exc).__name__, exc)
+
+    async def _renew_once(self) -> None:
+        """One renewal; a slot found lost is replaced by a free one if there is one.
+
+        A slot is lost when this process stalled (a pause, a blocked loop) past its lease and
+        another took it. Its call is still running, so the fleet exceeds the limit by one until a
+        slot is taken here for it: at once if one is free, else at the next renewal after one frees
+        (no process can recall a request already sent; the provider sees both).
+        """
+        t = provider_permits
+        async with self.database.begin() as conn:
+            rows = await conn.execute(
+                update(t)
+                .where(t.c.holder == self.holder, t.c.kind == SLOT)
+                .values(lease_until=database_now(self.database, stable=True) + self.lease)
+                .returning(t.c.provider, t.c.slot)
+            )
+            kept = {(provider, slot) for provider, slot in rows}
+            for permit in [p for p in self._held if p.lost or (p.provider, p.slot) not in kept]:
+                slot: int | None = await conn.scalar(self._take(permit.provider, SLOT, self.lease))
+                if slot is not None:
+                    permit.slot, permit.lost = slot, False
+                    log.warning(
+                        "%s: a held slot was lost past its lease; slot %d taken for it", permit.provider, slot
+                    )
+                elif not permit.lost:
+                    permit.lost = True
+                    log.warning(
+                        "%s: a held slot was lost past its lease (this process stalled): the fleet is "
+                        "over its concurrency limit by one until a slot frees",
+                        permit.provider,
+                    )
 
 
 __all__ = ["LEASE", "ProviderLimits"]

@@ -132,6 +132,34 @@ async def test_a_slot_held_and_renewed_is_not_taken(database: str) -> None:
     assert second[0][0] >= held_until - 0.05  # only once the holder let go
 
 
+async def test_a_stalled_holder_takes_a_freed_slot_before_another_caller(database: str) -> None:
+    """A holder stopped past its lease loses its slot to another; resumed, its call still running,
+    it takes the next slot freed, so a third caller cannot make it three (over by one at most,
+    and only until a slot frees)."""
+    async with _worker(database, "openai.concurrent=1", 0, 0) as stalled:
+        await _go(stalled)
+        assert await _line(stalled) == "held"
+        stalled.send_signal(signal.SIGSTOP)
+        stopped = time.time()
+        async with (
+            _worker(database, "openai.concurrent=1", 1, 3 * LEASE) as taker,
+            _worker(database, "openai.concurrent=1", 1, 0.0) as late,
+        ):
+            await _go(taker)
+            await asyncio.sleep(2.2 * LEASE - (time.time() - stopped))
+            stalled.send_signal(signal.SIGCONT)  # during the taker's call: it finds its slot taken
+            [(took, freed)] = await _intervals(taker, 1)
+            assert took - stopped > 0.9 * LEASE  # the stalled holder's lease had to run out first
+            await asyncio.sleep(LEASE / 2)  # past the resumed holder's next renewal (every LEASE / 4)
+            await _go(late)
+            await asyncio.sleep(LEASE)
+            stalled.send_signal(signal.SIGKILL)
+            killed = time.time()
+            [(start, _)] = await _intervals(late, 1)
+    assert start >= killed - 0.05  # it waited for the resumed holder, not only for the taker
+    assert start - freed > LEASE
+
+
 async def test_two_workers_hold_a_rate_limit_together(database: str) -> None:
     limit, period, calls = 4, 1.0, 8
     limits = f"openai={limit}/{period}s"

@@ -4,9 +4,18 @@ Copying 10,000 files costs seconds on an ext4 disk (~150 µs per created inode) 
 shared: commands write in place, so a hard link would carry one agent's append into the base
 tree and every other agent. So the copy moves off the run's start: after a run took its copies, a
 background thread makes as many real copies for the next run, under `<name>.trees/.ready/<key>/`
-(key: the secret patterns left out). A copy of an older commit is brought to the new tree by
-stat comparison (only differing files rewritten, as new inodes), which costs a walk, not a copy.
-A copy is owned by whoever renamed it out of the pool (a run or the filler), never two at once.
+(key: the secret patterns left out), each named `<commit>.<random>`.
+
+A copy of an older commit is brought to the new tree by the paths the two commits differ in, as
+the bot's mirror lists them (`git diff` on trusted state): only those are removed and copied again
+(new inodes), so a run after a new commit does work in the size of the change, not of the tree.
+That holds because a pool copy is exactly its commit's tree: only the filler writes it, and a copy
+is owned by whoever renamed it out of the pool (a run or the filler), never two at once. When the
+mirror cannot say (the old commit gone), the copy is compared by file stats instead (a walk).
+
+Pools are tidied at every fill: what a crashed filler left (`.making-*`, `.gone-*`) goes, and a
+pool nobody took from or filled for IDLE_S, or beyond the newest MAX_POOLS, is removed whole.
+Anything removed is first renamed out of the pool, so a run never takes a half-deleted copy.
 """
 
 from __future__ import annotations
@@ -19,14 +28,21 @@ import os
 import shutil
 import stat
 import threading
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
+from orchestrator.repos.trusted_git import GitError, run_git
 from orchestrator.tools.treecopy import copy_tree, drop_secrets, is_secret_name
 
 log = logging.getLogger(__name__)
 MAX_READY = 8  # copies kept per pool
+MAX_POOLS = 3  # pools kept per repository (one per set of secret patterns in use)
+IDLE_S = 24 * 3600.0  # a pool nobody took from or filled for this long is removed
+_LEFTOVERS = (".making-", ".gone-")  # names only a filler makes, under its pool's lock
+Change = tuple[str, str]  # (git status letter, path relative to the tree)
 
 
 def pool_of(tree: Path, patterns: Sequence[str] | None) -> Path:
@@ -40,6 +56,7 @@ def claim(tree: Path, patterns: Sequence[str] | None, target: Path) -> bool:
     pool = pool_of(tree, patterns)
     try:
         names = sorted(p.name for p in pool.iterdir() if not p.name.startswith("."))
+        os.utime(pool)  # in use: kept by the tidying
     except FileNotFoundError:
         return False
     names.sort(key=lambda name: not name.startswith(f"{tree.name}."))  # this commit's first
@@ -50,10 +67,71 @@ def claim(tree: Path, patterns: Sequence[str] | None, target: Path) -> bool:
             continue
         except OSError:  # another filesystem: a rename cannot move it
             return False
-        if not name.startswith(f"{tree.name}."):
-            sync_copy(tree, target, patterns)
+        bring(tree, target, name.partition(".")[0], patterns)
         return True
     return False
+
+
+def bring(tree: Path, copy: Path, commit: str, patterns: Sequence[str] | None) -> None:
+    """Make `copy`, an exact copy of `commit`'s tree (secrets left out), a copy of `tree`."""
+    if commit == tree.name:
+        return
+    changes = changed_paths(tree, commit)
+    if changes is None:
+        sync_copy(tree, copy, patterns)
+        return
+    for _status, rel in changes:
+        _remove(copy, rel)
+    for status, rel in changes:
+        if status != "D" and not _secret(rel, patterns):
+            _put(tree / rel, copy / rel)
+
+
+@functools.lru_cache(maxsize=8)
+def changed_paths(tree: Path, commit: str) -> tuple[Change, ...] | None:
+    """Every path base tree `tree` differs in from `commit`, per the mirror it was checked out from.
+
+    None when the mirror cannot say (no mirror beside the trees, the commit gone, a path git
+    cannot give as UTF-8): the caller compares stats instead. Cached: every agent asks.
+    """
+    mirror = tree.parent.with_name(tree.parent.name.removesuffix(".trees") + ".git")  # `RepoCache`
+    try:
+        listed = run_git(
+            ["diff", "--name-status", "--no-renames", "-z", commit, tree.name, "--"],
+            cwd=tree.parent,
+            git_dir=mirror,
+        )
+    except (GitError, OSError):
+        return None
+    fields = listed.split("\0")[:-1]
+    if len(fields) % 2 or "\ufffd" in listed:
+        return None
+    return tuple(zip(fields[0::2], fields[1::2], strict=True))
+
+
+def _remove(copy: Path, rel: str) -> None:
+    """Remove `rel` from `copy` (never through a link), then the folders that left empty."""
+    target = copy / rel
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target)
+    else:
+        target.unlink(missing_ok=True)
+    parent = target.parent
+    while parent != copy:
+        try:
+            parent.rmdir()
+        except OSError:  # not empty (or gone)
+            break
+        parent = parent.parent
+
+
+def _put(source: Path, target: Path) -> None:
+    """Copy one file or link of the tree as a new inode (mtime kept, as `cp -a` does)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir() and not source.is_symlink():  # a submodule: checked out as an empty folder
+        target.mkdir(exist_ok=True)
+    else:
+        shutil.copy2(source, target, follow_symlinks=False)
 
 
 def sync_copy(tree: Path, copy: Path, patterns: Sequence[str] | None) -> None:
@@ -112,28 +190,85 @@ def fill(tree: Path, patterns: Sequence[str] | None, count: int) -> None:
     """Have `count` copies of `tree` ready (at most MAX_READY); skipped while another fill runs."""
     pool = pool_of(tree, patterns)
     pool.mkdir(parents=True, exist_ok=True)
-    with open(pool / ".lock", "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    tidy(pool.parent, keep=pool, now=time.time())
+    with _locked(pool) as mine:
+        if not mine:
             return
-        for stale in pool.glob(".making-*"):  # a fill that died: only fills make these, under the lock
-            shutil.rmtree(stale, ignore_errors=True)
+        os.utime(pool)
+        _drop_leftovers(pool)
         ready = sorted(p for p in pool.iterdir() if not p.name.startswith("."))
         current = [p for p in ready if p.name.startswith(f"{tree.name}.")]
         older = [p for p in ready if p not in current]
         for _ in range(min(count, MAX_READY) - len(current)):
             making = pool / f".making-{uuid.uuid4().hex}"
             if older:
-                older.pop().rename(making)
-                sync_copy(tree, making, patterns)
+                old = older.pop()
+                old.rename(making)
+                bring(tree, making, old.name.partition(".")[0], patterns)
             else:
                 copy_tree(tree, making)
                 if patterns:
                     drop_secrets(making, patterns)
             making.rename(pool / f"{tree.name}.{uuid.uuid4().hex}")
         for extra in older:
-            shutil.rmtree(extra, ignore_errors=True)
+            _discard(extra, pool)
+
+
+def tidy(ready_root: Path, *, keep: Path, now: float) -> list[Path]:
+    """Remove crash leftovers and unused pools under `.ready/` (never `keep`); the pools removed.
+
+    A pool whose lock is held (a fill at work, in any process) is left alone; one last used more
+    than IDLE_S ago, or older than the newest MAX_POOLS - 1 besides `keep`, is removed whole.
+    """
+    for leftover in ready_root.glob(".gone-*"):  # a tidying that died midway
+        shutil.rmtree(leftover, ignore_errors=True)
+    others = sorted(
+        (p for p in ready_root.iterdir() if p != keep and p.is_dir() and not p.name.startswith(".")),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    removed: list[Path] = []
+    for rank, pool in enumerate(others):
+        with _locked(pool) as mine:
+            if not mine:
+                continue
+            if rank < MAX_POOLS - 1 and now - pool.stat().st_mtime < IDLE_S:
+                _drop_leftovers(pool)
+                continue
+            gone = ready_root / f".gone-{uuid.uuid4().hex}"
+            pool.rename(gone)  # atomically out of reach of a claim, then removed
+        shutil.rmtree(gone, ignore_errors=True)
+        removed.append(pool)
+    return removed
+
+
+@contextmanager
+def _locked(pool: Path) -> Iterator[bool]:
+    """The pool's fill lock, without waiting: True when held (released, also by a crash, after)."""
+    with open(pool / ".lock", "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+
+
+def _drop_leftovers(pool: Path) -> None:
+    """Remove what a filler that died left (only fills make these names, under the lock)."""
+    for entry in pool.iterdir():
+        if entry.name.startswith(_LEFTOVERS):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _discard(copy: Path, pool: Path) -> None:
+    """Remove a ready copy: renamed first, so a run taking it meanwhile gets it whole or not at all."""
+    gone = pool / f".gone-{uuid.uuid4().hex}"
+    try:
+        copy.rename(gone)
+    except FileNotFoundError:  # a run took it
+        return
+    shutil.rmtree(gone, ignore_errors=True)
 
 
 def fill_in_background(tree: Path, patterns: Sequence[str] | None, count: int) -> threading.Thread:

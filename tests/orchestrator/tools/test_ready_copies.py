@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
+import signal
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -113,3 +119,123 @@ def test_a_ready_copy_of_an_older_commit_is_brought_to_the_new_tree(tmp_path: Pa
         assert spaces.changes(agent) == []
     assert spaces.filling is not None
     spaces.filling.join(timeout=60)
+
+
+def _commit(tmp: Path, cache: RepoCache, repo: RepositoryConfig, edit: dict[str, str | None]) -> Path:
+    """Push a commit that writes (or, for None, deletes) the files of `edit`; its fetched base tree."""
+    work = tmp / "work"
+    if not work.exists():
+        git("clone", "--quiet", str(tmp / "remote.git"), str(work))
+    for rel, text in edit.items():
+        if text is None:
+            (work / rel).unlink()
+        else:
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            (work / rel).write_text(text)
+    git("add", "-A", cwd=work)
+    git("commit", "--quiet", "-m", "next", cwd=work)
+    git("push", "--quiet", "origin", "main", cwd=work)
+    cache.fetch(repo)
+    head = cache.head(repo, "main")
+    assert head is not None
+    return cache.tree(repo, head)
+
+
+def test_after_a_new_commit_taken_copies_hold_its_content_and_none_of_the_old(tmp_path: Path) -> None:
+    cache, repo, old = _tree(tmp_path, {**FILES, "keep/k.txt": "k\n"})
+    _run(tmp_path, old, "r1")  # the pool now holds copies of the old commit
+    new = _commit(tmp_path, cache, repo, {"a.txt": "ALPHA\n", "sub/c.txt": None, "d/new.txt": "new\n"})
+    changes = ready.changed_paths(new, old.name)
+    assert changes is not None  # brought by the mirror's list of changed paths, not a walk
+    assert {rel for _, rel in changes} == {"a.txt", "sub/c.txt", "d/new.txt"}
+    spaces = RunWorkspaces.create(root=tmp_path / "ws", run_id="r2", agent_ids=AGENTS, source=new)
+    fresh = _state(new)
+    del fresh[".env"]
+    for agent in AGENTS:
+        taken = spaces.path(agent)
+        assert _state(taken) == fresh
+        assert not (taken / "sub").exists()  # emptied by the commit: gone, as in a fresh checkout
+        assert os.stat(taken / "a.txt").st_ino != os.stat(new / "a.txt").st_ino  # a copy, not a link
+        assert spaces.changes(agent) == []
+    assert _state(old)["a.txt"][1] == b"alpha\n"  # the old tree is never written
+    assert spaces.filling is not None
+    spaces.filling.join(timeout=60)
+    for copy in (p for p in ready.pool_of(new, SECRET_FILES).iterdir() if not p.name.startswith(".")):
+        assert copy.name.startswith(f"{new.name}.")  # the refill brought the old copies along too
+        assert _state(copy) == fresh
+
+
+def test_without_a_mirror_a_copy_is_brought_by_comparing_stats(tmp_path: Path) -> None:
+    trees = tmp_path / "r.trees"
+    old, new = trees / ("a" * 40), trees / ("b" * 40)
+    for tree, text in ((old, "old\n"), (new, "new\n")):
+        (tree / "sub").mkdir(parents=True)
+        (tree / "same.txt").write_text("same\n")
+        (tree / "sub" / "x.txt").write_text(text)
+        (tree / ".env").write_text("T=1\n")
+    os.utime(new / "same.txt", ns=(os.stat(old / "same.txt").st_mtime_ns,) * 2)
+    (old / "gone.txt").write_text("gone\n")
+    copy = tmp_path / "copy"
+    shutil.copytree(old, copy)
+    (copy / ".env").unlink()
+    assert ready.changed_paths(new, old.name) is None
+    ready.bring(new, copy, old.name, SECRET_FILES)
+    assert _state(copy) == {k: v for k, v in _state(new).items() if k != ".env"}
+
+
+def _pool(tmp: Path, tree: Path, patterns: tuple[str, ...], age_s: float = 0.0) -> Path:
+    ready.fill(tree, patterns, 1)
+    pool = ready.pool_of(tree, patterns)
+    used = time.time() - age_s
+    os.utime(pool, (used, used))
+    return pool
+
+
+def test_a_pool_unused_for_a_while_or_over_the_cap_is_removed_at_the_next_fill(tmp_path: Path) -> None:
+    _cache, _repo, tree = _tree(tmp_path, FILES)
+    idle = _pool(tmp_path, tree, ("idle",), age_s=ready.IDLE_S + 60)
+    recent = [_pool(tmp_path, tree, (f"p{i}",), age_s=100.0 * (i + 1)) for i in range(ready.MAX_POOLS)]
+    current = _pool(tmp_path, tree, SECRET_FILES)
+    assert not idle.exists()  # with its ready copy
+    kept = recent[: ready.MAX_POOLS - 1]  # the newest, beside the one in use
+    assert all(p.is_dir() for p in kept)
+    assert not recent[-1].exists()
+    assert sorted(p.name for p in current.parent.iterdir()) == sorted(p.name for p in [*kept, current])
+
+
+def test_what_a_crashed_filler_left_is_removed_but_not_a_living_fill_s_work(tmp_path: Path) -> None:
+    _cache, _repo, tree = _tree(tmp_path, FILES)
+    crashed = _pool(tmp_path, tree, ("crashed",))
+    busy = _pool(tmp_path, tree, ("busy",))
+    for pool in (crashed, busy):
+        (pool / ".making-dead").mkdir()
+        (pool / ".making-dead" / "a.txt").write_text("half\n")
+    (crashed.parent / ".gone-dead").mkdir()
+    with open(busy / ".lock", "a") as handle:  # a fill at work in another process holds this
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        _pool(tmp_path, tree, SECRET_FILES)  # the next run's refill tidies
+    assert not (crashed / ".making-dead").exists()
+    assert not (crashed.parent / ".gone-dead").exists()
+    assert (busy / ".making-dead" / "a.txt").is_file()
+    assert [p.name.startswith(f"{tree.name}.") for p in crashed.iterdir() if p.name != ".lock"] == [True]
+
+
+def test_a_filler_killed_midway_leaves_nothing_after_the_next_start(tmp_path: Path) -> None:
+    _cache, _repo, tree = _tree(tmp_path, {f"d{i % 20}/f{i}.txt": "x\n" * 50 for i in range(3000)})
+    pool = ready.pool_of(tree, SECRET_FILES)
+    script = "import sys; from pathlib import Path; from orchestrator.tools import ready\n"
+    script += "from orchestrator.tools.workspace import SECRET_FILES\n"
+    script += "ready.fill(Path(sys.argv[1]), SECRET_FILES, 8)\n"
+    filler = subprocess.Popen([sys.executable, "-c", script, str(tree)], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(pool.glob(".making-*")) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert list(pool.glob(".making-*")), "the filler never started a copy"
+    finally:
+        os.killpg(filler.pid, signal.SIGKILL)  # the filler and its `cp`
+        filler.wait()
+    ready.fill(tree, SECRET_FILES, 1)  # a new process's first refill
+    assert not [p for p in pool.iterdir() if p.name.startswith((".making-", ".gone-"))]
+    for copy in (p for p in pool.iterdir() if not p.name.startswith(".")):
+        assert len(_state(copy)) == 3000

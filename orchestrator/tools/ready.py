@@ -4,7 +4,9 @@ Copying 10,000 files costs seconds on an ext4 disk (~150 µs per created inode) 
 shared: commands write in place, so a hard link would carry one agent's append into the base
 tree and every other agent. So the copy moves off the run's start: after a run took its copies, a
 background thread makes as many real copies for the next run, under `<name>.trees/.ready/<key>/`
-(key: the secret patterns left out), each named `<commit>.<random>`.
+(key: the secret patterns left out), each named `<commit>.<random>`, and the next run's `.source`
+snapshot (hard links of the tree, secrets left out: `<commit>.<random>.links`), so the run's start
+makes no file at all on an unchanged base.
 
 A copy of an older commit is brought to the new tree by the paths the two commits differ in, as
 the bot's mirror lists them (`git diff` on trusted state): only those are removed and copied again
@@ -51,11 +53,14 @@ def pool_of(tree: Path, patterns: Sequence[str] | None) -> Path:
     return tree.parent / ".ready" / key
 
 
-def claim(tree: Path, patterns: Sequence[str] | None, target: Path) -> bool:
-    """Move a ready copy to `target`, made equal to `tree`; False when none is ready (copy instead)."""
+def claim(tree: Path, patterns: Sequence[str] | None, target: Path, *, links: bool = False) -> bool:
+    """Move a ready copy to `target`, made equal to `tree`; False when none is ready (copy instead).
+
+    `links`: the run's read-only snapshot of the tree (hard links, `cp -al`) instead of a copy.
+    """
     pool = pool_of(tree, patterns)
     try:
-        names = sorted(p.name for p in pool.iterdir() if not p.name.startswith("."))
+        names = sorted(p.name for p in pool.iterdir() if _kind(p.name) == links)
         os.utime(pool)  # in use: kept by the tidying
     except FileNotFoundError:
         return False
@@ -67,13 +72,23 @@ def claim(tree: Path, patterns: Sequence[str] | None, target: Path) -> bool:
             continue
         except OSError:  # another filesystem: a rename cannot move it
             return False
-        bring(tree, target, name.partition(".")[0], patterns)
+        bring(tree, target, name.partition(".")[0], patterns, links=links)
         return True
     return False
 
 
-def bring(tree: Path, copy: Path, commit: str, patterns: Sequence[str] | None) -> None:
-    """Make `copy`, an exact copy of `commit`'s tree (secrets left out), a copy of `tree`."""
+def _kind(name: str) -> bool | None:
+    """None for the pool's own files, else whether a ready entry is a snapshot of links."""
+    return None if name.startswith(".") else name.endswith(".links")
+
+
+def bring(
+    tree: Path, copy: Path, commit: str, patterns: Sequence[str] | None, *, links: bool = False
+) -> None:
+    """Make `copy`, an exact copy of `commit`'s tree (secrets left out), a copy of `tree`.
+
+    `links`: `copy` is a snapshot of hard links, and the changed files are linked, not copied.
+    """
     if commit == tree.name:
         return
     changes = changed_paths(tree, commit)
@@ -84,7 +99,7 @@ def bring(tree: Path, copy: Path, commit: str, patterns: Sequence[str] | None) -
         _remove(copy, rel)
     for status, rel in changes:
         if status != "D" and not _secret(rel, patterns):
-            _put(tree / rel, copy / rel)
+            _put(tree / rel, copy / rel, link=links)
 
 
 @functools.lru_cache(maxsize=8)
@@ -125,11 +140,13 @@ def _remove(copy: Path, rel: str) -> None:
         parent = parent.parent
 
 
-def _put(source: Path, target: Path) -> None:
-    """Copy one file or link of the tree as a new inode (mtime kept, as `cp -a` does)."""
+def _put(source: Path, target: Path, *, link: bool) -> None:
+    """Copy one file or link of the tree as a new inode (mtime kept, as `cp -a` does), or link it."""
     target.parent.mkdir(parents=True, exist_ok=True)
     if source.is_dir() and not source.is_symlink():  # a submodule: checked out as an empty folder
         target.mkdir(exist_ok=True)
+    elif link:
+        os.link(source, target, follow_symlinks=False)  # a symlink is linked as itself, as `cp -al` does
     else:
         shutil.copy2(source, target, follow_symlinks=False)
 
@@ -187,7 +204,7 @@ def _secret(rel: str, patterns: Sequence[str] | None) -> bool:
 
 
 def fill(tree: Path, patterns: Sequence[str] | None, count: int) -> None:
-    """Have `count` copies of `tree` ready (at most MAX_READY); skipped while another fill runs."""
+    """Have `count` copies (at most MAX_READY) and one snapshot of `tree` ready; skipped if a fill runs."""
     pool = pool_of(tree, patterns)
     pool.mkdir(parents=True, exist_ok=True)
     tidy(pool.parent, keep=pool, now=time.time())
@@ -196,22 +213,28 @@ def fill(tree: Path, patterns: Sequence[str] | None, count: int) -> None:
             return
         os.utime(pool)
         _drop_leftovers(pool)
-        ready = sorted(p for p in pool.iterdir() if not p.name.startswith("."))
-        current = [p for p in ready if p.name.startswith(f"{tree.name}.")]
-        older = [p for p in ready if p not in current]
-        for _ in range(min(count, MAX_READY) - len(current)):
-            making = pool / f".making-{uuid.uuid4().hex}"
-            if older:
-                old = older.pop()
-                old.rename(making)
-                bring(tree, making, old.name.partition(".")[0], patterns)
-            else:
-                copy_tree(tree, making)
-                if patterns:
-                    drop_secrets(making, patterns)
-            making.rename(pool / f"{tree.name}.{uuid.uuid4().hex}")
-        for extra in older:
-            _discard(extra, pool)
+        _fill_kind(tree, patterns, min(count, MAX_READY), pool, links=False)
+        _fill_kind(tree, patterns, 1, pool, links=True)
+
+
+def _fill_kind(tree: Path, patterns: Sequence[str] | None, count: int, pool: Path, *, links: bool) -> None:
+    """Have `count` copies (or snapshots, `links`) of `tree` in `pool`, older ones brought or removed."""
+    ready = sorted(p for p in pool.iterdir() if _kind(p.name) == links)
+    current = [p for p in ready if p.name.startswith(f"{tree.name}.")]
+    older = [p for p in ready if p not in current]
+    for _ in range(count - len(current)):
+        making = pool / f".making-{uuid.uuid4().hex}"
+        if older:
+            old = older.pop()
+            old.rename(making)
+            bring(tree, making, old.name.partition(".")[0], patterns, links=links)
+        else:
+            copy_tree(tree, making, link=links)
+            if patterns:
+                drop_secrets(making, patterns)
+        making.rename(pool / f"{tree.name}.{uuid.uuid4().hex}{'.links' if links else ''}")
+    for extra in older:
+        _discard(extra, pool)
 
 
 def tidy(ready_root: Path, *, keep: Path, now: float) -> list[Path]:

@@ -58,10 +58,13 @@ def test_a_second_run_takes_the_ready_copies_and_leaves_none_to_a_third(tmp_path
     _cache, _repo, tree = _tree(tmp_path, FILES)
     first = _run(tmp_path, tree, "r1")
     pool = ready.pool_of(tree, SECRET_FILES)
-    made = sorted(pool.iterdir())
-    assert len([p for p in made if not p.name.startswith(".")]) == len(AGENTS)
+    made = [p.name for p in pool.iterdir() if not p.name.startswith(".")]
+    assert len([name for name in made if not name.endswith(".links")]) == len(AGENTS)
+    assert len([name for name in made if name.endswith(".links")]) == 1  # the next run's `.source`
     second = RunWorkspaces.create(root=tmp_path / "ws", run_id="r2", agent_ids=AGENTS, source=tree)
-    assert not [p for p in pool.iterdir() if not p.name.startswith(".")]  # both taken by r2
+    assert not [p for p in pool.iterdir() if not p.name.startswith(".")]  # all taken by r2
+    assert not (second.snapshot / ".env").exists()
+    assert os.stat(second.snapshot / "a.txt").st_ino == os.stat(tree / "a.txt").st_ino  # links
     for agent in AGENTS:
         assert _state(second.path(agent)) == _state(first.path(agent))
         assert not (second.path(agent) / ".env").exists()  # secrets stay out of ready copies too
@@ -157,6 +160,9 @@ def test_after_a_new_commit_taken_copies_hold_its_content_and_none_of_the_old(tm
         assert not (taken / "sub").exists()  # emptied by the commit: gone, as in a fresh checkout
         assert os.stat(taken / "a.txt").st_ino != os.stat(new / "a.txt").st_ino  # a copy, not a link
         assert spaces.changes(agent) == []
+    assert _state(spaces.snapshot) == fresh  # the snapshot came from the pool too, brought by links
+    assert os.stat(spaces.snapshot / "a.txt").st_ino == os.stat(new / "a.txt").st_ino
+    assert not (spaces.snapshot / "sub").exists()
     assert _state(old)["a.txt"][1] == b"alpha\n"  # the old tree is never written
     assert spaces.filling is not None
     spaces.filling.join(timeout=60)
@@ -217,7 +223,8 @@ def test_what_a_crashed_filler_left_is_removed_but_not_a_living_fill_s_work(tmp_
     assert not (crashed / ".making-dead").exists()
     assert not (crashed.parent / ".gone-dead").exists()
     assert (busy / ".making-dead" / "a.txt").is_file()
-    assert [p.name.startswith(f"{tree.name}.") for p in crashed.iterdir() if p.name != ".lock"] == [True]
+    left = sorted(p.name.removeprefix(f"{tree.name}.")[32:] for p in crashed.iterdir() if p.name != ".lock")
+    assert left == ["", ".links"]  # its copy and snapshot, nothing else
 
 
 def test_a_filler_killed_midway_leaves_nothing_after_the_next_start(tmp_path: Path) -> None:

@@ -237,11 +237,11 @@ def _fill_kind(tree: Path, patterns: Sequence[str] | None, count: int, pool: Pat
         _discard(extra, pool)
 
 
-def tidy(ready_root: Path, *, keep: Path, now: float) -> list[Path]:
+def tidy(ready_root: Path, *, now: float, keep: Path | None = None) -> list[Path]:
     """Remove crash leftovers and unused pools under `.ready/` (never `keep`); the pools removed.
 
     A pool whose lock is held (a fill at work, in any process) is left alone; one last used more
-    than IDLE_S ago, or older than the newest MAX_POOLS - 1 besides `keep`, is removed whole.
+    than IDLE_S ago, or beyond the newest MAX_POOLS (`keep` counted), is removed whole.
     """
     for leftover in ready_root.glob(".gone-*"):  # a tidying that died midway
         shutil.rmtree(leftover, ignore_errors=True)
@@ -255,7 +255,7 @@ def tidy(ready_root: Path, *, keep: Path, now: float) -> list[Path]:
         with _locked(pool) as mine:
             if not mine:
                 continue
-            if rank < MAX_POOLS - 1 and now - pool.stat().st_mtime < IDLE_S:
+            if rank < MAX_POOLS - (keep is not None) and now - pool.stat().st_mtime < IDLE_S:
                 _drop_leftovers(pool)
                 continue
             gone = ready_root / f".gone-{uuid.uuid4().hex}"

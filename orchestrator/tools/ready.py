@@ -99,7 +99,7 @@ def bring(
         _remove(copy, rel)
     for status, rel in changes:
         if status != "D" and not _secret(rel, patterns):
-            _put(tree / rel, copy / rel, link=links)
+            _put(copy, tree, rel, link=links)
 
 
 @functools.lru_cache(maxsize=8)
@@ -121,12 +121,35 @@ def changed_paths(tree: Path, commit: str) -> tuple[Change, ...] | None:
     fields = listed.split("\0")[:-1]
     if len(fields) % 2 or "\ufffd" in listed:
         return None
-    return tuple(zip(fields[0::2], fields[1::2], strict=True))
+    changes = tuple(zip(fields[0::2], fields[1::2], strict=True))
+    return changes if all(_plain(rel) for _status, rel in changes) else None
+
+
+def _plain(rel: str) -> bool:
+    """A path that stays inside the tree: no empty, `.` or `..` part, nothing under `.git`.
+
+    A checkout never writes such a path, but a crafted tree object can name one, and `_remove`
+    must not reach outside the copy for it.
+    """
+    parts = rel.split("/")
+    return all(part not in {"", ".", "..", ".git"} for part in parts)
+
+
+def _through_link(copy: Path, rel: str) -> bool:
+    """Whether a folder on the way from `copy` to `rel` is a symlink (the path is not in the copy)."""
+    folder = copy
+    for part in rel.split("/")[:-1]:
+        folder = folder / part
+        if folder.is_symlink():
+            return True
+    return False
 
 
 def _remove(copy: Path, rel: str) -> None:
     """Remove `rel` from `copy` (never through a link), then the folders that left empty."""
     target = copy / rel
+    if _through_link(copy, rel):  # not a file of the copy: the link itself is in the change list
+        return
     if target.is_dir() and not target.is_symlink():
         shutil.rmtree(target)
     else:
@@ -140,8 +163,11 @@ def _remove(copy: Path, rel: str) -> None:
         parent = parent.parent
 
 
-def _put(source: Path, target: Path, *, link: bool) -> None:
+def _put(copy: Path, tree: Path, rel: str, *, link: bool) -> None:
     """Copy one file or link of the tree as a new inode (mtime kept, as `cp -a` does), or link it."""
+    source, target = tree / rel, copy / rel
+    if _through_link(copy, rel):  # the copy was not its commit's tree: never write through a link
+        raise OSError(f"ready copy {copy} has a link on the way to {rel}")
     target.parent.mkdir(parents=True, exist_ok=True)
     if source.is_dir() and not source.is_symlink():  # a submodule: checked out as an empty folder
         target.mkdir(exist_ok=True)
@@ -207,7 +233,10 @@ def fill(tree: Path, patterns: Sequence[str] | None, count: int) -> None:
     """Have `count` copies (at most MAX_READY) and one snapshot of `tree` ready; skipped if a fill runs."""
     pool = pool_of(tree, patterns)
     pool.mkdir(parents=True, exist_ok=True)
-    tidy(pool.parent, keep=pool, now=time.time())
+    try:
+        tidy(pool.parent, keep=pool, now=time.time())
+    except OSError:  # another process tidying at once: the next fill tries again
+        log.warning("could not tidy the ready copies under %s", pool.parent, exc_info=True)
     with _locked(pool) as mine:
         if not mine:
             return
@@ -224,10 +253,9 @@ def _fill_kind(tree: Path, patterns: Sequence[str] | None, count: int, pool: Pat
     older = [p for p in ready if p not in current]
     for _ in range(count - len(current)):
         making = pool / f".making-{uuid.uuid4().hex}"
-        if older:
-            old = older.pop()
-            old.rename(making)
-            bring(tree, making, old.name.partition(".")[0], patterns, links=links)
+        commit = _reuse(older, making)
+        if commit is not None:
+            bring(tree, making, commit, patterns, links=links)
         else:
             copy_tree(tree, making, link=links)
             if patterns:
@@ -235,6 +263,18 @@ def _fill_kind(tree: Path, patterns: Sequence[str] | None, count: int, pool: Pat
         making.rename(pool / f"{tree.name}.{uuid.uuid4().hex}{'.links' if links else ''}")
     for extra in older:
         _discard(extra, pool)
+
+
+def _reuse(older: list[Path], making: Path) -> str | None:
+    """Rename one of the `older` copies to `making`; its commit, or None when runs took them all."""
+    while older:
+        old = older.pop()
+        try:
+            old.rename(making)
+        except FileNotFoundError:  # a run took it meanwhile
+            continue
+        return old.name.partition(".")[0]
+    return None
 
 
 def tidy(ready_root: Path, *, now: float, keep: Path | None = None) -> list[Path]:

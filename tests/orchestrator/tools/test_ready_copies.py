@@ -246,3 +246,51 @@ def test_a_filler_killed_midway_leaves_nothing_after_the_next_start(tmp_path: Pa
     assert not [p for p in pool.iterdir() if p.name.startswith((".making-", ".gone-"))]
     for copy in (p for p in pool.iterdir() if not p.name.startswith(".")):
         assert len(_state(copy)) == 3000
+
+
+def test_a_folder_becoming_a_link_and_back_is_brought_without_writing_through_it(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    (outside / "x").mkdir(parents=True)
+    (outside / "x" / "f.txt").write_text("outside\n")
+    cache, repo, _old = _tree(tmp_path, {**FILES, "e/f.txt": "e\n"})
+    work = tmp_path / "work"
+    git("clone", "--quiet", str(tmp_path / "remote.git"), str(work))
+    (work / "d").symlink_to(outside / "x")  # `d` a link in the first commit the pool copies
+    git("add", "-A", cwd=work)
+    git("commit", "--quiet", "-m", "link", cwd=work)
+    git("push", "--quiet", "origin", "main", cwd=work)
+    cache.fetch(repo)
+    head = cache.head(repo, "main")
+    assert head is not None
+    linked = cache.tree(repo, head)
+    _run(tmp_path, linked, "r1")
+    (work / "d").unlink()
+    (work / "e" / "f.txt").unlink()
+    (work / "e").rmdir()
+    (work / "e").symlink_to(outside / "x")
+    new = _commit(tmp_path, cache, repo, {"d/f.txt": "inside\n"})  # now `d` a folder, `e` a link
+    assert ready.changed_paths(new, linked.name) is not None
+    spaces = _run(tmp_path, new, "r2")
+    for agent in AGENTS:
+        assert (spaces.path(agent) / "d" / "f.txt").read_text() == "inside\n"
+        assert not (spaces.path(agent) / "d").is_symlink()
+        assert os.readlink(spaces.path(agent) / "e") == str(outside / "x")
+    assert (outside / "x" / "f.txt").read_text() == "outside\n"
+    assert sorted(p.name for p in outside.rglob("*")) == ["f.txt", "x"]
+
+
+def test_a_diff_naming_a_path_out_of_the_tree_is_not_used(tmp_path: Path) -> None:
+    cache, repo, old = _tree(tmp_path, FILES)
+    mirror = cache.mirror(repo)
+    blob = git(f"--git-dir={mirror}", "hash-object", "-w", "--stdin", cwd=tmp_path).strip()
+    inner = subprocess.run(
+        ["git", f"--git-dir={mirror}", "mktree"], input=f"100644 blob {blob}\tx\n", text=True,
+        capture_output=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    top = subprocess.run(
+        ["git", f"--git-dir={mirror}", "mktree"], input=f"040000 tree {inner}\t..\n", text=True,
+        capture_output=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    env = {"GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z"}
+    commit = git(f"--git-dir={mirror}", "commit-tree", top, "-p", old.name, "-m", "x", env=env).strip()
+    assert ready.changed_paths(old.parent / commit, old.name) is None

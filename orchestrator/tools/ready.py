@@ -27,6 +27,7 @@ import functools
 import hashlib
 import logging
 import os
+import re
 import shutil
 import stat
 import threading
@@ -44,6 +45,7 @@ MAX_READY = 8  # copies kept per pool
 MAX_POOLS = 3  # pools kept per repository (one per set of secret patterns in use)
 IDLE_S = 24 * 3600.0  # a pool nobody took from or filled for this long is removed
 _LEFTOVERS = (".making-", ".gone-")  # names only a filler makes, under its pool's lock
+_COMMIT = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 Change = tuple[str, str]  # (git status letter, path relative to the tree)
 
 
@@ -110,6 +112,8 @@ def changed_paths(tree: Path, commit: str) -> tuple[Change, ...] | None:
     cannot give as UTF-8): the caller compares stats instead. Cached: every agent asks.
     """
     mirror = tree.parent.with_name(tree.parent.name.removesuffix(".trees") + ".git")  # `RepoCache`
+    if not all(_COMMIT.fullmatch(name) for name in (commit, tree.name)):  # never an option to git
+        return None
     try:
         listed = run_git(
             ["diff", "--name-status", "--no-renames", "-z", commit, tree.name, "--"],

@@ -119,14 +119,15 @@ class RunWorkspaces:
             raise WorkspaceError(f"workspaces for run {run_id} already exist at {spaces.run_dir}")
         try:
             spaces.run_dir.mkdir(parents=True)
-            if source is not None:
-                # A repository's commit tree is immutable and the snapshot is only read: linked, not
-                # copied. Agents write in place, so theirs are real copies of it, made ahead of the
-                # run where they can be (`tools.ready`).
-                copy_tree(source, spaces.snapshot, link=is_base_tree(source))
+            base = source is not None and is_base_tree(source)
+            # A repository's commit tree is immutable and the snapshot is only read: linked, not
+            # copied. Agents write in place, so theirs are real copies of it. Both are made ahead of
+            # the run where they can be (`tools.ready`).
+            linked = source is not None and base and ready.claim(source, secrets, spaces.snapshot, links=True)
+            if source is not None and not linked:
+                copy_tree(source, spaces.snapshot, link=base)
                 if secrets:
                     drop_secrets(spaces.snapshot, secrets)
-            base = source is not None and is_base_tree(source)
             for agent_id in spaces.agent_ids:
                 if source is None:
                     spaces.path(agent_id).mkdir()

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from orchestrator.config.repos import RepositoryConfig
-from orchestrator.repos.trusted_git import GitError, run_git
+from orchestrator.repos.trusted_git import GitError, plain_tree_path, run_git, through_link
 
 KEPT_TREES = 8  # base trees kept per repository (the newest by use)
 _COMMIT = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
@@ -162,6 +162,8 @@ def _linked_from(previous: Path, commit: str, files: Path, mirror: Path, index: 
         return False
     fields = listed.split("\0")
     changes = list(zip(fields[0::2], fields[1::2], strict=False))  # (status letter, path)
+    if not all(plain_tree_path(rel) and not through_link(files, rel) for _status, rel in changes if rel):
+        return False  # a crafted tree, or a link become a folder: check the whole commit out
     for _status, rel in changes:
         _unlink(files, rel)
     written = [rel for status, rel in changes if rel and status != "D"]

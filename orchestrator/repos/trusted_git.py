@@ -139,6 +139,26 @@ def run_git(
     return proc.stdout.decode(errors="replace")
 
 
+def plain_tree_path(rel: str) -> bool:
+    """A path of a tree that stays inside it: no empty, `.` or `..` part, nothing under `.git`.
+
+    A checkout never writes such a path, but a crafted tree object (from a remote that sends one;
+    fetches do not fsck by default) can name one, and what removes or rewrites a tree's paths by
+    name must not reach outside it for it.
+    """
+    return all(part not in {"", ".", "..", ".git"} for part in rel.split("/"))
+
+
+def through_link(root: Path, rel: str) -> bool:
+    """Whether a folder on the way from `root` to `rel` is a symlink (the path is not in the tree)."""
+    folder = root
+    for part in rel.split("/")[:-1]:
+        folder = folder / part
+        if folder.is_symlink():
+            return True
+    return False
+
+
 def _redact(text: str) -> str:
     """Credentials in a URL (`https://user:token@host`) never reach a message or a log."""
     out, start = [], 0

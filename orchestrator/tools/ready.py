@@ -37,7 +37,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from orchestrator.repos.trusted_git import GitError, run_git
+from orchestrator.repos.trusted_git import GitError, plain_tree_path, run_git, through_link
 from orchestrator.tools.treecopy import copy_tree, drop_secrets, is_secret_name
 
 log = logging.getLogger(__name__)
@@ -126,33 +126,13 @@ def changed_paths(tree: Path, commit: str) -> tuple[Change, ...] | None:
     if len(fields) % 2 or "\ufffd" in listed:
         return None
     changes = tuple(zip(fields[0::2], fields[1::2], strict=True))
-    return changes if all(_plain(rel) for _status, rel in changes) else None
-
-
-def _plain(rel: str) -> bool:
-    """A path that stays inside the tree: no empty, `.` or `..` part, nothing under `.git`.
-
-    A checkout never writes such a path, but a crafted tree object can name one, and `_remove`
-    must not reach outside the copy for it.
-    """
-    parts = rel.split("/")
-    return all(part not in {"", ".", "..", ".git"} for part in parts)
-
-
-def _through_link(copy: Path, rel: str) -> bool:
-    """Whether a folder on the way from `copy` to `rel` is a symlink (the path is not in the copy)."""
-    folder = copy
-    for part in rel.split("/")[:-1]:
-        folder = folder / part
-        if folder.is_symlink():
-            return True
-    return False
+    return changes if all(plain_tree_path(rel) for _status, rel in changes) else None
 
 
 def _remove(copy: Path, rel: str) -> None:
     """Remove `rel` from `copy` (never through a link), then the folders that left empty."""
     target = copy / rel
-    if _through_link(copy, rel):  # not a file of the copy: the link itself is in the change list
+    if through_link(copy, rel):  # not a file of the copy: the link itself is in the change list
         return
     if target.is_dir() and not target.is_symlink():
         shutil.rmtree(target)
@@ -170,7 +150,7 @@ def _remove(copy: Path, rel: str) -> None:
 def _put(copy: Path, tree: Path, rel: str, *, link: bool) -> None:
     """Copy one file or link of the tree as a new inode (mtime kept, as `cp -a` does), or link it."""
     source, target = tree / rel, copy / rel
-    if _through_link(copy, rel):  # the copy was not its commit's tree: never write through a link
+    if through_link(copy, rel):  # the copy was not its commit's tree: never write through a link
         raise OSError(f"ready copy {copy} has a link on the way to {rel}")
     target.parent.mkdir(parents=True, exist_ok=True)
     if source.is_dir() and not source.is_symlink():  # a submodule: checked out as an empty folder

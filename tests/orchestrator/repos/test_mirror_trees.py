@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 from orchestrator.config.repos import RepositoryConfig
 from orchestrator.repos import RepoCache
 from orchestrator.repos.mirror import is_base_tree
+from orchestrator.repos.trusted_git import GitError
 from orchestrator.tools.workspace import RunWorkspaces
 from tests.orchestrator.repos.remotes import bare_remote, git
 
@@ -108,3 +111,34 @@ def test_a_runs_snapshot_links_the_base_tree_and_agents_get_real_copies(tmp_path
     finally:
         spaces.close()
     assert (tree / "keep.txt").read_text() == "same\n"
+
+
+def test_a_crafted_tree_naming_a_path_out_of_it_never_reaches_past_it(tmp_path: Path) -> None:
+    """A remote can send a tree with a `..` entry (fetches do not fsck): linking the new tree from
+    the old one by its diff would then remove `../<old commit>`, the older tree itself."""
+    remote = bare_remote(tmp_path, FILES)
+    repo = RepositoryConfig(name="r", url=f"file://{remote}", forge="none")
+    cache = RepoCache(tmp_path / "state")
+    cache.fetch(repo)
+    first = cache.head(repo, "main")
+    assert first is not None
+    old = cache.tree(repo, first)
+    before = _state(old)
+    mirror = cache.mirror(repo)
+    blob = git(f"--git-dir={mirror}", "hash-object", "-w", "--stdin", cwd=tmp_path).strip()
+    inner = subprocess.run(
+        ["git", f"--git-dir={mirror}", "mktree"], input=f"100644 blob {blob}\t{first}\n", text=True,
+        capture_output=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    top = inner
+    for _ in range(2):  # `../../<old commit>`: the tree is built two levels down (a scratch folder)
+        top = subprocess.run(
+            ["git", f"--git-dir={mirror}", "mktree"], input=f"040000 tree {top}\t..\n", text=True,
+            capture_output=True, check=True,
+        ).stdout.strip()  # fmt: skip
+    env = {"GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z"}
+    crafted = git(f"--git-dir={mirror}", "commit-tree", top, "-p", first, "-m", "x", env=env).strip()
+    with contextlib.suppress(GitError):  # git may refuse to check such a tree out: that is fine too
+        cache.tree(repo, crafted)
+    assert old.is_dir()
+    assert _state(old) == before

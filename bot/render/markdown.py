@@ -8,7 +8,7 @@ piece of text, so model output cannot mention anyone or forge a link.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from pyromark.event import Event
@@ -19,41 +19,32 @@ from bot.render.links import link
 FENCE = "```"
 RULE = "──────────"
 _MARKS = {"Strong": "*", "Emphasis": "_", "Strikethrough": "~"}
-_BLOCKS = frozenset({"Paragraph", "Heading", "CodeBlock", "Table", "List", "BlockQuote", "HtmlBlock", "Rule"})
 
 
 @dataclass(slots=True)
 class _Frame:
-    """An open container: what each of its lines starts with, and what it last held."""
+    """An open container (the document, a quote, a list item) and how its lines start."""
 
-    kind: str  # "root", "quote" or "item"
-    marker: str = ""  # an item's bullet or number, shown on its first line only
-    last_block: str | None = None
-
-
-@dataclass(slots=True)
-class _List:
-    number: int | None  # the next item's number; None for a bullet list
+    prefix: str  # what each line inside it starts with: ">" per quote, two spaces per item
+    marker: str = ""  # an item's bullet or number, not yet shown: its first line shows it
+    last_block: str | None = None  # the kind of the block it last held, for the blank between
 
 
 @dataclass(slots=True)
 class Writer:
-    """The mrkdwn of one document, fed one event at a time (see `feed`)."""
+    """The mrkdwn of one document, fed its events (see `feed_all`)."""
 
     lines: list[str] = field(default_factory=list)
-    _frames: list[_Frame] = field(default_factory=lambda: [_Frame("root")])
-    _lists: list[_List] = field(default_factory=list)
+    _frames: list[_Frame] = field(default_factory=lambda: [_Frame("")])
+    _pending: int = 0  # how many open items have not shown their marker yet
+    _numbers: list[int | None] = field(default_factory=list)  # each open list's next number
     _line: list[str] | None = None  # the pieces of the line being written, prefix first
     _heading: int | None = None  # where the open heading's text starts in `_line`
-    # Where text goes unformatted while a code block, HTML block, table cell or link is open: the
-    # same list as `_code`, `_html`, `_cell` or `_label` (never two at once, see `_open_label`).
+    # Where text goes unformatted while a code block, HTML block, table cell or link is open
+    # (never two at once: a link inside a cell or a link only counts in `_nested_labels`).
     _raw: list[str] | None = None
-    _code: list[str] | None = None
-    _html: list[str] | None = None
     _table: list[list[str]] | None = None
-    _cell: list[str] | None = None
-    _label: list[str] | None = None  # the text of the outermost open link or image
-    _target: tuple[str, str] = ("", "")  # its kind ("Link"/"Image") and destination
+    _target: tuple[str, str] = ("", "")  # the open link's or image's kind and destination
     _nested_labels: int = 0  # links and images open inside it: their text joins its label
 
     def feed_all(self, events: Iterable[Event]) -> None:
@@ -63,31 +54,31 @@ class Writer:
                 self._bare(event)
                 continue
             ((key, value),) = event.items()
-            if type(value) is str:
-                if key == "Text":
-                    if self._raw is not None:
-                        self._raw.append(value)
-                    elif self._line is not None and "\n" not in value:
-                        self._line.append(escape(value))
-                    else:
-                        self._text(value)
+            if key == "Text" and type(value) is str:
+                if self._raw is not None:
+                    self._raw.append(value)
+                elif "\n" in value:
+                    self._text(value)
+                elif self._line is None:
+                    self._line = [self._prefix(), escape(value)]
+                else:
+                    self._line.append(escape(value))
+            elif key == "Start" or key == "End":
+                if type(value) is str:
+                    name, data = value, None
+                elif isinstance(value, dict):
+                    ((name, data),) = value.items()
+                else:
                     continue
-                if value in _MARKS:  # the start or end of emphasis: a heading is bold already
+                if name in _MARKS:  # emphasis inside a heading (bold already) or a label: dropped
                     if self._raw is None and self._heading is None:
-                        self._write(_MARKS[value])
-                    continue
-            self._feed(key, value)
-
-    def _feed(self, key: str, value: object) -> None:
-        if key == "Start":
-            name, data = _tag(value)
-            self._start(name, data)
-        elif key == "End":
-            self._end(_tag(value)[0])
-        elif key == "Code":
-            self._code_span(str(value))
-        else:  # Text, Html, InlineHtml and anything else that carries text: shown as text
-            self._text(str(value))
+                        self._write(_MARKS[name])
+                else:
+                    (_STARTS if key == "Start" else _ENDS).get(name, Writer._ignore)(self, data)
+            elif key == "Code":
+                self._code_span(str(value))
+            else:  # Html, InlineHtml and anything else that carries text: shown as text
+                self._text(str(value))
 
     def finish(self) -> str:
         self._close_line()
@@ -95,15 +86,20 @@ class Writer:
 
     # Lines and their prefixes.
 
-    def _prefix(self, *, blank: bool = False) -> str:
-        parts = []
-        for frame in self._frames:
-            if frame.kind == "quote":
-                parts.append(">")
-            elif frame.kind == "item":
-                parts.append(frame.marker if frame.marker and not blank else "  ")
-                if not blank:
-                    frame.marker = ""
+    def _prefix(self) -> str:
+        if not self._pending:
+            return self._frames[-1].prefix
+        top = self._frames[-1]
+        if self._pending == 1 and top.marker:  # an item's first line, the usual case
+            marker, top.marker, self._pending = top.marker, "", 0
+            return self._frames[-2].prefix + marker
+        parts, outer = [], ""
+        for frame in self._frames:  # an item's first line: its marker where its indent would be
+            own, outer = frame.prefix[len(outer) :], frame.prefix
+            if frame.marker:
+                own, frame.marker = frame.marker, ""
+            parts.append(own)
+        self._pending = 0
         return "".join(parts)
 
     def _write(self, piece: str) -> None:
@@ -126,80 +122,35 @@ class Writer:
         self._close_line()
         frame = self._frames[-1]
         if frame.last_block is not None and not (frame.last_block == kind == "List"):
-            self.lines.append(self._prefix(blank=True).rstrip())
+            self.lines.append(frame.prefix.rstrip())
         frame.last_block = kind
 
     # Events.
+
+    def _ignore(self, data: object) -> None:
+        """A tag with nothing to show of its own (a table head, a row): its content shows."""
 
     def _bare(self, event: str) -> None:
         if event in ("SoftBreak", "HardBreak"):
             if self._raw is not None:
                 self._raw.append(" ")
+            elif self._heading is not None:  # a setext heading's lines: one bold line
+                self._write(" ")
             else:
                 self._close_line()
         elif event == "Rule":
             self._begin_block("Rule")
             self._emit(RULE)
 
-    def _start(self, name: str, data: object) -> None:
-        if name in _BLOCKS:
-            self._begin_block(name)
-        if name == "Heading":
-            self._write("")
-            assert self._line is not None
-            self._heading = len(self._line)
-        elif name == "BlockQuote":
-            self._frames.append(_Frame("quote"))
-        elif name == "List":
-            self._lists.append(_List(data if isinstance(data, int) else None))
-        elif name == "Item":
-            self._item()
-        elif name == "CodeBlock":
-            self._code = self._raw = []
-        elif name == "HtmlBlock":
-            self._html = self._raw = []
-        elif name == "Table":
-            self._table = []
-        elif name in ("TableHead", "TableRow") and self._table is not None:
-            self._table.append([])
-        elif name == "TableCell":
-            self._cell = self._raw = []
-        elif name in ("Link", "Image"):
-            self._open_label(name, data)
-
-    def _end(self, name: str) -> None:
-        if name == "Heading":
-            self._end_heading()
-        elif name == "Paragraph":
-            self._close_line()
-        elif name == "BlockQuote":
-            self._close_line()
-            self._frames.pop()
-        elif name == "List":
-            self._close_line()
-            self._lists.pop()
-        elif name == "Item":
-            self._end_item()
-        elif name == "CodeBlock":
-            self._end_code()
-        elif name == "HtmlBlock":
-            self._end_html()
-        elif name == "TableCell":
-            self._end_cell()
-        elif name == "Table":
-            self._end_table()
-        elif name in ("Link", "Image"):
-            self._close_label()
-
     def _text(self, text: str) -> None:
         if self._raw is not None:
             self._raw.append(text)
-        else:
-            first, *rest = text.split("\n")
-            self._write(escape(first))
-            for line in rest:  # inline HTML may span lines
-                self._close_line()
-                self._write(escape(line))
+            return
+        first, *rest = text.split("\n")
+        self._write(escape(first))
+        for line in rest:  # inline HTML may span lines
+            self._close_line()
+            self._write(escape(line))
 
     def _code_span(self, text: str) -> None:
         if self._raw is not None:
@@ -207,27 +158,51 @@ class Writer:
         else:
             self._write("`" + escape(text.replace("`", "ˋ")) + "`")
 
-    # Containers and leaf blocks.
+    def _paragraph(self, data: object) -> None:
+        self._begin_block("Paragraph")
 
-    def _item(self) -> None:
+    def _end_line(self, data: object) -> None:
         self._close_line()
-        numbering = self._lists[-1] if self._lists else _List(None)
-        if numbering.number is None:
+
+    def _quote(self, data: object) -> None:
+        self._begin_block("BlockQuote")
+        self._frames.append(_Frame(self._frames[-1].prefix + ">"))
+
+    def _end_quote(self, data: object) -> None:
+        self._close_line()
+        self._frames.pop()
+
+    def _list(self, data: object) -> None:
+        self._begin_block("List")
+        self._numbers.append(data if isinstance(data, int) else None)
+
+    def _end_list(self, data: object) -> None:
+        self._close_line()
+        self._numbers.pop()
+
+    def _item(self, data: object) -> None:
+        self._close_line()
+        number = self._numbers[-1] if self._numbers else None
+        if number is None:
             marker = "• "
         else:
-            marker = f"{numbering.number}. "
-            numbering.number += 1
-        self._frames.append(_Frame("item", marker))
+            marker = f"{number}. "
+            self._numbers[-1] = number + 1
+        self._frames.append(_Frame(self._frames[-1].prefix + "  ", marker))
+        self._pending += 1
 
-    def _end_item(self) -> None:
+    def _end_item(self, data: object) -> None:
         self._close_line()
-        frame = self._frames.pop()
-        if frame.marker:  # an empty item still shows its bullet
-            self._frames.append(frame)
+        if self._frames[-1].marker:  # an empty item still shows its bullet
             self.lines.append(self._prefix().rstrip())
-            self._frames.pop()
+        self._frames.pop()
 
-    def _end_heading(self) -> None:
+    def _heading_start(self, data: object) -> None:
+        self._begin_block("Heading")
+        self._write("")
+        self._heading = len(self._line or ())
+
+    def _end_heading(self, data: object) -> None:
         start, self._heading = self._heading, None
         if self._line is None or start is None:
             return
@@ -235,31 +210,56 @@ class Writer:
         self._line[start:] = [f"*{title}*"] if title else []
         self._close_line()
 
-    def _end_code(self) -> None:
-        text, self._code, self._raw = "".join(self._code or []), None, None
+    def _code_block(self, data: object) -> None:
+        self._begin_block("CodeBlock")
+        self._raw = []
+
+    def _end_code(self, data: object) -> None:
+        text, self._raw = "".join(self._raw or ()), None
         self._emit(FENCE)  # the language tag would show as text in Slack
         for line in text.removesuffix("\n").split("\n") if text else []:
             self._emit(escape(line))
         self._emit(FENCE)
 
-    def _end_html(self) -> None:
-        text, self._html, self._raw = "".join(self._html or []), None, None
+    def _html_block(self, data: object) -> None:
+        self._begin_block("HtmlBlock")
+        self._raw = []
+
+    def _end_html(self, data: object) -> None:
+        text, self._raw = "".join(self._raw or ()), None
         for line in text.removesuffix("\n").split("\n"):
             self._emit(escape(line))
 
-    def _end_cell(self) -> None:
-        cell, self._cell, self._raw = self._cell, None, None
+    def _table_start(self, data: object) -> None:
+        self._begin_block("Table")
+        self._table = []
+
+    def _row(self, data: object) -> None:
+        if self._table is not None:
+            self._table.append([])
+
+    def _cell(self, data: object) -> None:
+        self._raw = []
+
+    def _end_cell(self, data: object) -> None:
+        cell, self._raw = self._raw, None
         if self._table and cell is not None:
             self._table[-1].append("".join(cell).strip())
 
-    def _end_table(self) -> None:
+    def _end_table(self, data: object) -> None:
         rows, self._table = self._table or [], None
         for line in table_lines(rows):
             self._emit(line)
 
     # Links and images: their text is read whole, then `link` decides what becomes clickable.
 
-    def _open_label(self, name: str, data: object) -> None:
+    def _link(self, data: object) -> None:
+        self._open_label("Link", data)
+
+    def _image(self, data: object) -> None:
+        self._open_label("Image", data)
+
+    def _open_label(self, kind: str, data: object) -> None:
         if self._raw is not None:  # inside a link, an image or a table cell: text only
             self._nested_labels += 1
             return
@@ -268,28 +268,48 @@ class Writer:
             url = str(data.get("dest_url") or "")
             if data.get("link_type") == "Email":
                 url = "mailto:" + url
-        self._label = self._raw = []
-        self._target = (name, url)
+        self._raw, self._target = [], (kind, url)
 
-    def _close_label(self) -> None:
+    def _close_label(self, data: object) -> None:
         if self._nested_labels:
             self._nested_labels -= 1
             return
-        if self._label is None:
+        if self._raw is None:
             return
-        label, self._label, self._raw = "".join(self._label), None, None
+        label, self._raw = "".join(self._raw), None
         kind, url = self._target
         self._write("!" + link(label or "image", url) if kind == "Image" else link(label, url))
 
 
-def _tag(tag: object) -> tuple[str, object]:
-    """A start or end tag as its name and data: `"Paragraph"` or `{"List": 1}`."""
-    if type(tag) is str:
-        return tag, None
-    if isinstance(tag, dict):
-        ((key, value),) = tag.items()
-        return str(key), value
-    return "", None
+_Handler = Callable[[Writer, object], None]
+_STARTS: dict[str, _Handler] = {
+    "Paragraph": Writer._paragraph,
+    "Heading": Writer._heading_start,
+    "BlockQuote": Writer._quote,
+    "List": Writer._list,
+    "Item": Writer._item,
+    "CodeBlock": Writer._code_block,
+    "HtmlBlock": Writer._html_block,
+    "Table": Writer._table_start,
+    "TableHead": Writer._row,
+    "TableRow": Writer._row,
+    "TableCell": Writer._cell,
+    "Link": Writer._link,
+    "Image": Writer._image,
+}
+_ENDS: dict[str, _Handler] = {
+    "Paragraph": Writer._end_line,
+    "Heading": Writer._end_heading,
+    "BlockQuote": Writer._end_quote,
+    "List": Writer._end_list,
+    "Item": Writer._end_item,
+    "CodeBlock": Writer._end_code,
+    "HtmlBlock": Writer._end_html,
+    "Table": Writer._end_table,
+    "TableCell": Writer._end_cell,
+    "Link": Writer._close_label,
+    "Image": Writer._close_label,
+}
 
 
 def table_lines(rows: list[list[str]]) -> list[str]:

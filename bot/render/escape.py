@@ -30,9 +30,10 @@ def escape(text: str) -> str:
     """Escape Slack's control characters (ampersand first), neutralise @here/@channel, drop bidi controls."""
     if not _TOUCHED.search(text):
         return text
-    text = _BIDI_CONTROLS.sub("", text)
+    if _BIDI_CONTROLS.search(text):
+        text = _BIDI_CONTROLS.sub("", text)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _BARE_MENTION.sub(lambda m: "@" + _WORD_JOINER + m.group(1), text)
+    return _BARE_MENTION.sub(lambda m: "@" + _WORD_JOINER + m.group(1), text) if "@" in text else text
 
 
 def truncate(text: str, limit: int) -> str:

@@ -21,6 +21,10 @@ RULE = "──────────"
 _MARKS = {"Strong": "*", "Emphasis": "_", "Strikethrough": "~"}
 
 
+class OverBudget(Exception):
+    """The text costs more to walk than its size allows (see `Writer.budget`)."""
+
+
 @dataclass(slots=True)
 class _Frame:
     """An open container (the document, a quote, a list item) and how its lines start."""
@@ -34,6 +38,9 @@ class _Frame:
 class Writer:
     """The mrkdwn of one document, fed its events (see `feed_all`)."""
 
+    # What the walk may still spend, in events (about half a microsecond each) and the extra work
+    # of blocks, links and tables: past it, `OverBudget` stops the walk (see `markdown_to_mrkdwn`).
+    budget: int
     lines: list[str] = field(default_factory=list)
     _frames: list[_Frame] = field(default_factory=lambda: [_Frame("")])
     _pending: int = 0  # how many open items have not shown their marker yet
@@ -50,6 +57,9 @@ class Writer:
     def feed_all(self, events: Iterable[Event]) -> None:
         """Take a document's events; text and emphasis, most of any answer, take the short way."""
         for event in events:
+            self.budget -= 1
+            if self.budget < 0:
+                raise OverBudget
             if isinstance(event, str):
                 self._bare(event)
                 continue
@@ -120,6 +130,7 @@ class Writer:
     def _begin_block(self, kind: str) -> None:
         """Separate a block from the one before it in the same container by one blank line."""
         self._close_line()
+        self.budget -= 4
         frame = self._frames[-1]
         if frame.last_block is not None and not (frame.last_block == kind == "List"):
             self.lines.append(frame.prefix.rstrip())
@@ -182,6 +193,7 @@ class Writer:
 
     def _item(self, data: object) -> None:
         self._close_line()
+        self.budget -= 2
         number = self._numbers[-1] if self._numbers else None
         if number is None:
             marker = "• "
@@ -248,6 +260,7 @@ class Writer:
 
     def _end_table(self, data: object) -> None:
         rows, self._table = self._table or [], None
+        self.budget -= 8 + sum(map(len, rows))
         for line in table_lines(rows):
             self._emit(line)
 
@@ -271,6 +284,7 @@ class Writer:
         self._raw, self._target = [], (kind, url)
 
     def _close_label(self, data: object) -> None:
+        self.budget -= 4
         if self._nested_labels:
             self._nested_labels -= 1
             return

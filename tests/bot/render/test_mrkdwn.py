@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -62,6 +63,26 @@ from bot.render.mrkdwn import FENCE, markdown_to_mrkdwn, split_message
 )
 def test_markdown_to_mrkdwn(md: str, expected: str) -> None:
     assert markdown_to_mrkdwn(md) == expected
+
+
+# Pieces a model (or someone quoting one) could write to ping people or forge a link.
+_HOSTILE = [
+    "<@U1>", "<!here>", "<!channel>", "@here", "[a](https://e.com)", "[x](javascript:1)", "<https://e.com>",
+    "<a@b.c>", "**", "*", "_", "~~", "`", "```", "\n", "\n\n", "> ", "- ", "1. ", "# ", "|", "|-|", "![",
+    "](", ")", "<", ">", "&", "&lt;", "&#60;", "\\", " ", "a", "<div>", "<!-- ", "[r]",
+    "[r]: https://r.e\n", "    ", "---",
+]  # fmt: skip
+_LINK = re.compile(r"<(?:https?://|mailto:)[^\s<>|]+\|[^<>]*>")
+_LINE_PREFIX = re.compile(r"^(?:>|  |• |\d+\. )*", re.MULTILINE)  # quotes and list items
+
+
+@given(st.lists(st.sampled_from(_HOSTILE), max_size=60))
+@settings(max_examples=300, deadline=None)
+def test_only_links_and_quotes_keep_angle_brackets(pieces: list[str]) -> None:
+    """Every `<` or `>` shown is a web or mail link the converter built, or a line's quote mark."""
+    shown = _LINE_PREFIX.sub("", _LINK.sub("", markdown_to_mrkdwn("".join(pieces))))
+    assert "<" not in shown
+    assert ">" not in shown
 
 
 def test_containers_past_eight_levels_on_a_line_show_as_text() -> None:

@@ -3,7 +3,8 @@
 The parser is compiled and flat: it hands over start/end events, not a tree, so 64 KB of nested
 quotes or emphasis costs a list of events and a stack here, never recursion. `Writer` keeps one
 frame per open container (quote, list item) to prefix each line it emits, and escapes every
-piece of text, so model output cannot mention anyone or forge a link.
+piece of text, so model output cannot mention anyone or forge a link. Each event and each costly
+construct spends from a budget the caller sizes, so no text walks for long (`OverBudget`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class Writer:
     _line: list[str] | None = None  # the pieces of the line being written, prefix first
     _heading: int | None = None  # where the open heading's text starts in `_line`
     # Where text goes unformatted while a code block, HTML block, table cell or link is open
-    # (never two at once: a link inside a cell or a link only counts in `_nested_labels`).
+    # (never two at once: a link inside a cell or another link only counts in `_nested_labels`).
     _raw: list[str] | None = None
     _table: list[list[str]] | None = None
     _target: tuple[str, str] = ("", "")  # the open link's or image's kind and destination

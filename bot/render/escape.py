@@ -21,13 +21,19 @@ _WORD_JOINER = "\u2060"
 # as something it is not (Trojan Source, CVE-2021-42574). Untrusted text never keeps them.
 _BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 ELLIPSIS = "…"
+# Whatever `escape` changes starts with one of these: text without any is returned as it is, one
+# search instead of five passes (a 64 KB answer of emphasis is 40,000 pieces of text).
+_TOUCHED = re.compile("[&<>@\u202a-\u202e\u2066-\u2069]")
 
 
 def escape(text: str) -> str:
     """Escape Slack's control characters (ampersand first), neutralise @here/@channel, drop bidi controls."""
-    text = _BIDI_CONTROLS.sub("", text)
+    if not _TOUCHED.search(text):
+        return text
+    if _BIDI_CONTROLS.search(text):
+        text = _BIDI_CONTROLS.sub("", text)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _BARE_MENTION.sub(lambda m: "@" + _WORD_JOINER + m.group(1), text)
+    return _BARE_MENTION.sub(lambda m: "@" + _WORD_JOINER + m.group(1), text) if "@" in text else text
 
 
 def truncate(text: str, limit: int) -> str:

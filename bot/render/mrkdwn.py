@@ -4,181 +4,70 @@ Slack's mrkdwn is not Markdown: `*bold*`, `_italic_`, `~strike~`, `<url|label>` 
 and no tables (docs.slack.dev/messaging/formatting-message-text). The conversion escapes every
 piece of text it emits, so model output cannot mention anyone or forge links; code is kept
 verbatim (escaped only), tables become code blocks so their columns stay aligned.
+
+Parsing is pulldown-cmark's (pyromark, compiled), linear, and 64 KB of the worst shapes found
+convert in under 50 ms, where markdown-it-py, pure Python, took a second (issue 20). What is left
+is the walk over its events here, about a microsecond each.
 """
 
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
 
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
+import pyromark
 
 from bot.render.escape import escape
+from bot.render.markdown import FENCE, OverBudget, Writer
 
-FENCE = "```"
-_FENCE_LINE = re.compile(r"^\s*(```|~~~)")
-# Each pattern has one way to match a line: the heading's `\s+(.*?)\s*#*\s*$` had three and took
-# seconds on "# x" and a few KB of spaces (cubic); the closing #s are cut with `str` methods.
-_HEADING = re.compile(r"\s{0,3}#{1,6}\s(.*)")
-_BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
-_ORDERED = re.compile(r"^(\s*)(\d{1,9})[.)]\s+(.*)$")
-_QUOTE = re.compile(r"^\s{0,3}>\s?(.*)$")
-_RULE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
-_TABLE_SEP = re.compile(r"\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?")  # fullmatch on the stripped line
-_SAFE_URL = re.compile(r"(?:https?://|mailto:)[^\s<>|]+", re.IGNORECASE)
-# Inline rules only (blocks are read line by line below); HTML and entities stay text, escaped.
-_MD = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").disable(["entity", "autolink"])
-# Every link target is read; `_link` decides what becomes clickable (a `javascript:` one is shown
-# as text beside its label, not dropped).
-_MD.validateLink = lambda url: True  # type: ignore[method-assign]
-_BOLD_MARK = "\x01"
+__all__ = ["FENCE", "markdown_to_mrkdwn", "split_message"]
+
+_OPTIONS = pyromark.Options.ENABLE_TABLES | pyromark.Options.ENABLE_STRIKETHROUGH
+# Quotes and list items nested deeper than this on one line are shown as their literal markers:
+# no one reads the 9th level, and "> " * 32768 would otherwise be 65,000 events to walk.
+MAX_NESTING = 8
+# A line that starts with a long run of marker characters (one character class: a fast scan, where
+# a counted group costs a step per repetition); `_flatten` then reads the markers one by one.
+_MARKER_RUN = re.compile(rf"^[ \t]*[>*+\-\d.)][ \t>*+\-\d.)]{{{MAX_NESTING},}}", re.MULTILINE)
+# One container marker and the blanks after it; the group that matched holds its punctuation.
+_MARKER = re.compile(r"(?:(>)|([-*+])(?=[ \t])|\d{1,9}([.)])(?=[ \t]))[ \t]*")
 
 
-def _host(url: str) -> str:
-    """Where a link really goes: the host of a web link, the address of a mailto."""
-    if url.lower().startswith("mailto:"):
-        return url[len("mailto:") :]
-    return (urlsplit(url).hostname or url).lower()
+def _flatten(run: re.Match[str]) -> str:
+    """Escape a line's first container marker past MAX_NESTING: the rest of the line is then text."""
+    text, end = run.string, run.end()
+    pos = end - len(run.group(0).lstrip(" \t"))
+    for _ in range(MAX_NESTING):
+        marker = _MARKER.match(text, pos, end)
+        if marker is None:
+            return run.group(0)
+        pos = marker.end()
+    marker = _MARKER.match(text, pos, end)
+    if marker is None or marker.lastindex is None:
+        return run.group(0)
+    cut = marker.start(marker.lastindex)
+    return text[run.start() : cut] + "\\" + text[cut:end]
 
 
-def _link(label: str, url: str) -> str:
-    text = escape(label).replace("|", "¦")
-    if _SAFE_URL.fullmatch(url):
-        # A label can claim any destination ("[paypal.com](https://evil.test)"): unless it is the
-        # link's own host or URL, the real host is shown beside it.
-        host = _host(url)
-        plain_label = label.strip().lower().removeprefix("https://").removeprefix("http://").rstrip("/")
-        if plain_label not in {
-            host,
-            url.lower().removeprefix("https://").removeprefix("http://").rstrip("/"),
-        }:
-            text = f"{text} ({escape(host)})"
-        return f"<{url.replace('&', '&amp;')}|{text}>"
-    return f"{text} ({escape(url)})"  # not a web link: show it, do not make it clickable
+def walk_budget(size: int) -> int:
+    """What converting a text of `size` characters may cost (`Writer.budget`) before it is text.
 
-
-def inline(text: str) -> str:
-    """One line of Markdown as mrkdwn: emphasis, strikethrough, links; code spans escaped verbatim.
-
-    markdown-it-py's inline parser (CommonMark's delimiter algorithm: linear in the line, where the
-    lazy regexes this replaces were quadratic on `**a **a …`) gives the tokens; every text piece is
-    escaped here, so model output cannot mention anyone or forge a link.
+    Prose spends a unit every 5-10 characters and a table of short cells one every 2; 64 KB of
+    `"#\\n"`, `"|1|\\n|-|\\n\\n"` or `"*_"` several per character, up to 80 ms of walking. Past the
+    budget the answer is shown as escaped text: no 64 KB input walks more than ~53,000 units.
     """
-    if not text:
-        return ""
-    tokens = _MD.parseInline(text, {})[0].children or []
-    out: list[str] = []
-    label: list[str] | None = None  # the text of the link being read, if inside one
-    href = ""
-    for token in tokens:
-        kind = token.type
-        if kind == "link_open":
-            href, label = str(token.attrs.get("href") or ""), []
-        elif kind == "link_close" and label is not None:
-            out.append(_link("".join(label), href))
-            label = None
-        elif label is not None:
-            label.append(token.content if kind in ("text", "code_inline") else "")
-        else:
-            out.append(_piece(token))
-    if label is not None:  # an unclosed link: its text as text
-        out.append(escape("".join(label)))
-    return "".join(out)
-
-
-def _piece(token: Token) -> str:
-    """One inline token outside a link, as mrkdwn."""
-    kind = token.type
-    if kind == "code_inline":
-        return "`" + escape(token.content.replace("`", "ˋ")) + "`"
-    if kind in _MARKS:
-        return _MARKS[kind]
-    if kind == "image":
-        return "!" + _link(token.content or "image", str(token.attrs.get("src") or ""))
-    if kind in ("softbreak", "hardbreak"):
-        return "\n"
-    return escape(token.content)
-
-
-_MARKS = {
-    "strong_open": "*", "strong_close": "*", "em_open": "_", "em_close": "_", "s_open": "~", "s_close": "~",
-}  # fmt: skip
-
-
-def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
-
-
-def _table(lines: list[str]) -> list[str]:
-    """A Markdown table as an aligned code block (Slack has no tables)."""
-    rows = [_cells(line) for i, line in enumerate(lines) if i != 1]
-    width = max(len(r) for r in rows)
-    rows = [r + [""] * (width - len(r)) for r in rows]
-    sizes = [max(len(r[c]) for r in rows) for c in range(width)]
-    text = [" | ".join(cell.ljust(sizes[c]) for c, cell in enumerate(row)).rstrip() for row in rows]
-    text.insert(1, "-+-".join("-" * s for s in sizes))
-    return [FENCE, *(escape(t) for t in text), FENCE]
-
-
-def _heading_text(rest: str) -> str:
-    """A heading's text without its optional closing run of #s (CommonMark: one after a space)."""
-    text = rest.strip()
-    bare = text.rstrip("#")
-    return bare.rstrip() if not bare or bare[-1] in " \t" else text
-
-
-def _block_line(line: str) -> str:
-    if m := _HEADING.fullmatch(line):
-        title = inline(_heading_text(m.group(1)).replace("**", "").replace("__", "")).strip("*")
-        return f"*{title}*" if title else ""
-    if m := _BULLET.match(line):
-        return f"{m.group(1)}• {inline(m.group(2))}"
-    if m := _ORDERED.match(line):
-        return f"{m.group(1)}{m.group(2)}. {inline(m.group(3))}"
-    if _RULE.match(line):
-        return "──────────"
-    if m := _QUOTE.match(line):
-        return f">{inline(m.group(1))}"  # a literal ">" opens a quote; it cannot form a mention
-    return inline(line)
+    return 4096 + size * 3 // 4
 
 
 def markdown_to_mrkdwn(md: str) -> str:
     """Convert Markdown to escaped Slack mrkdwn (see the module docstring)."""
-    lines = md.replace("\r\n", "\n").replace("\x00", "").replace(_BOLD_MARK, "").split("\n")
-    out: list[str] = []
-    fence: str | None = None
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        marker = _FENCE_LINE.match(line)
-        if fence is not None:
-            if marker and marker.group(1) == fence and not line.strip()[3:].strip():
-                out.append(FENCE)
-                fence = None
-            else:
-                out.append(escape(line))
-        elif marker:
-            fence = marker.group(1)
-            out.append(FENCE)  # the language tag would show as text in Slack
-        elif (
-            "|" in line
-            and i + 1 < len(lines)
-            and "|" in lines[i + 1]
-            and _TABLE_SEP.fullmatch(lines[i + 1].strip())
-        ):
-            end = i + 2
-            while end < len(lines) and "|" in lines[end] and lines[end].strip():
-                end += 1
-            out += _table(lines[i:end])
-            i = end
-            continue
-        else:
-            out.append(_block_line(line))
-        i += 1
-    if fence is not None:
-        out.append(FENCE)
-    return "\n".join(out)
+    md = md.replace("\r\n", "\n").replace("\x00", "")
+    text = _MARKER_RUN.sub(_flatten, md)
+    writer = Writer(walk_budget(len(text)))
+    try:
+        writer.feed_all(pyromark.events(text, options=_OPTIONS))
+    except OverBudget:
+        return escape(md)
+    return writer.finish()
 
 
 def _hard_wrap(line: str, width: int) -> list[str]:

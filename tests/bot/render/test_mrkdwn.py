@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.render.escape import plain, safe
+from bot.render.escape import escape, plain, safe
 from bot.render.mrkdwn import FENCE, markdown_to_mrkdwn, split_message
 
 
@@ -42,10 +43,73 @@ from bot.render.mrkdwn import FENCE, markdown_to_mrkdwn, split_message
         ("| a | bb |\n|---|:-:|\n| 1 | 2 |", "```\na | bb\n--+---\n1 | 2\n```"),
         ("x | y without separator", "x | y without separator"),
         ("<!channel> & @here", "&lt;!channel&gt; &amp; @\u2060here"),
+        # CommonMark as pulldown-cmark reads it: autolinks, reference links, setext headings.
+        ("<https://e.com/x>", "<https://e.com/x|https://e.com/x>"),
+        ("<me@x.test>", "<mailto:me@x.test|me@x.test>"),
+        ("[docs]\n\n[docs]: https://e.com", "<https://e.com|docs (e.com)>"),
+        ("first line\nsecond\n---", "*first line second*"),
+        ("# H\ntext", "*H*\n\ntext"),
+        # A table cell shows its text: its marks and link targets would be noise in a code block.
+        ("| **a** | `b` |\n|---|---|\n| [l](https://e.com) | 2 |", "```\na | b\n--+--\nl | 2\n```"),
+        ("<div>\n**x** <@U1>\n</div>", "&lt;div&gt;\n**x** &lt;@U1&gt;\n&lt;/div&gt;"),
+        ("[x](https://[)", "<https://[|x (https://[)>"),  # no host to read: shown whole, no error
+        ("[![img](https://i.test/a.png) label](https://e.com)", "<https://e.com|img label (e.com)>"),
+        ("-\n- b", "•\n• b"),
+        ("- a\n\n  more\n- b", "• a\n\n  more\n• b"),
+        ("> - one\n> - two", ">• one\n>• two"),
+        ("10. ten\n11. eleven", "10. ten\n11. eleven"),
+        ("***both***", "_*both*_"),
     ],
 )
 def test_markdown_to_mrkdwn(md: str, expected: str) -> None:
     assert markdown_to_mrkdwn(md) == expected
+
+
+# Pieces a model (or someone quoting one) could write to ping people or forge a link.
+_HOSTILE = [
+    "<@U1>", "<!here>", "<!channel>", "@here", "[a](https://e.com)", "[x](javascript:1)", "<https://e.com>",
+    "<a@b.c>", "**", "*", "_", "~~", "`", "```", "\n", "\n\n", "> ", "- ", "1. ", "# ", "|", "|-|", "![",
+    "](", ")", "<", ">", "&", "&lt;", "&#60;", "\\", " ", "a", "<div>", "<!-- ", "[r]",
+    "[r]: https://r.e\n", "    ", "---",
+]  # fmt: skip
+_LINK = re.compile(r"<(?:https?://|mailto:)[^\s<>|]+\|[^<>]*>")
+_LINE_PREFIX = re.compile(r"^(?:>|  |• |\d+\. )*", re.MULTILINE)  # quotes and list items
+
+
+@given(st.lists(st.sampled_from(_HOSTILE), max_size=60))
+@settings(max_examples=300, deadline=None)
+def test_only_links_and_quotes_keep_angle_brackets(pieces: list[str]) -> None:
+    """Every `<` or `>` shown is a web or mail link the converter built, or a line's quote mark."""
+    shown = _LINE_PREFIX.sub("", _LINK.sub("", markdown_to_mrkdwn("".join(pieces))))
+    assert "<" not in shown
+    assert ">" not in shown
+
+
+def test_containers_past_eight_levels_on_a_line_show_as_text() -> None:
+    assert markdown_to_mrkdwn("> " * 12 + "x") == ">" * 8 + "&gt; " * 4 + "x"
+    assert markdown_to_mrkdwn("- " * 10 + "x") == "• " * 8 + "- - x"
+    assert markdown_to_mrkdwn("1. " * 10 + "x") == "1. " * 10 + "x"  # 8 lists, then "1. 1. x" as text
+    assert markdown_to_mrkdwn("- " * 8 + "x") == "• " * 8 + "x"
+
+
+def test_a_text_past_its_walk_budget_is_shown_escaped() -> None:
+    tiny_blocks = "#\n<@U1>\n" * 2000  # an event or more per character
+    assert markdown_to_mrkdwn(tiny_blocks) == escape(tiny_blocks)
+    assert markdown_to_mrkdwn("#\n<@U1>\n" * 20).startswith("\n\n&lt;@U1&gt;")  # small: rendered
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Some **bold**, a [link](https://e.com) and `code`.\n",
+        "| file | status |\n|---|---|\n" + "| a.py | ok |\n" * 50,
+        "- item number\n",
+        "1. Run `make test` now\n",
+    ],
+)
+def test_answers_people_write_stay_within_the_walk_budget(answer: str) -> None:
+    text = answer * (64 * 1024 // len(answer))
+    assert markdown_to_mrkdwn(text) != escape(text)
 
 
 def fences_balanced(chunk: str) -> bool:
@@ -130,6 +194,13 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "rule of spaces": lambda n: "-" + " " * n + "x",
     "long line": lambda n: "word " * (n // 5),
     "mixed": lambda n: ("![[a](`<**_" * n)[:n],
+    # Quadratic in markdown-it-pyrs (1 s at 60 KB); ">" * 60000 crashed it when its tree was freed.
+    "nested emphasis": lambda n: "*a _a " * (n // 12) + "a" + " a_ a*" * (n // 12),
+    "quotes without spaces": lambda n: ">" * n + "x",
+    "nested images": lambda n: "![" * (n // 6) + "a" + "](b)" * (n // 6),
+    # Tiny blocks: an event or more per character, stopped by the walk budget.
+    "empty headings": lambda n: "#\n" * (n // 2),
+    "tiny tables": lambda n: "|a|\n|-|\n\n" * (n // 9),
 }
 
 

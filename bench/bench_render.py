@@ -1,4 +1,7 @@
-"""Rendering an agent's answer for Slack: Markdown → mrkdwn on adversarial 16-64 KB texts.
+"""Rendering an agent's final answer for Slack, on adversarial 16-64 KB texts.
+
+What a run's end does with the answer, whole: redaction, Markdown → mrkdwn, the split into
+messages and their blocks.
 
 Target: under 50 ms for 64 KB of the worst inputs found (issue 20: the regex converter took 6.7 s
 on `"**a " * n`, markdown-it-py about a second on `"![" * n`; pulldown-cmark's compiled parser
@@ -12,7 +15,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from bot.render.mrkdwn import markdown_to_mrkdwn
+from bot.runs.blocks import final_answer_messages
+from orchestrator import RunFinished, RunView
 
 TARGET_S = 0.050
 # The shapes of tests/bot/render/test_mrkdwn.py's linearity test, then others that made a parser
@@ -64,7 +68,7 @@ def _best(text: str, runs: int = 3) -> float:
     best = float("inf")
     for _ in range(runs):
         started = time.perf_counter()
-        markdown_to_mrkdwn(text)
+        final_answer_messages(RunFinished(winner="a1", answer=text), RunView())
         best = min(best, time.perf_counter() - started)
     return best
 

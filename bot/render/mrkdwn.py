@@ -96,9 +96,11 @@ def split_message(text: str, limit: int = 3000) -> list[str]:
     current: list[str] = []
     size = -1  # length of "\n".join(current)
     in_fence = False
+    width = limit - 2 * len(FENCE) - 2
     for line in text.split("\n"):
-        for piece in _hard_wrap(line, limit - 2 * len(FENCE) - 2):
-            toggles = piece.count(FENCE) % 2 == 1
+        # Most lines are short and hold no fence: no wrap to try, no count to make.
+        for piece in (line,) if len(line) <= width else _hard_wrap(line, width):
+            toggles = FENCE in piece and piece.count(FENCE) % 2 == 1
             closing = len(FENCE) + 1 if in_fence != toggles else 0  # room to close a fence left open
             if current and size + len(piece) + 1 + closing > limit:
                 chunks.append("\n".join([*current, FENCE] if in_fence else current))

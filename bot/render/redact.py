@@ -41,8 +41,34 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], str], ...] = (
 )
 
 
+# Substrings, one of which every match of the pattern of that kind holds once case-folded: a text
+# holding none of a kind's is not scanned for it (each scan of 64 KB costs about 2 ms).
+_TRIGGERS: dict[str, tuple[str, ...]] = {
+    "private key": ("-----begin",),
+    "anthropic key": ("sk-ant-",),
+    "openai key": ("sk-",),
+    "slack token": ("xox",),
+    "slack app token": ("xapp-",),
+    "github token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "aws key id": ("akia", "asia"),
+    "aws secret": ("aws",),
+    "bearer token": ("bearer", "basic"),
+    "url password": ("://",),
+    "secret parameter": ("=",),
+}
+
+
 def redact(text: str) -> str:
     """Replace every secret-looking substring with `[redacted <kind>]`, keeping labels like `Bearer `."""
+    folded = text.casefold()
+    for kind, pattern, template in _PATTERNS:
+        if any(trigger in folded for trigger in _TRIGGERS[kind]):
+            text = pattern.sub(template.replace("{m}", f"[redacted {kind}]"), text)
+    return text
+
+
+def redact_every_pattern(text: str) -> str:
+    """`redact` without the triggers (each pattern scans the whole text): what it must equal."""
     for kind, pattern, template in _PATTERNS:
         text = pattern.sub(template.replace("{m}", f"[redacted {kind}]"), text)
     return text

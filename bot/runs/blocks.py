@@ -41,8 +41,9 @@ Rendered = tuple[str, list[Block]]
 # A link is shown only for a plain http(s) URL: no spaces, and none of mrkdwn's `<`, `>`, `|`.
 _LINKABLE = re.compile(r"https?://[^\s<>|]{1,2000}")
 ANSWER_GONE = "That answer is no longer available."  # Show full, after the run's store forgot it
-# Above this many characters an answer is rendered in a worker thread: 64 KB of adversarial
-# Markdown takes about a second in markdown-it-py, which would stall every run on the event loop.
+# Above this many characters an answer is rendered in a worker thread: a large answer's render
+# (parse, redaction, escaping) grows with it, about 15 ms per 64 KB of prose, and would otherwise
+# hold every run on the event loop for as long.
 OFF_LOOP_CHARS = 8 * 1024
 MESSAGE_TEXT_BUDGET = 10_000  # visible block text per message; Slack rejects ~12-13k (bolt-js #2509)
 
@@ -229,7 +230,9 @@ def rebuilt_line(view: RunView, agent_id: str, reason: str) -> str:
 
 def final_answer_messages(event: RunFinished, view: RunView) -> list[Rendered]:
     """The winning answer as one or more thread posts (Markdown → mrkdwn, split when long)."""
-    body = markdown_to_mrkdwn(redact(event.answer)) or "_(the run produced an empty answer)_"
+    redacted = redact(event.answer)  # once: per message it made the answer's cost quadratic
+    body = markdown_to_mrkdwn(redacted) or "_(the run produced an empty answer)_"
+    first = " ".join(redacted[:1000].split())  # the notification's preview: 200 characters shown
     facts = _final_facts(event, view)
     groups = _group(split_message(body, 3000), MESSAGE_TEXT_BUDGET - len(facts) - 200)
     messages: list[Rendered] = []
@@ -252,7 +255,6 @@ def final_answer_messages(event: RunFinished, view: RunView) -> list[Rendered]:
         if i == len(groups) - 1:
             blocks += [context(safe(rebuilt_line(view, a, why), 500)) for a, why in view.rebuilt[:5]]
         part = f" (part {i + 1}/{len(groups)})" if len(groups) > 1 else ""
-        first = " ".join(redact(event.answer).split())
         text = f"Final answer{part}: {safe(first, 200)}" if i == 0 else f"Final answer{part}"
         if i == 0 and view.requester:  # the person who asked is notified that the answer is here
             text += f" · for {user_mention(view.requester)}"

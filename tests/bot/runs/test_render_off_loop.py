@@ -9,8 +9,24 @@ from typing import Any
 from bot.runs.blocks import OFF_LOOP_CHARS, final_answer_messages, render_answer_modal, render_final_answer
 from orchestrator import RunFinished, RunView
 
-# About a second of markdown-it-py's work (nested image openers): long enough to see a stall.
-LARGE = "![" * (32 * 1024)
+_PROSE = "Some **bold** text, a [link](https://example.com/x) and `code`, then words.\n\n- one\n- two\n\n"
+# About 0.2 s of rendering (1 MB of ordinary Markdown): long enough to see a stall.
+LARGE = (_PROSE * (1024 * 1024 // len(_PROSE) + 1))[: 1024 * 1024]
+
+
+def _best_of_3(answer: str) -> float:
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        final_answer_messages(RunFinished(winner="a1", answer=answer), RunView())
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def test_a_final_answers_cost_grows_linearly_with_its_length() -> None:
+    """Four times the answer, about four times the work (it was quadratic: one redaction per message)."""
+    small, large = LARGE[: 64 * 1024], LARGE[: 256 * 1024]
+    assert _best_of_3(large) < 8 * _best_of_3(small)
 
 
 async def _longest_gap_while(work: asyncio.Future[Any]) -> float:

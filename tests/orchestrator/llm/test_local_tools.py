@@ -20,7 +20,7 @@ import pytest
 from orchestrator import start_run
 from orchestrator.config.team import AgentConfig, BackendConfig, TeamConfig
 from orchestrator.errors import ProviderConfigError
-from orchestrator.events import ModelCallCompleted, ToolDecided
+from orchestrator.events import ModelCallCompleted, ToolApprovalRequested, ToolCalled, ToolDecided
 from orchestrator.llm import llamacpp
 from orchestrator.ports import RunContext, RunTools
 from orchestrator.tools.toolbox import build_run_tools
@@ -116,11 +116,18 @@ def _decision(tool: str) -> Callable[[Harness], Awaitable[ToolDecided]]:
     return first
 
 
-async def _any_decision(harness: Harness) -> ToolDecided:
+async def _any_judgement(harness: Harness) -> tuple[str, str]:
+    """The first call the gate judged: decided (allowed or denied), or asked about (waits for a human:
+    the model may well run an unknown program, such as `run_command` itself). Its tool and action."""
     while True:
-        found = [e for e in harness.events if isinstance(e, ToolDecided)]
-        if found:
-            return found[0]
+        for event in harness.events:
+            if isinstance(event, ToolDecided):
+                return event.tool, event.action
+            if isinstance(event, ToolApprovalRequested):
+                called = [
+                    e for e in harness.events if isinstance(e, ToolCalled) and e.agent_id == event.agent_id
+                ]
+                return (called[-1].tool if called else "?"), event.action
         await asyncio.sleep(0.2)
 
 
@@ -128,7 +135,7 @@ async def test_a_question_about_a_file_makes_a_real_tool_call_through_the_gate(t
     # The 135M model picks a real tool with well-formed arguments, though not always the named file
     # (it reads `file.txt` as often as `VERSION`): the call is asserted, not the model's judgement.
     task = "What version number is written in the file VERSION? Read the file, then answer."
-    decided, _ = await _run_until(tmp_path, task, _any_decision)
-    assert decided.tool in {"list_files", "read_file", "run_command", "write_file"}
-    assert decided.action.startswith(("read(", "write(", "command("))
-    print(f"\n{decided.tool}: {decided.action} -> {decided.outcome}")
+    (tool, action), _ = await _run_until(tmp_path, task, _any_judgement)
+    assert tool in {"list_files", "read_file", "run_command", "write_file"}
+    assert action.startswith(("read(", "write(", "command("))
+    print(f"\n{tool}: {action}")

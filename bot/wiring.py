@@ -298,11 +298,19 @@ async def build_services(
     outbox: OutboxOptions | None = None,
     clock: Callable[[], float] = time.time,
     observe: Callable[[str, RunEvent], None] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Services:
     """Wire every layer for one process. `tools="none"` runs agents with the workflow tools only.
 
     `team` (the playground's) is the default team as given; otherwise it comes from `team_file`.
+    `progress` hears each start-up phase as it begins (what `/readyz` says until the process serves).
+
+    The engine launches paused: the runs it recovers resume only once the start-up work that
+    belongs before them is done (orphans failed, settled runs woken, expiry timers, the SDKs
+    warmed). Otherwise a hundred runs resuming on this one loop starve that work, and the process
+    serves only after most of them have ended.
     """
+    phase = progress or _quiet
     from approvals import ExpiryScheduler
     from bot.approval_ui import ApprovalsUI, ApprovalUseCases, ApproverDMs, pending_for
     from bot.engine import engine_config, wake_on_decisions, wake_settled
@@ -344,6 +352,8 @@ async def build_services(
         types = [a.backend.type for a in teams.default.team.agents]
         warming = asyncio.create_task(asyncio.to_thread(warm_up, types), name="warm-up")
     client = client or make_client(settings)
+    identity = asyncio.create_task(identify(client), name="identify")  # a round trip: meanwhile
+    phase("opening the database")
     db = await open_storage(settings)
     pacing = outbox or OutboxOptions().scaled(settings.slack_minute / 60.0)
     box = _make_outbox(client, pacing, db.engine, owner=settings.executor_id)
@@ -399,9 +409,12 @@ async def build_services(
     presenter.attach()
     subscribe_all(metrics, db.approvals, box)
     await box.start()
-    # Launching recovers this executor's pending runs (its step resumes each from the run store).
-    await engine.launch(supervisor if config.executes else None)
+    # Launching recovers this executor's pending runs (its step resumes each from the run store,
+    # once the steps open below).
+    phase("launching the engine")
+    await engine.launch(supervisor if config.executes else None, paused=True)
     wake_on_decisions(db.approvals, _async(supervisor.wake))  # a parked run resumes wherever it is decided
+    phase("recovering runs")
     await recover(history, db.approvals, box, held=engine.holding)
     # A decision stored just before a crash, its wake never sent: the run would wait for its timeout.
     left = [run.run_id for run in await history.left_running()]
@@ -428,13 +441,19 @@ async def build_services(
         bot_token=secret(settings.slack_bot_token),
         signing_secret=secret(settings.slack_signing_secret),
         metrics=metrics,
-        identity=await identify(client),
+        identity=await identity,
     )
     services.ready_checks["engine"] = engine.ready
     _start_retention(services)
     if warming is not None:
+        phase("warming the model SDKs")
         await warming  # serving means warmed: no ack waits for an SDK import
+    engine.open_steps()
     return services
+
+
+def _quiet(_: str) -> None:
+    """No one listens to the start-up's phases."""
 
 
 def _channel_settings(teams: TeamCatalog, engine: AsyncEngine, call: Any, groups_of: Any) -> ChannelSettings:

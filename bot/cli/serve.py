@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from bot.cli.starting import Starting
 from bot.settings import BotSettings, Mode, Role, missing_settings_help, secret, settings_problem
 
 log = logging.getLogger("massgen-bot")
@@ -211,48 +212,47 @@ async def serve(
     unwinding them, which would record their end), pending in the engine, to resume elsewhere or
     at the next start.
     """
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from approvals import ApprovalsError
-    from bot.app import build_app
-    from bot.wiring import build_services
-    from orchestrator import TeamConfigError
-
     if stop is None:
         stop = _stop_on_signals()  # before anything that can wait: a signal stops every state
+    if freeze_gc:
+        # Start-up makes objects that live as long as the process (SDK modules imported, schemas
+        # built): collecting them meanwhile is wasted work, about an eighth of the SDKs' import.
+        gc.disable()
+    port = settings.port if port is None else port
+    # The port answers from now on (alive; 503 "starting: …" until the process serves), so a
+    # probe tells a process that is starting from one that hangs.
+    starting = Starting()
     try:
-        if (problem := _team_file_problem(team_file or settings.team_file)) is not None:
-            print(f"massgen-bot: {problem}", file=sys.stderr)
-            return 1
-        services = await build_services(settings, team_file=team_file)
-    except TeamConfigError as exc:
+        early = await _bind_starting(starting, settings.host, port)
+    except CannotListen as exc:
         print(f"massgen-bot: {exc}", file=sys.stderr)
         return 1
-    except (OSError, ApprovalsError, SQLAlchemyError) as exc:  # the database: a bad URL, unreachable
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        print(f"massgen-bot: cannot open the database (DATABASE_URL): {first}", file=sys.stderr)
+    try:
+        services = await _services(settings, team_file, starting)
+    except BaseException:
+        await early.cleanup()
+        raise
+    if services is None:
+        await early.cleanup()
         return 1
     async with contextlib.AsyncExitStack() as stack:
         # Unwound in reverse: stop taking requests first, then drain runs and close the services.
         stack.push_async_callback(services.close, grace=settings.shutdown_grace)
-        app = build_app(services)
+        stack.push_async_callback(early.cleanup)
+        app = None if mode == "worker" else _slack_app(services)
         if freeze_gc:
             # Start-up objects (SDK types, schemas, listeners) live as long as the process: move them
             # out of the collector's view so a full collection cannot stall an ack for ~100 ms.
             gc.collect()
             gc.freeze()
-        port = settings.port if port is None else port
+            gc.enable()
         # Connecting may never succeed (Socket Mode retries an unreachable Slack for ever): a stop
         # signal ends the wait whatever the state.
-        listening = asyncio.ensure_future(_listen(stack, app, services, mode, settings, port))
+        listening = asyncio.ensure_future(_listen(stack, app, services, mode, starting, settings, port))
         stopping = asyncio.ensure_future(stop.wait())
         await asyncio.wait({listening, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if listening.done():
-            try:
-                listening.result()
-            except CannotListen as exc:
-                print(f"massgen-bot: {exc}", file=sys.stderr)
-                return 1
+            listening.result()
             if ready is not None:
                 ready.set()
             await stopping
@@ -269,6 +269,35 @@ async def serve(
     return 0
 
 
+async def _services(settings: BotSettings, team_file: Path | None, starting: Starting) -> Any:
+    """The built services, or None once the reason they cannot be built is printed."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from approvals import ApprovalsError
+    from bot.wiring import build_services
+    from orchestrator import TeamConfigError
+
+    try:
+        starting.enter("loading the team")
+        if (problem := _team_file_problem(team_file or settings.team_file)) is not None:
+            print(f"massgen-bot: {problem}", file=sys.stderr)
+            return None
+        return await build_services(settings, team_file=team_file, progress=starting.enter)
+    except TeamConfigError as exc:
+        print(f"massgen-bot: {exc}", file=sys.stderr)
+    except (OSError, ApprovalsError, SQLAlchemyError) as exc:  # the database: a bad URL, unreachable
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"massgen-bot: cannot open the database (DATABASE_URL): {first}", file=sys.stderr)
+    return None
+
+
+def _slack_app(services: Any) -> Any:
+    """The Bolt app with every listener (a worker has none: it never loads the Slack SDK's app)."""
+    from bot.app import build_app
+
+    return build_app(services)
+
+
 def _team_file_problem(team_file: Path | None) -> str | None:
     """A team file's local agents whose model files are missing (before the services start, not at a run)."""
     if team_file is None:
@@ -281,41 +310,41 @@ def _team_file_problem(team_file: Path | None) -> str | None:
 
 
 async def _listen(
-    stack: contextlib.AsyncExitStack, app: Any, services: Any, mode: Serving, settings: BotSettings, port: int
+    stack: contextlib.AsyncExitStack,
+    app: Any,
+    services: Any,
+    mode: Serving,
+    starting: Starting,
+    settings: BotSettings,
+    port: int,
 ) -> None:
+    """Connect to Slack if this mode does, then serve: the port's requests go to the real app."""
+    from bot.app import build_health_app, build_web_app
+
     if mode == "http":
-        await _listen_http(stack, app, services, settings.host, port)
+        starting.serve(build_web_app(app, services))
+        log.info("serving Slack over HTTP on %s:%s/slack/events", settings.host, port)
         return
     if mode != "worker":
+        starting.enter("connecting to Slack")
         await _listen_socket(stack, app, secret(settings.slack_app_token))
     # Health checks (Docker, Kubernetes) need HTTP in Socket Mode too: /healthz and /readyz only.
-    await _listen_health(stack, services, settings.host, port)
+    starting.serve(build_health_app(services))
+    log.info("health checks on %s:%s/healthz and /readyz", settings.host, port)
 
 
-async def _listen_http(
-    stack: contextlib.AsyncExitStack, app: Any, services: Any, host: str, port: int
-) -> None:
+async def _bind_starting(starting: Starting, host: str, port: int) -> Any:
+    """The port bound to `starting`'s application; its runner (cleaned up once, at the end)."""
     from aiohttp import web
 
-    from bot.app import build_web_app
-
-    runner = web.AppRunner(build_web_app(app, services), access_log=None)
+    runner = web.AppRunner(starting.application(), access_log=None)
     await runner.setup()
-    stack.push_async_callback(runner.cleanup)
-    await _bind(web.TCPSite(runner, host, port), host, port)
-    log.info("serving Slack over HTTP on %s:%s/slack/events", host, port)
-
-
-async def _listen_health(stack: contextlib.AsyncExitStack, services: Any, host: str, port: int) -> None:
-    from aiohttp import web
-
-    from bot.app import build_health_app
-
-    runner = web.AppRunner(build_health_app(services), access_log=None)
-    await runner.setup()
-    stack.push_async_callback(runner.cleanup)
-    await _bind(web.TCPSite(runner, host, port), host, port)
-    log.info("health checks on %s:%s/healthz and /readyz", host, port)
+    try:
+        await _bind(web.TCPSite(runner, host, port), host, port)
+    except CannotListen:
+        await runner.cleanup()
+        raise
+    return runner
 
 
 async def _bind(site: Any, host: str, port: int) -> None:

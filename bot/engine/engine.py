@@ -50,7 +50,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bot.engine.config import EngineConfig
 from bot.engine.limits import ProviderLimits
 from bot.engine.tables import Action, Control, EngineTables
-from bot.engine.workflow import WAKE, RunExecutor, drain, fence, host, run_workflow, unhost
+from bot.engine.workflow import WAKE, RunExecutor, drain, fence, host, open_steps, run_workflow, unhost
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +88,16 @@ class Engine:
             config.limits, database, poll=config.limit_poll, holder=config.executor_id
         )
 
-    async def launch(self, executor: RunExecutor | None) -> None:
-        """Start DBOS (recovering this executor's pending runs) and register the runs queue."""
+    async def launch(self, executor: RunExecutor | None, *, paused: bool = False) -> None:
+        """Start DBOS (recovering this executor's pending runs) and register the runs queue.
+
+        `paused`: the runs' steps (the recovered ones first of all) wait until `open_steps()`, so
+        the start-up work that must come before them is not starved by them.
+        """
         started = time.perf_counter()
         await self.tables.create_schema()
         if executor is not None and self.config.executes:
-            host(executor, asyncio.get_running_loop(), park_timeout=self.config.park_timeout)
+            host(executor, asyncio.get_running_loop(), park_timeout=self.config.park_timeout, paused=paused)
         await asyncio.to_thread(self._launch)
         self._queue = await DBOS.register_queue_async(
             RUNS_QUEUE,
@@ -117,6 +121,10 @@ class Engine:
             self.config.role,
             self.config.application_version,
         )
+
+    def open_steps(self) -> None:
+        """Let the runs' steps held by `launch(paused=True)` begin."""
+        open_steps()
 
     def _launch(self) -> None:
         route_dbos_logs()

@@ -56,27 +56,46 @@ async def wake_settled(
 
     A process killed between storing a decision and sending its wake leaves the run parked until
     its workflow's timeout (an hour by default); the decision is in the store, so look. Returns
-    the runs woken. A failed send is logged: the workflow's own timeout still comes.
+    the runs woken. A failed send is logged: the workflow's own timeout still comes. The runs are
+    looked at a few at a time (after a crash there may be hundreds, and the process serves only
+    once this is done), and their wakes sent in the order given.
     """
+    ids = list(run_ids)
+    room = asyncio.Semaphore(_AT_ONCE)
+
+    async def settled(run_id: str) -> str | None:
+        async with room:
+            return await _settled_request(store, approvals, run_id)
+
+    found = await asyncio.gather(*(settled(run_id) for run_id in ids))
     woken: list[str] = []
-    for run_id in run_ids:
-        events = await store.events(run_id)
-        if not events or not isinstance(events[-1], RunParked):
+    for run_id, request_id in zip(ids, found, strict=True):
+        if request_id is None:
             continue
-        for request_id in events[-1].waiting:
-            request = await approvals.get(request_id)
-            if request is None or request.status == "pending":
-                continue
-            try:
-                await send(run_id, {"approval": request_id})
-            except Exception as exc:
-                log.warning("could not wake run %s for %s: %s", run_id, request_id, exc)
-            else:
-                woken.append(run_id)
-            break
+        try:
+            await send(run_id, {"approval": request_id})
+        except Exception as exc:
+            log.warning("could not wake run %s for %s: %s", run_id, request_id, exc)
+        else:
+            woken.append(run_id)
     if woken:
         log.info("woke %d parked runs whose approvals were settled before the restart", len(woken))
     return woken
+
+
+_AT_ONCE = 8  # run logs read at a time by `wake_settled` (the pool has connections for others too)
+
+
+async def _settled_request(store: RunStore, approvals: ApprovalService, run_id: str) -> str | None:
+    """The first request a parked run waits for that is no longer pending, if any."""
+    events = await store.events(run_id)
+    if not events or not isinstance(events[-1], RunParked):
+        return None
+    for request_id in events[-1].waiting:
+        request = await approvals.get(request_id)
+        if request is not None and request.status != "pending":
+            return request_id
+    return None
 
 
 class OutsideWaker:

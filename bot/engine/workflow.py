@@ -8,6 +8,11 @@ from the run store, redoing at most the turns that were in flight.
 
 DBOS runs queued workflows on its own event loop thread; the executor lives on the bot's loop
 (its outbox, database engine and tasks belong there), so the step hands the call over to it.
+
+A process that launches its engine `paused` holds every step at its start until `open_steps`:
+DBOS resumes this executor's pending runs the moment it launches, and a hundred runs resuming
+on the bot's loop would starve the start-up work still to do (recovering orphans, waking
+settled runs, the expiry timers), and with it the moment the process serves.
 """
 
 from __future__ import annotations
@@ -15,14 +20,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from dbos import DBOS
 
 from bot.engine.config import FENCED, PARKED, SUSPEND_RETRY, SUSPENDED
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 WORKFLOW = "massgen.run"
 WAKE = "wake"
@@ -46,15 +53,30 @@ class _Host:
     # Set from the bot's loop, read on DBOS's: Events, not bools.
     closing: threading.Event = field(default_factory=threading.Event)
     fenced: threading.Event = field(default_factory=threading.Event)
+    # Set on the bot's loop, awaited there: steps begin once the process's start-up is done.
+    opened: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 _host: _Host | None = None
 
 
-def host(executor: RunExecutor, loop: asyncio.AbstractEventLoop, *, park_timeout: float) -> None:
-    """Make `executor` (on `loop`) the one this process's workflow steps call."""
+def host(
+    executor: RunExecutor, loop: asyncio.AbstractEventLoop, *, park_timeout: float, paused: bool = False
+) -> None:
+    """Make `executor` (on `loop`) the one this process's workflow steps call; called on `loop`.
+
+    `paused`: steps wait at their start until `open_steps()`.
+    """
     global _host  # DBOS workflows are module-level functions: one host per process
     _host = _Host(executor, loop, park_timeout)
+    if not paused:
+        _host.opened.set()
+
+
+def open_steps() -> None:
+    """Start-up is done: steps held by `host(paused=True)` begin (call on the bot's loop)."""
+    if _host is not None:
+        _host.opened.set()
 
 
 def fence(on: bool) -> None:
@@ -70,6 +92,7 @@ def drain() -> None:
     """Shutdown begins: steps that start from now on, or are cut short, leave their runs pending."""
     if _host is not None:
         _host.closing.set()
+        _host.opened.set()  # a step still held sees the closing at once, and abandons
 
 
 def unhost() -> None:
@@ -77,6 +100,7 @@ def unhost() -> None:
     global _host
     if _host is not None:
         _host.closing.set()
+        _host.opened.set()
     _host = None
 
 
@@ -86,22 +110,27 @@ async def _abandon() -> str:
     return PARKED  # unreachable
 
 
+async def _on_host(current: _Host, coro: Coroutine[Any, Any, T]) -> T:
+    """Await `coro` on the bot's loop (the step runs on DBOS's, or on the same one in tests)."""
+    if asyncio.get_running_loop() is current.loop:
+        return await coro
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, current.loop))
+
+
 @DBOS.step(name=f"{WORKFLOW}.execute")
 async def execute_step(run_id: str, payload: dict[str, Any]) -> str:
     """Start or resume the run on this process's executor."""
     current = _host
+    if current is not None and not current.opened.is_set():
+        await _on_host(current, current.opened.wait())
     # A thread's Event set from the bot's loop: looked at, not awaited. Another worker may take the
     # run over meanwhile; it is not driven here.
     while current is not None and current.fenced.is_set() and not current.closing.is_set():  # noqa: ASYNC110
         await asyncio.sleep(FENCE_POLL)
     if current is None or current.closing.is_set():
         return await _abandon()
-    coro = current.executor.execute(run_id, payload)
     try:
-        if asyncio.get_running_loop() is current.loop:
-            outcome = await coro
-        else:
-            outcome = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, current.loop))
+        outcome = await _on_host(current, current.executor.execute(run_id, payload))
     except asyncio.CancelledError:
         if current.closing.is_set():
             return await _abandon()
@@ -139,6 +168,7 @@ __all__ = [
     "execute_step",
     "fence",
     "host",
+    "open_steps",
     "run_workflow",
     "unhost",
 ]

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from sqlalchemy import Column, Float, MetaData, String, Table, Text, delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.batched import Batched
 from bot.slack.store import slack_runs
 from orchestrator import TeamConfig
 from orchestrator.repos import Credentials, RepoBinding, RepoCache, RepositoryError, bind_repository, rebind
@@ -54,6 +55,8 @@ class RunRepositories:
         self._cache = cache
         self._credentials = credentials
         self._clock = clock
+        # After a restart every resumed run asks at once: one query for all of them, not one each.
+        self._bindings = Batched(self._bindings_of)
 
     async def create_schema(self) -> None:
         """Create the table if missing (tests on a bare engine; deployments migrate)."""
@@ -83,7 +86,7 @@ class RunRepositories:
 
     async def restore(self, run_id: str, team: TeamConfig) -> TeamConfig:
         """A stored run's team with the binding it started with (as is when it had no repository)."""
-        binding = await self.binding(run_id)
+        binding = await self._bindings.get(run_id)
         if binding is None:
             return team
         return await asyncio.to_thread(rebind, team, self._cache, binding)
@@ -97,6 +100,15 @@ class RunRepositories:
                 )
             ).first()
         return None if row is None else RepoBinding.model_validate_json(row.binding)
+
+    async def _bindings_of(self, run_ids: list[str]) -> dict[str, RepoBinding]:
+        """The bindings of those of `run_ids` that have one, in one query."""
+        query = select(run_repositories.c.run_id, run_repositories.c.binding).where(
+            run_repositories.c.run_id.in_(run_ids)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return {row.run_id: RepoBinding.model_validate_json(row.binding) for row in rows}
 
     async def _in_thread(self, run_id: str, channel: str, thread_ts: str) -> RepoBinding | None:
         """The binding of the latest other run in this thread that had a repository (the parent, or

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -50,6 +51,22 @@ async def _wait_healthy(url: str, proc: asyncio.subprocess.Process, within: floa
     raise AssertionError("serve never became healthy")
 
 
+async def _wait_serving(base: str, proc: asyncio.subprocess.Process, within: float = 20.0) -> None:
+    """Until start-up is done: `/readyz` answers 503 "starting: …" before, and `/healthz` 200 all along."""
+    deadline = time.monotonic() + within
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            assert proc.returncode is None, "serve exited early"
+            with contextlib.suppress(aiohttp.ClientConnectionError):
+                async with session.get(f"{base}/readyz") as response:
+                    if "starting" not in await response.json():
+                        return
+                async with session.get(f"{base}/healthz") as response:
+                    assert response.status == 200  # alive while it starts
+            await asyncio.sleep(0.1)
+    raise AssertionError("serve never finished starting")
+
+
 async def test_serve_runs_a_task_end_to_end_and_drains_on_sigterm(tmp_path: Path) -> None:
     async with (
         SlackEmulator(bot_token=TOKEN, allowed_mentions={"U0USER"}) as slack,
@@ -83,7 +100,7 @@ async def test_serve_runs_a_task_end_to_end_and_drains_on_sigterm(tmp_path: Path
         )
         try:
             base = f"http://127.0.0.1:{port}"
-            await _wait_healthy(f"{base}/healthz", proc)
+            await _wait_serving(base, proc)
             async with aiohttp.ClientSession() as session, session.get(f"{base}/readyz") as r:
                 # auth.test failed at start-up (the injected faults): alive, but not ready, and why.
                 report = await r.json()

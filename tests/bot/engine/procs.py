@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -70,8 +71,13 @@ class BotProcess:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    async def start(self, *, within: float = 30.0) -> BotProcess:
-        """Start it and wait until its health check answers."""
+    async def start(self, *, within: float = 30.0, ready: bool = True) -> BotProcess:
+        """Start it and wait until it serves, and (`ready`) until its `/readyz` says ready.
+
+        Its port answers from the process's first second (`/readyz` 503 "starting: …"), so only
+        readiness says it takes Slack's requests and runs. `ready=False`: it serves, ready or not
+        (a test that starts it unready on purpose).
+        """
         self.log = self.cwd / f"bot-{self.port}-{time.monotonic_ns()}.log"
         with self.log.open("wb") as out:
             self.proc = await asyncio.create_subprocess_exec(
@@ -87,14 +93,13 @@ class BotProcess:
             while time.monotonic() < deadline:
                 if self.proc.returncode is not None:
                     raise AssertionError(f"bot exited early:\n{self.output()}")
-                try:
-                    async with session.get(f"{self.base}/healthz") as response:
-                        if response.status == 200:
+                with contextlib.suppress(aiohttp.ClientConnectionError):
+                    async with session.get(f"{self.base}/readyz") as response:
+                        report = await response.json()
+                        if response.status == 200 or (not ready and "starting" not in report):
                             return self
-                except aiohttp.ClientConnectionError:
-                    pass
                 await asyncio.sleep(0.05)
-        raise AssertionError(f"bot never became healthy:\n{self.output()}")
+        raise AssertionError(f"bot never became {'ready' if ready else 'serving'}:\n{self.output()}")
 
     def output(self, *, tail: int = 4000) -> str:
         """What it logged (the last `tail` characters; 0: all)."""

@@ -88,3 +88,23 @@ async def test_a_parked_run_whose_approval_was_decided_before_a_restart_is_woken
     )
     assert woken == ["run-decided"]
     assert sent == [("run-decided", {"approval": decided.id})]
+
+
+async def test_hundreds_of_runs_left_behind_are_looked_at_together_and_woken_in_order() -> None:
+    service, _ = _service()
+    store = InMemoryRunStore()
+    run_ids = [f"run-{i:03d}" for i in range(120)]
+    for i, run_id in enumerate(run_ids):
+        request = await service.request(_ask(run_id))
+        await store.append(RunStarted(run_id=run_id, seq=1, at=1.0, task="t", agents=()))
+        await store.append(RunParked(run_id=run_id, seq=2, at=2.0, waiting=(request.id,)))
+        if i % 3 == 0:
+            await service.decide(request.id, Principal(id="U_A"), approve=True)
+    sent: list[str] = []
+
+    async def send(run_id: str, message: Any) -> None:
+        sent.append(run_id)
+
+    woken = await wake_settled(store, service, reversed(run_ids), send)
+    settled = [run_id for i, run_id in enumerate(run_ids) if i % 3 == 0]
+    assert woken == sent == settled[::-1]  # the order given, each once

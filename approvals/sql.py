@@ -181,11 +181,16 @@ def async_database_url(url: str) -> str:
     return parsed.set(drivername=driver[parsed.drivername]).render_as_string(hide_password=False)
 
 
+POOL_SIZE, POOL_OVERFLOW = 10, 20  # per process on PostgreSQL (SQLAlchemy's default: 5 + 10)
+
+
 def make_engine(url: str) -> AsyncEngine:
     """An async engine for `url`; SQLite connections get WAL and a busy timeout."""
-    engine = create_async_engine(async_database_url(url))
-    if engine.dialect.name == "sqlite":
-        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+    async_url = async_database_url(url)
+    if make_url(async_url).get_backend_name() != "sqlite":
+        return create_async_engine(async_url, pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW)
+    engine = create_async_engine(async_url)
+    event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
     return engine
 
 

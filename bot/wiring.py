@@ -14,13 +14,14 @@ import functools
 import importlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from approvals import ApprovalService
+from bot.recovery import recover
 from bot.settings import BotSettings, secret
 from bot.slack.store import BotStore
 from bot.storage import Storage, open_storage
@@ -36,14 +37,12 @@ if TYPE_CHECKING:
     from bot.engine import Engine
     from bot.home import HomeTab
     from bot.ops import Metrics
-    from bot.runs import RunHistory, RunUseCases, SharedModels, TeamCatalog, ToolsBuilder
+    from bot.runs import RunUseCases, SharedModels, TeamCatalog, ToolsBuilder
     from bot.slack import Outbox
     from bot.tasks import TaskSupervisor
     from orchestrator import RunContext, RunEvent, RunTools, SnapshotLimits, TeamConfig, WorkspaceStore
 
 log = logging.getLogger(__name__)
-
-RESTARTED = "the bot restarted"
 
 # A readiness check: None when ready, else why not (shown by /readyz). The engine adds its own.
 ReadyCheck = Callable[[], Awaitable[str | None]]
@@ -188,37 +187,6 @@ def default_tools(
         return tools
 
     return build
-
-
-async def recover(
-    history: RunHistory,
-    approvals: ApprovalService,
-    outbox: Outbox,
-    *,
-    held: Callable[[list[str]], Awaitable[Collection[str]]] | None = None,
-) -> int:
-    """Runs left running that no engine workflow will resume: mark them failed, cancel their asks.
-
-    Runs the engine still holds (`held`: which of them are pending or queued, here or on another
-    worker, asked in one query) are left alone: they resume, and a new instance never fails an old
-    one's live runs. The rest (started before the engine, or whose workflow ended without a terminal
-    event) are orphans. Cancelling rewrites their approval messages (the presenter finds them in the
-    store), so nobody approves an action that no agent is waiting for any more.
-    """
-    from bot.runs import retire_status
-
-    running = await history.left_running()
-    alive = set() if held is None or not running else set(await held([run.run_id for run in running]))
-    stale = [run for run in running if run.run_id not in alive]
-    for run in stale:
-        await history.mark_failed(run.run_id, RESTARTED)
-        await approvals.cancel_run(run.run_id, RESTARTED)
-        if run.root_ts:  # its status message loses the live Cancel / Finish now buttons
-            retire_status(outbox, run.channel, run.root_ts, await history.view(run.run_id), now=time.time())
-        if run.thread_ts:
-            text = "⚠️ The bot restarted while this run was working; it was stopped. Start it again to retry."
-            outbox.post(run.channel, text=text, thread=run.thread_ts)
-    return len(stale)
 
 
 def _async(call: Callable[[str, Any], None]) -> Callable[[str, Any], Awaitable[None]]:

@@ -293,7 +293,7 @@ async def test_reminder_mentions_approvers_in_the_thread_before_expiry(tmp_path:
 
 
 async def test_restart_recovery_fails_orphaned_runs_and_cancels_their_asks(tmp_path: Path) -> None:
-    from bot.wiring import recover
+    from bot.recovery import recover
 
     async with bot_harness(tmp_path) as bot:
         request, thread = await _ask(bot)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from approvals import ConversationRef
-from bot.wiring import recover
+from bot.recovery import recover
 from orchestrator.events import RunStarted
 from tests.bot.harness import CHANNEL, REQUESTER, bot_harness
 

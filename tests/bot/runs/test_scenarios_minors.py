@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 from approvals import ConversationRef
+from bot.recovery import recover
 from bot.render import ids
 from bot.runs.blocks import status_blocks
-from bot.wiring import recover
 from orchestrator import RunView
 from orchestrator.events import RunStarted
 from tests.bot.harness import CHANNEL, REQUESTER, bot_harness

@@ -105,6 +105,7 @@ def test_a_text_past_its_walk_budget_is_shown_escaped() -> None:
         "| file | status |\n|---|---|\n" + "| a.py | ok |\n" * 50,
         "- item number\n",
         "1. Run `make test` now\n",
+        "## file.py\ndone\n",  # a report: a heading and a line per file
     ],
 )
 def test_answers_people_write_stay_within_the_walk_budget(answer: str) -> None:

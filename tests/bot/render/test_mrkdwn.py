@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from bot.render.escape import escape, plain, safe
 from bot.render.mrkdwn import FENCE, markdown_to_mrkdwn, split_message
+from tests.bot.render.shapes import ADVERSARIAL
 
 
 @pytest.mark.parametrize(
@@ -170,39 +171,6 @@ def test_bidi_overrides_are_removed_from_everything_shown() -> None:
     for shown in (markdown_to_mrkdwn(spoof), safe(spoof), plain(spoof, 200)):
         assert not any(ch in shown for ch in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
         assert "invoicegpj.exe" in shown
-
-
-# Shapes that made a regex or a parser backtrack, each a function of the size in characters.
-ADVERSARIAL: dict[str, Callable[[int], str]] = {
-    "image openers": lambda n: "![" * (n // 2),
-    "brackets": lambda n: "[" * n,
-    "bold": lambda n: "**a " * (n // 4),
-    "underscores": lambda n: "_a " * (n // 3),
-    "backticks": lambda n: "`" * n,
-    "angles": lambda n: "<" * n,
-    "stars": lambda n: "*" * n,
-    "emphasis": lambda n: "*_" * (n // 2),
-    "strike": lambda n: "~~a " * (n // 4),
-    "unclosed links": lambda n: "[a](" * (n // 4),
-    "nested quotes": lambda n: "> " * (n // 2) + "x",
-    "quoted bold lines": lambda n: "> **a\n" * (n // 6),
-    "nested list": lambda n: "- " * (n // 2) + "x",
-    "wide table": lambda n: "|a" * (n // 4) + "|\n" + "|-" * (n // 4) + "|\n",
-    "table of pipes": lambda n: "|" * (n // 2) + "\n|-|\n" + "|" * (n // 2),
-    "spaces after a pipe line": lambda n: "a|b\n" + " " * n + "|x",
-    "heading of spaces": lambda n: "# x" + " " * n + "y",
-    "heading of #": lambda n: "# " * (n // 2) + "x",
-    "rule of spaces": lambda n: "-" + " " * n + "x",
-    "long line": lambda n: "word " * (n // 5),
-    "mixed": lambda n: ("![[a](`<**_" * n)[:n],
-    # Quadratic in markdown-it-pyrs (1 s at 60 KB); ">" * 60000 crashed it when its tree was freed.
-    "nested emphasis": lambda n: "*a _a " * (n // 12) + "a" + " a_ a*" * (n // 12),
-    "quotes without spaces": lambda n: ">" * n + "x",
-    "nested images": lambda n: "![" * (n // 6) + "a" + "](b)" * (n // 6),
-    # Tiny blocks: an event or more per character, stopped by the walk budget.
-    "empty headings": lambda n: "#\n" * (n // 2),
-    "tiny tables": lambda n: "|a|\n|-|\n\n" * (n // 9),
-}
 
 
 def _best_seconds(text: str, tries: int = 3) -> float:

@@ -296,7 +296,7 @@ async def build_services(
     )
     from bot.slack import GroupResolver
     from bot.tasks import TaskSupervisor
-    from orchestrator import default_models, sandbox_status, warm_up
+    from orchestrator import default_models, sandbox_status, tidy_ready_copies, warm_up
     from orchestrator.repos import RepoCache
 
     if team is not None:
@@ -333,6 +333,9 @@ async def build_services(
     if config.executes:
         models.prebuild(teams.default.team.agents)
     tasks = TaskSupervisor()
+    repos = RepoCache(state_folder(settings))
+    if config.executes:  # pools of agents' copies no run asks for any more, and a killed refill's leftovers
+        tasks.spawn(asyncio.to_thread(tidy_ready_copies, repos.root), name="tidy-ready-copies")
     metrics = Metrics(clock)
     options = ExecutorOptions(
         tasks=tasks,
@@ -349,7 +352,7 @@ async def build_services(
         progress_after=settings.progress_after,
         models=models,
         teams=teams,
-        repositories=RunRepositories(db.engine, RepoCache(state_folder(settings))),
+        repositories=RunRepositories(db.engine, repos),
     )
     supervisor = RunSupervisor(options, engine=engine)
     engine.admission.observe = metrics.observe_admission

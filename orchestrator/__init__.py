@@ -114,7 +114,7 @@ if TYPE_CHECKING:
     from orchestrator.llm.stats import ProviderStats, provider_stats
     from orchestrator.llm.warmup import warm_up
     from orchestrator.sql import SqlRunStore, create_run_schema, run_metadata
-    from orchestrator.tools import SnapshotLimits, build_run_tools, sandbox_status
+    from orchestrator.tools import SnapshotLimits, build_run_tools, sandbox_status, tidy_ready_copies
     from orchestrator.workspace_sql import SqlWorkspaceStore, prune_unused_blobs, workspace_metadata
 
 # name -> module, imported on first access (PEP 562): SQLAlchemy, tree-sitter and httpx stay unloaded
@@ -135,6 +135,7 @@ _LAZY = {
     "prune_unused_blobs": "orchestrator.workspace_sql",
     "run_metadata": "orchestrator.sql",
     "sandbox_status": "orchestrator.tools",
+    "tidy_ready_copies": "orchestrator.tools",
     "warm_up": "orchestrator.llm.warmup",
     "workspace_metadata": "orchestrator.workspace_sql",
 }
@@ -248,6 +249,7 @@ __all__ = [
     "sandbox_status",
     "start_run",
     "stop_parked_run",
+    "tidy_ready_copies",
     "to_line",
     "warm_up",
     "workspace_metadata",

@@ -6,6 +6,7 @@
 from orchestrator.tools.gate import DEFERRED, GateCall, GateResult, PermissionGate, RunGrants, approvers_of
 from orchestrator.tools.limits import Limits
 from orchestrator.tools.proxy import EgressProxy, EgressRules
+from orchestrator.tools.ready import tidy_ready_copies
 from orchestrator.tools.sandbox import CommandResult, Sandbox, SandboxSpec, sandbox_status, scrubbed_env
 from orchestrator.tools.specs import (
     TOOL_NAMES,
@@ -58,5 +59,6 @@ __all__ = [
     "patch_paths",
     "sandbox_status",
     "scrubbed_env",
+    "tidy_ready_copies",
     "tool_specs",
 ]

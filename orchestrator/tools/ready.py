@@ -289,6 +289,22 @@ def tidy(ready_root: Path, *, now: float, keep: Path | None = None) -> list[Path
     return removed
 
 
+def tidy_ready_copies(repos_root: Path, *, now: float | None = None) -> int:
+    """`tidy` every repository's pools under the bot's repository cache, at start-up; pools removed.
+
+    A refill tidies its own repository's pools; this is for the ones no run asks for any more (a
+    repository dropped from the configuration, a base no run is on), and what a killed process left.
+    """
+    when = time.time() if now is None else now
+    removed = 0
+    for ready_root in sorted(repos_root.glob("*.trees/.ready")):
+        try:
+            removed += len(tidy(ready_root, now=when))
+        except OSError:
+            log.warning("could not tidy the ready copies under %s", ready_root, exc_info=True)
+    return removed
+
+
 @contextmanager
 def _locked(pool: Path) -> Iterator[bool]:
     """The pool's fill lock, without waiting: True when held (released, also by a crash, after)."""

@@ -294,3 +294,16 @@ def test_a_diff_naming_a_path_out_of_the_tree_is_not_used(tmp_path: Path) -> Non
     env = {"GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z"}
     commit = git(f"--git-dir={mirror}", "commit-tree", top, "-p", old.name, "-m", "x", env=env).strip()
     assert ready.changed_paths(old.parent / commit, old.name) is None
+
+
+def test_at_start_up_pools_no_run_uses_are_tidied_in_every_repository(tmp_path: Path) -> None:
+    """No refill comes for a repository dropped from the configuration: start-up tidies it."""
+    cache, _repo, tree = _tree(tmp_path, FILES)
+    recent = _pool(tmp_path, tree, ("recent",))
+    idle = _pool(tmp_path, tree, ("idle",), age_s=ready.IDLE_S + 60)  # its fill tidied the others
+    (recent / ".making-dead").mkdir()  # a refill killed midway
+    assert ready.tidy_ready_copies(cache.root) == 1
+    assert not idle.exists()
+    assert recent.is_dir()
+    assert not (recent / ".making-dead").exists()
+    assert ready.tidy_ready_copies(tmp_path / "no-repos-yet") == 0

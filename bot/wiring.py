@@ -355,6 +355,7 @@ async def build_services(
         repositories=RunRepositories(db.engine, repos),
     )
     supervisor = RunSupervisor(options, engine=engine)
+    db.run_store.implied = supervisor.executor.implied_writes  # a run's end and its answer: one commit
     engine.admission.observe = metrics.observe_admission
     engine.on_takeover = box.take_over  # a dead executor's runs and its unsent posts move together
     engine.on_peers = functools.partial(_share_slack_budget, box)

@@ -8,7 +8,7 @@ sets WAL and a busy timeout on SQLite) and shares it; the tables are this packag
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
@@ -99,11 +99,18 @@ def _add_missing_columns(conn: Connection) -> None:
                 index.create(conn, checkfirst=True)
 
 
+# (the open transaction, the events it stores) -> what to do once it commits, if anything.
+ImpliedWrites = Callable[[AsyncConnection, tuple[RunEvent, ...]], Awaitable[Callable[[], None] | None]]
+
+
 class SqlRunStore:
     """The run store on an async engine it does not own; `SqlRunStore.create(engine)` adds the schema."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        # What a batch of events implies beside them (the bot: a run's end and its final answer's
+        # posts), written in the same transaction; what it returns is called once that commits.
+        self.implied: ImpliedWrites | None = None
 
     @classmethod
     async def create(cls, engine: AsyncEngine) -> SqlRunStore:
@@ -124,16 +131,21 @@ class SqlRunStore:
         ]
         first, last = events[0], events[-1]
         seqs = f"{first.seq}" if len(events) == 1 else f"{first.seq}..{last.seq}"
+        committed = None
         try:
             async with self.engine.begin() as conn:
                 await conn.execute(insert(run_events), rows)
                 for event in events:
                     if event.kind in _SUMMARY_KINDS:
                         await self._summarise(conn, event)
+                if self.implied is not None:
+                    committed = await self.implied(conn, events)
         except IntegrityError as exc:
             await self._already_stored(events, exc)
         except SQLAlchemyError as exc:
             raise RunStoreError(f"run {first.run_id}: cannot store events {seqs}: {exc}") from exc
+        if committed is not None:
+            committed()
 
     async def _already_stored(self, events: tuple[RunEvent, ...], exc: IntegrityError) -> None:
         """A write that collided: the same events (a retry after a lost commit ack) are fine."""
@@ -152,6 +164,9 @@ class SqlRunStore:
                 raise RunFenced(first.run_id, event.seq) from exc
         if len(stored) == len(events):
             return
+        if not stored:  # none of them is there: what failed is a write they imply (`implied`)
+            detail = f"run {first.run_id}: cannot store events from seq {first.seq}: {exc}"
+            raise RunStoreError(detail) from exc
         raise RunStoreError(f"run {first.run_id}: event seq {first.seq} already stored") from exc
 
     async def _summarise(self, conn: AsyncConnection, event: RunEvent) -> None:

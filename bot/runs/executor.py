@@ -59,6 +59,8 @@ from orchestrator import (
 )
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
     from bot.engine import Control, Engine
 
 log = logging.getLogger(__name__)
@@ -148,6 +150,20 @@ class RunExecutor:
 
     def spawn_named(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         return self._tasks.spawn(coro, name=name)
+
+    async def implied_writes(
+        self, conn: AsyncConnection, events: tuple[RunEvent, ...]
+    ) -> Callable[[], None] | None:
+        """The run store's `implied`: a run's end is stored with its final answer's posts.
+
+        Only for a run this process drives (its renderer holds the view and the thread); a run's
+        end stored otherwise (a process that died first) is settled at its next step (`_settle`).
+        """
+        finished = [event for event in events if isinstance(event, RunFinished)]
+        active = self._active.get(finished[-1].run_id) if finished else None
+        if active is None:
+            return None
+        return await active.renderer.save_final_within(conn, finished[-1])
 
     async def segment_ended(self, run_id: str) -> bool | None:
         """None when this process does not drive `run_id`; else, once its segment ends, whether it parked."""

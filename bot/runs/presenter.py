@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from bot.render.kit import context
 from bot.runs.blocks import (
@@ -24,6 +25,9 @@ from bot.runs.blocks import (
 from bot.runs.progress import Progress, progress_blocks
 from bot.slack.outbox import PRIORITY_FINAL, PRIORITY_THREAD, MessageRef, Outbox
 from orchestrator import RunEvent, RunFailed, RunFinished, RunView
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 # Events that change nothing the status message shows (streamed text is not shown live).
 _SILENT = frozenset({"text_delta", "final_delta", "tool_call"})
@@ -62,6 +66,7 @@ class RunRenderer:
         self.last_refresh = time.monotonic()
         self.final_posts: list[MessageRef] = []  # the final answer's messages, once queued
         self._final_render: asyncio.Task[None] | None = None  # a large answer rendering off the loop
+        self._final_stored = False  # its posts were saved with the run's end (`save_final_within`)
 
     def on_event(self, event: RunEvent) -> None:
         """The run's subscriber: fold, then render (synchronous: the outbox queues, never blocks)."""
@@ -116,10 +121,13 @@ class RunRenderer:
         """Queue the final answer (in as many messages as it takes); `final_posts` names them.
 
         A large answer is rendered in a worker thread and queued when done; `finish` waits for it,
-        so `final_posts` is complete once the run's end is handled.
+        so `final_posts` is complete once the run's end is handled. Posts saved with the run's end
+        (`save_final_within`) are queued already.
         """
         # The answer waits for its thread: a root still queued behind other runs' goes out next.
         self._outbox.hasten(self.root, PRIORITY_FINAL)
+        if self._final_stored:
+            return
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # no loop to keep responsive (a synchronous caller)
@@ -131,25 +139,51 @@ class RunRenderer:
         else:
             self._post_messages(final_answer_messages(event, self.view))
 
+    async def save_final_within(self, conn: AsyncConnection, event: RunFinished) -> Callable[[], None]:
+        """Save the final answer's posts in the transaction that stores the run's end (`event`).
+
+        The transactional outbox: the end and the posts it implies commit together or not at all,
+        so no crash can leave an end stored without its answer. What this returns queues the saved
+        posts once the transaction commits; a piece whose key is saved already (another driver's,
+        or a step run again) is not queued twice.
+        """
+        view = self.view.apply(event)
+        messages = await render_final_answer(event, view)
+        posts = [self._outbox.prepare(self._channel, **args) for args in self._final_args(messages, view)]
+        saved = [post for post in posts if await self._outbox.save_within(conn, post)]
+
+        def committed() -> None:
+            self._final_stored = True
+            self.final_posts.extend(self._outbox.enqueue(post) for post in saved)
+
+        return committed
+
     async def _render_and_post(self, event: RunFinished, view: RunView) -> None:
         self._post_messages(await render_final_answer(event, view))
 
     def _post_messages(self, messages: list[Rendered]) -> None:
+        for args in self._final_args(messages, self.view):
+            self.final_posts.append(self._outbox.post(self._channel, **args))
+
+    def _final_args(self, messages: list[Rendered], view: RunView) -> list[dict[str, Any]]:
+        """Each final-answer message's post arguments (the progress summary on the first)."""
+        out: list[dict[str, Any]] = []
         for i, (text, blocks) in enumerate(messages):
             if i == 0 and self.progress_message is None and not self.progress.empty:
                 blocks = [*blocks[:2], context(self.progress.summary()), *blocks[2:]]
-            ref = self._outbox.post(
-                self._channel,
-                text=text,
-                blocks=blocks,
-                thread=self.thread,
-                priority=PRIORITY_FINAL,
-                broadcast=self._broadcast and i == 0,
-                run_id=self.view.run_id or None,  # a give-up is logged with the run
-                # One final answer per run, whoever posts it (a step run again, a second driver).
-                key=f"final:{self.view.run_id}:{i}" if self.view.run_id else None,
+            out.append(
+                {
+                    "text": text,
+                    "blocks": blocks,
+                    "thread": self.thread,
+                    "priority": PRIORITY_FINAL,
+                    "broadcast": self._broadcast and i == 0,
+                    "run_id": view.run_id or None,  # a give-up is logged with the run
+                    # One final answer per run, whoever posts it (a step run again, a second driver).
+                    "key": f"final:{view.run_id}:{i}" if view.run_id else None,
+                }
             )
-            self.final_posts.append(ref)
+        return out
 
     def failed_to_start(self, error: str) -> None:
         """The runner refused the run (bad provider config, ...): show it as a failed run."""

@@ -58,6 +58,7 @@ from bot.slack.outbox_state import (
 
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
     from bot.slack.store import OutboxRow, OutboxStore
 
@@ -213,6 +214,28 @@ class Outbox:
         once = once or key
         if once is not None and (queued := self._queue.keyed.get(once)) is not None:
             return queued  # the same post, still on its way
+        post = self.prepare(
+            channel, text=text, blocks=blocks, thread=thread, broadcast=broadcast, priority=priority,
+            run_id=run_id, key=key, once=once,
+        )  # fmt: skip
+        if self._rows is not None:
+            post.saving = self._rows.save(post)
+        return self.enqueue(post)
+
+    def prepare(
+        self,
+        channel: str,
+        *,
+        text: str,
+        blocks: list[dict[str, Any]] | None = None,
+        thread: MessageRef | str | None = None,
+        broadcast: bool = False,
+        priority: int = PRIORITY_STATUS,
+        run_id: str | None = None,
+        key: str | None = None,
+        once: str | None = None,
+    ) -> Post:
+        """A post as `post` makes it, neither saved nor queued: `save_within`, then `enqueue`."""
         root = MessageRef.existing(channel, thread) if isinstance(thread, str) else thread
         if root is not None and root.channel != channel:
             raise ValueError(f"thread root is in {root.channel}, not {channel}")
@@ -228,16 +251,30 @@ class Outbox:
             kwargs["blocks"] = blocks
         if broadcast:
             kwargs["reply_broadcast"] = True
-        ref = MessageRef(channel, marker=marker)
-        if once is not None:
-            self._queue.keyed[once] = ref
         self._seq += 1
-        post = Post(ref, kwargs, root, priority, self._seq, marker, run_id=run_id, once=once)
-        if self._rows is not None:
-            post.saving = self._rows.save(post)
-        self._queue.posts.setdefault(channel, []).append(post)
+        return Post(
+            MessageRef(channel, marker=marker),
+            kwargs,
+            root,
+            priority,
+            self._seq,
+            marker,
+            run_id=run_id,
+            once=once,
+        )
+
+    async def save_within(self, conn: AsyncConnection, post: Post) -> bool:
+        """Write the post's row in `conn`'s transaction (the state change that implies it commits it);
+        False when a row of its key is there already (saved before: it is sent, or was)."""
+        return True if self._rows is None else await self._rows.save_within(conn, post)
+
+    def enqueue(self, post: Post) -> MessageRef:
+        """Queue a prepared post (its row saved, or being saved: `post.saving`); its ref."""
+        if post.once is not None:
+            self._queue.keyed[post.once] = post.ref
+        self._queue.posts.setdefault(post.ref.channel, []).append(post)
         self._queue.wake.set()
-        return ref
+        return post.ref
 
     # -- persistence -----------------------------------------------------------------------------
 

@@ -35,6 +35,8 @@ from bot.slack.outbox_state import (
 )
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
     from bot.slack.store import OutboxRow, OutboxStore, PendingUpdate
 
 log = logging.getLogger(__name__)
@@ -77,11 +79,13 @@ class Rows:
         task.add_done_callback(functools.partial(self._saved_or_not, post.marker))
         return task
 
-    async def _save(self, post: Post) -> None:
+    @staticmethod
+    def row_of(post: Post) -> OutboxRow:
+        """The post's new pending row."""
         from bot.slack.store import OutboxRow
 
         root = post.root
-        row = OutboxRow(
+        return OutboxRow(
             id=post.marker,
             seq=post.seq,
             channel=post.ref.channel,
@@ -94,6 +98,24 @@ class Rows:
             attempts=0,
             ts=None,
         )
+
+    async def save_within(self, conn: AsyncConnection, post: Post) -> bool:
+        """The post's row inside `conn`'s transaction; False when its key's row exists already.
+
+        Under a savepoint, so a collision leaves the transaction (a run's end) to commit without it.
+        Any other failure fails the transaction: neither the change nor its post is stored.
+        """
+        try:
+            async with conn.begin_nested():
+                await self.store.save(self.row_of(post), conn)
+        except IntegrityError:
+            if not await self.store.exists(post.marker, conn):
+                raise
+            return False
+        return True
+
+    async def _save(self, post: Post) -> None:
+        row = self.row_of(post)
         try:
             saved = await self.persist("save", row)
         except IntegrityError:  # its id is saved: this post, if a lost commit answer hid it, or another's

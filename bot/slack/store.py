@@ -295,6 +295,11 @@ class OutboxStore:
         async with self._engine.begin() as own:
             await own.execute(insert(slack_outbox).values(**values))
 
+    async def exists(self, post_id: str, conn: AsyncConnection) -> bool:
+        """Whether a post of this id is saved (read inside `conn`'s transaction)."""
+        found = await conn.execute(select(slack_outbox.c.id).where(slack_outbox.c.id == post_id))
+        return found.first() is not None
+
     async def attempt(self, post_id: str, *, thread_ts: str | None, next_attempt_at: float) -> bool:
         """About to send: count the attempt (a crash from here on means "maybe delivered"); False
         when the row is not this process's any more (a janitor gave it to another: that one sends it)."""

@@ -105,6 +105,7 @@ class Services:
     # The retention sweep lives as long as the process, so it is not one of `tasks` (which tests and
     # the drain wait out); `close()` stops it first.
     retention: asyncio.Task[None] | None = None
+    unseen: asyncio.Task[None] | None = None  # the sweep that posts asks a dead process never posted
     left_running: int = 0  # runs left pending in the engine at shutdown (they resume elsewhere or later)
 
     @property
@@ -136,8 +137,9 @@ class Services:
             return max(end - time.monotonic(), 0.0)
 
         self.stopping.set()
-        if self.retention is not None:
-            await self.retention
+        for sweep in (self.retention, self.unseen):
+            if sweep is not None:
+                await sweep
         reserve = min(2.0, grace * 0.3)  # for the final answers and statuses runs end with
         self.left_running = await self.runs.supervisor.stop(grace=max(left() - reserve, 0.0))
         await self.tasks.drain(grace=left(), keep="run:" if self.left_running else None)
@@ -417,6 +419,7 @@ async def build_services(
     )
     services.ready_checks["engine"] = engine.ready
     _start_retention(services)
+    services.unseen = asyncio.create_task(presenter.watch_unseen(services.stopping), name="unseen-asks")
     if warming is not None:
         phase("warming the model SDKs")
         await warming  # serving means warmed: no ack waits for an SDK import

@@ -6,6 +6,7 @@ message's ts, the store) runs in a supervised task. Button values carry only the
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -123,7 +124,13 @@ class ApprovalsUI:
             return  # not a Slack run (CLI, file handshake): nothing to show here
         text, blocks = self._request_blocks(request)
         ref = self._outbox.post(
-            where.channel, text=text, blocks=blocks, thread=where.thread, priority=10, run_id=request.run_id
+            where.channel,
+            text=text,
+            blocks=blocks,
+            thread=where.thread,
+            priority=10,
+            run_id=request.run_id,
+            key=ask_key(request.id),  # one post per ask, whoever posts it (`post_unseen`)
         )
         self._messages[request.id] = ref
         if ref.marker is not None:
@@ -167,16 +174,67 @@ class ApprovalsUI:
         try:
             ts = await ref.ts()
         except OutboxError:  # a give-up is handled by `_on_give_up`; a shutdown keeps the post for later
+            if self._messages.get(request.id) is ref:  # (or another process saved it first)
+                del self._messages[request.id]  # its outcome is written where the store says
             return
         finally:
             self._asks.pop(ref.marker or "", None)
         await self._store.record_approval_message(request.id, channel, ts)
+
+    async def post_unseen(self, *, min_age: float = 10.0) -> int:
+        """Post the pending asks Slack was never given; returns how many it posted.
+
+        An ask is stored before its post is saved, so a process that died between the two left a
+        request no one can see, and its run parked on it until the deadline. Start-up and then every
+        sweep find such asks (older than `min_age` seconds, so not one a live process is saving) and
+        post them; the post's key makes it one message whoever posts it. An ask whose post was sent
+        but never recorded (a restart before its ts came back) gets its message recorded instead.
+        """
+        posted = 0
+        now = self._clock()
+        for request in await self.service.pending():
+            where = slack_conversation(request)
+            if where is None or request.id in self._messages:
+                continue
+            if now - request.created_at.timestamp() < min_age:
+                continue
+            if await self._store.approval_message(request.id) is not None:
+                continue
+            row = await self._outbox.saved_post(ask_key(request.id))
+            if row is None:
+                log.warning("approval %s of run %s was never posted: posting it", request.id, request.run_id)
+                self._post(request)
+                posted += 1
+            elif row.ts is not None:
+                await self._store.record_approval_message(request.id, row.channel, row.ts)
+            elif row.status == "failed":  # its give-up went unheard (another process's post)
+                await self._post_failed(request, where.channel, "the outbox gave up")
+        return posted
+
+    async def watch_unseen(self, stop: asyncio.Event, *, interval: float = 30.0) -> None:
+        """`post_unseen` now and every `interval` seconds until `stop` is set (failures are logged)."""
+        while not stop.is_set():
+            try:
+                await self.post_unseen()
+            except Exception:
+                log.exception("finding unposted approval requests failed; trying again in %.0fs", interval)
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=interval)
+            except TimeoutError:
+                continue
 
     def _on_give_up(self, event: GiveUp) -> None:
         """The outbox retried an ask's post and gave up: nobody can see it, so do not wait for anyone."""
         request = self._asks.pop(event.post_id, None)
         if request is not None:
             self._spawn(self._post_failed(request, event.channel, event.error))
+        elif event.post_id.startswith(_ASK_PREFIX):  # a post saved by an earlier process
+            self._spawn(self._give_up_stored(event.post_id.removeprefix(_ASK_PREFIX), event))
+
+    async def _give_up_stored(self, request_id: str, event: GiveUp) -> None:
+        request = await self.service.get(request_id)
+        if request is not None and request.status == "pending":
+            await self._post_failed(request, event.channel, event.error)
 
     async def _post_failed(self, request: ApprovalRequest, channel: str, error: str | None) -> None:
         """Deny now (not at the deadline) an ask Slack never showed, and say so in the thread if it can."""
@@ -210,6 +268,9 @@ class ApprovalsUI:
 
     async def _rewrite_stored(self, request_id: str, text: str, blocks: list[dict[str, Any]]) -> None:
         where = await self._store.approval_message(request_id)
+        if where is None:  # sent, but its ts was never recorded (a restart meanwhile)
+            row = await self._outbox.saved_post(ask_key(request_id))
+            where = None if row is None or row.ts is None else (row.channel, row.ts)
         if where is not None:
             self._outbox.update(MessageRef.existing(where[0], where[1]), text=text, blocks=blocks)
 
@@ -217,6 +278,14 @@ class ApprovalsUI:
         """Rewrite a denied request's message with the reason its denier gave afterwards."""
         view = replace(approval_view(request), decision_reason=reason)
         self._rewrite(request, *approval_decided_blocks(view, now=self._clock()))
+
+
+_ASK_PREFIX = "ask:"
+
+
+def ask_key(request_id: str) -> str:
+    """The outbox key of an ask's post: one message per request, whichever process posts it."""
+    return _ASK_PREFIX + request_id
 
 
 def _approver_ids(request: ApprovalRequest) -> list[str]:

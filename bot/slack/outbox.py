@@ -278,6 +278,11 @@ class Outbox:
 
     # -- persistence -----------------------------------------------------------------------------
 
+    async def saved_post(self, post_id: str) -> OutboxRow | None:
+        """The row of a post saved under this id (a keyed post: its key), by any process; None
+        when there is none, or no store."""
+        return None if self._rows is None else await self._rows.store.row(post_id)
+
     async def saved(self, refs: Sequence[MessageRef]) -> bool:
         """Whether the rows of these posts are written (waiting for writes under way): a step that
         implies them ends only once they are, else it runs again and queues them again."""

@@ -300,6 +300,12 @@ class OutboxStore:
         found = await conn.execute(select(slack_outbox.c.id).where(slack_outbox.c.id == post_id))
         return found.first() is not None
 
+    async def row(self, post_id: str) -> OutboxRow | None:
+        """The saved post of this id (sent or not), or None."""
+        async with self._engine.connect() as conn:
+            found = (await conn.execute(select(slack_outbox).where(slack_outbox.c.id == post_id))).first()
+        return None if found is None else _row(found)
+
     async def attempt(self, post_id: str, *, thread_ts: str | None, next_attempt_at: float) -> bool:
         """About to send: count the attempt (a crash from here on means "maybe delivered"); False
         when the row is not this process's any more (a janitor gave it to another: that one sends it)."""

@@ -111,12 +111,19 @@ class ApprovalsUI:
             self._post(request)
         elif event.kind == "approval_reminder":
             self._remind(request)
-        elif event.kind == "approval_decided" and event.final:
-            self._rewrite(request, *approval_decided_blocks(approval_view(request), now=self._clock()))
-        elif event.kind == "approval_decided":  # a vote towards a quorum: show the progress, keep buttons
-            self._rewrite(request, *self._request_blocks(request), final=False)
-        elif event.kind in {"approval_expired", "approval_cancelled"}:
-            self._rewrite(request, *approval_expired_blocks(approval_view(request), now=self._clock()))
+        elif event.kind == "approval_decided" and not event.final:  # a vote towards a quorum
+            self._rewrite(request, *self._request_blocks(request), final=False)  # progress, buttons kept
+        elif event.kind in {"approval_decided", "approval_expired", "approval_cancelled"}:
+            self.show_outcome(request)
+
+    def show_outcome(self, request: ApprovalRequest) -> None:
+        """Rewrite a settled request's message with its outcome (again, for a click that finds it
+        settled: a crash after the decision may have lost the first rewrite)."""
+        view = approval_view(request)
+        if request.status in {"approved", "denied"}:
+            self._rewrite(request, *approval_decided_blocks(view, now=self._clock()))
+        elif request.status in {"expired", "cancelled"}:
+            self._rewrite(request, *approval_expired_blocks(view, now=self._clock()))
 
     def _post(self, request: ApprovalRequest) -> None:
         where = slack_conversation(request)

@@ -12,7 +12,16 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from approvals import ApprovalRequest, ApprovalService, AuditEntry, NotAuthorised, Principal, Scope
+from approvals import (
+    AlreadyCancelled,
+    AlreadyDecided,
+    ApprovalRequest,
+    ApprovalService,
+    AuditEntry,
+    NotAuthorised,
+    Principal,
+    Scope,
+)
 from bot.approval_ui import full_text
 from bot.approval_ui.blocks import (
     approval_details_modal,
@@ -96,6 +105,8 @@ class ApprovalUseCases:
             and unavailable
         ):
             return groups_unavailable_text(request.approvers.groups, unavailable)
+        if isinstance(result, AlreadyDecided | AlreadyCancelled):  # its message may still show buttons
+            self._presenter.show_outcome(result.request)
         return result_text(result)
 
     async def refuse_outsider(self, request_id: str, user_id: str, workspace: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sqlalchemy import delete
 
-from approvals import Ask
+from approvals import Ask, Principal
 from approvals.models import ApprovalRequest, Approvers
 from approvals.permissions import Action, Decision, action_digest
 from bot.approval_ui import ApprovalsUI, ThreadApprovalPort
@@ -84,3 +84,25 @@ async def test_a_sent_ask_whose_message_was_not_recorded_is_recorded_not_posted(
         ts = str(bot.slack.thread(CHANNEL, thread)[-1]["ts"])
         assert await bot.services.store.approval_message(request.id) == (CHANNEL, ts)
         assert len(bot.posts(thread=thread)) == 1
+
+
+async def test_a_click_on_a_settled_ask_whose_rewrite_was_lost_rewrites_it(tmp_path: Path) -> None:
+    async with bot_harness(tmp_path) as bot:
+        thread = await bot.services.outbox.post(CHANNEL, text="a run").ts()
+        request = await _request(bot, thread)
+        await bot.wait_for(lambda: len(bot.posts(thread=thread)) == 1)
+        await bot.settle()
+        presenter = bot.services.presenter
+        presenter.detach()  # decided, then the process died before the message's rewrite was saved
+        await bot.services.approvals.decide(request.id, Principal(id=APPROVER), approve=True)
+        presenter.attach()
+        await bot.settle()
+        assert not bot.slack.calls_to("chat.update", ok=True)
+
+        await bot.click(ids.APPROVE_ONCE, request.id, user=APPROVER)  # the buttons are still there
+        await bot.settle()
+        assert any("already" in text.lower() for text in bot.ephemerals(APPROVER))
+        ts = bot.slack.thread(CHANNEL, thread)[-1]["ts"]
+        updates = [c.params for c in bot.slack.calls_to("chat.update", ok=True) if c.params["ts"] == ts]
+        assert len(updates) == 1
+        assert ids.APPROVE_ONCE not in str(updates[0]["blocks"])

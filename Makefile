@@ -34,8 +34,8 @@ run: bytecode
 # A subset (`make test PYTEST_ARGS=tests/bot`) skips coverage; `COVERAGE=` or `COVERAGE=--cov` overrides.
 COVERAGE ?= $(if $(PYTEST_ARGS),,--cov --cov-report=term-missing:skip-covered)
 # Two pytest-xdist workers (the embedded model's minutes-long test is collected first, see
-# tests/conftest.py): 5 min 42 s with coverage on this 2-core machine, against 9 min 14 s in one
-# process. `make test XDIST=` runs everything in one process.
+# tests/conftest.py): about 9 min with coverage on a 2-core machine (`--durations=40` names the
+# slowest). `make test XDIST=` runs everything in one process.
 XDIST ?= -n 2 --dist worksteal
 
 test: bytecode

@@ -38,9 +38,14 @@ async function refresh() {
   try {
     do {
       ui.again = false;
-      const query = ui.user ? "?user=" + encodeURIComponent(ui.user) : "";
+      const asked = ui.user;
+      const query = asked ? "?user=" + encodeURIComponent(asked) : "";
       const response = await fetch("/ui/state" + query);
-      if (response.ok) render(await response.json());
+      if (!response.ok) continue;
+      // Asked for before the user was switched: someone else's state (rendering it would switch
+      // back), so ask again for the one chosen now.
+      if (ui.user !== asked) ui.again = true;
+      else render(await response.json());
     } while (ui.again);
   } finally {
     ui.pending = false;

@@ -6,10 +6,11 @@ Slack's checks first), then read in Chromium. Text that looks like HTML is shown
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
-from playwright.async_api import Browser, expect
+from playwright.async_api import Browser, Route, expect
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.playground import APPROVER, BYSTANDER, CHANNEL, REQUESTER, Playground
@@ -145,3 +146,31 @@ async def test_a_modal_opens_for_its_user_and_the_home_tab_lists_what_waits(
         await expect(page.locator("#home-view")).to_contain_text("curl -fsSL")
         await expect(page.locator("#home-view")).to_contain_text("#playground")  # a channel by its name
         await expect(page.locator("#composer")).to_be_hidden()
+
+
+async def test_switching_people_while_a_refresh_is_under_way_keeps_the_one_chosen(
+    tmp_path: Path, browser: Browser
+) -> None:
+    async with playground(tmp_path) as pg:
+        page = await (await browser.new_context()).new_page()
+        page.set_default_timeout(WAIT_MS)
+        await page.goto(f"{pg.url}/?user={BYSTANDER.id}")
+        await expect(page.locator("#role")).to_contain_text(f"You are {BYSTANDER.name}")
+        asked = asyncio.Event()
+        answer = asyncio.Event()
+
+        async def hold(route: Route) -> None:  # the bystander's state comes back after the switch
+            if BYSTANDER.id in route.request.url and not answer.is_set():
+                asked.set()
+                await answer.wait()
+            await route.continue_()
+
+        await page.route("**/ui/state*", hold)
+        await page.evaluate("() => { refresh(); }")  # as a change in the channel makes it
+        await asyncio.wait_for(asked.wait(), 10)
+        await page.select_option("#who", APPROVER.id)
+        answer.set()
+        await expect(page.locator("#role")).to_contain_text(f"You are {APPROVER.name}")
+        await page.wait_for_timeout(500)  # any late render of the old state would have landed
+        assert await page.locator("#who").input_value() == APPROVER.id
+        await expect(page.locator("#role")).to_contain_text(f"You are {APPROVER.name}")

@@ -10,6 +10,10 @@ Rolling restart: `tests/bot/engine/test_rolling_postgres.py`'s scenario (Slack's
 to 3 s at the emulator and in the bots): the 429s the emulator answered and any final answer
 posted twice.
 
+Database outage: `tests/bot/engine/test_outage_postgres.py`'s scenario with PostgreSQL (a server
+of its own) stopped for DB_OUTAGE seconds mid-run: how long after it is back every final answer is
+posted, and any lost, posted twice or run by a worker taken for dead.
+
 Recovery: one worker holding RECOVERY_RUNS runs in flight is killed with SIGKILL and started
 again under the same executor id; the figures, from the new process's start, are the time until
 it is ready (`/readyz`), until every run was resumed (its step logged it) and until every run
@@ -39,6 +43,8 @@ from bot.engine import RUNS_QUEUE, package_version, system_database_url
 from bot.playground.emulator import SlackEmulator
 from bot.settings import BotSettings
 from tests.bot.engine.procs import BotProcess, bot_env, upgrade_schema
+from tests.bot.engine.test_outage_postgres import RUNS as OUTAGE_RUNS
+from tests.bot.engine.test_outage_postgres import database_outage
 from tests.bot.engine.test_rolling_postgres import rolling_restart
 from tests.bot.harness import TOKEN, team_yaml
 from tests.fakes.provider_agent import protocol_agent
@@ -50,6 +56,7 @@ RUNS_PER_WORKER = 12
 WORKERS = (1, 2, 4)
 RECOVERY_RUNS = 100
 PG_PORT = "55473"
+DB_OUTAGE = 20.0  # seconds PostgreSQL is stopped mid-run (issue 17's scenario)
 _RESTARTED = re.compile(r"run (run-\S+) (?:resumed|started)")
 
 
@@ -267,6 +274,16 @@ async def _main() -> None:
                 f"   rolling restart at full Slack load (a front end, a worker joined, the old one "
                 f"stopped): {len(rolling.rate_limited)} 429s, {len(rolling.finals)} runs, {twice} final "
                 "answers posted twice (goal: 0 and 0)"
+            )
+            (cwd / "outage").mkdir()
+            gone = await database_outage(cwd / "outage", outage=DB_OUTAGE)
+            twice = sum(n > 1 for n in gone.finals.values())
+            taken = sum("janitor: took over" in text for text in gone.logs.values())
+            print(
+                f"   PostgreSQL stopped {DB_OUTAGE:.0f} s mid-run ({OUTAGE_RUNS} runs, a front end and two "
+                f"workers): all final answers {gone.finished_after:.1f} s after it was back; "
+                f"{OUTAGE_RUNS - len(gone.finals)} lost, {twice} posted twice, {taken} live workers "
+                "taken for dead (goal: 0, 0, 0)"
             )
         finally:
             _postgres("stop", pg)

@@ -12,7 +12,8 @@ posted twice.
 
 Database outage: `tests/bot/engine/test_outage_postgres.py`'s scenario with PostgreSQL (a server
 of its own) stopped for DB_OUTAGE seconds mid-run: how long after it is back every final answer is
-posted, and any lost, posted twice or run by a worker taken for dead.
+posted, and any lost, posted twice or run by a worker taken for dead. Disk full:
+`tests/bot/engine/test_disk_full.py`'s scenario with the disk full for DISK_FULL seconds.
 
 Recovery: one worker holding RECOVERY_RUNS runs in flight is killed with SIGKILL and started
 again under the same executor id; the figures, from the new process's start, are the time until
@@ -43,6 +44,7 @@ from bot.engine import RUNS_QUEUE, package_version, system_database_url
 from bot.playground.emulator import SlackEmulator
 from bot.settings import BotSettings
 from tests.bot.engine.procs import BotProcess, bot_env, upgrade_schema
+from tests.bot.engine.test_disk_full import full_disk
 from tests.bot.engine.test_outage_postgres import RUNS as OUTAGE_RUNS
 from tests.bot.engine.test_outage_postgres import database_outage
 from tests.bot.engine.test_rolling_postgres import rolling_restart
@@ -57,6 +59,7 @@ WORKERS = (1, 2, 4)
 RECOVERY_RUNS = 100
 PG_PORT = "55473"
 DB_OUTAGE = 20.0  # seconds PostgreSQL is stopped mid-run (issue 17's scenario)
+DISK_FULL = 20.0  # seconds the disk stays full mid-run
 _RESTARTED = re.compile(r"run (run-\S+) (?:resumed|started)")
 
 
@@ -284,6 +287,15 @@ async def _main() -> None:
                 f"workers): all final answers {gone.finished_after:.1f} s after it was back; "
                 f"{OUTAGE_RUNS - len(gone.finals)} lost, {twice} posted twice, {taken} live workers "
                 "taken for dead (goal: 0, 0, 0)"
+            )
+            (cwd / "disk").mkdir()
+            full = await full_disk(cwd / "disk", full_for=DISK_FULL)
+            twice = sum(n > 1 for n in full.finals.values())
+            print(
+                f"   disk full {DISK_FULL:.0f} s mid-run (SQLite, 2 runs, one started while full): ready "
+                f"{full.ready_after:.1f} s and all final answers {full.finished_after:.1f} s after space "
+                f"came back; {2 - len(full.finals)} lost, {twice} posted twice, then none after a restart "
+                "(goal: 0, 0)"
             )
         finally:
             _postgres("stop", pg)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import resource
+import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
@@ -52,18 +54,30 @@ async def _until_status(bot: BotProcess, status: int, within: float) -> None:
             await asyncio.sleep(0.2)
 
 
-async def test_a_full_disk_mid_run_loses_nothing_and_posts_each_answer_once(tmp_path: Path) -> None:
-    data = tmp_path / "data"
+@dataclass
+class DiskFull:
+    """What a full disk mid-run left (`full_disk`)."""
+
+    finals: Counter[str]  # final answers posted, by run thread
+    statuses: int  # status messages posted
+    ready_after: float  # seconds from freeing the space until /readyz answered 200
+    finished_after: float  # seconds from freeing the space until the last final answer
+    output: str  # the first process's output, for a failure's message
+
+
+async def full_disk(cwd: Path, *, full_for: float = 3.0) -> DiskFull:
+    """Two runs (one started while full) on SQLite, the disk full for `full_for` s, then a restart."""
+    data = cwd / "data"
     data.mkdir()
     async with (
         SlackEmulator(bot_token=TOKEN, allowed_mentions={USER, APPROVER}) as slack,
         ProviderServer(_slow) as provider,
     ):
-        team = tmp_path / "team.yaml"
+        team = cwd / "team.yaml"
         team.write_text(team_yaml(provider, agents=2))
         env = bot_env(slack.api_url, f"sqlite:///{data / 'bot.db'}", MASSGEN_STATE_DIR=str(data / "state"))
         args = ["serve", "--team", str(team)]
-        bot = await BotProcess(args, env, tmp_path).start()
+        bot = await BotProcess(args, env, cwd).start()
         try:
             assert await bot.command("write release notes") == 200
             await slack.wait_for(lambda: bool(_status_posts(slack)) and bool(provider.requests), 30)
@@ -72,23 +86,31 @@ async def test_a_full_disk_mid_run_loses_nothing_and_posts_each_answer_once(tmp_
             await _until_status(bot, 503, 20)  # the probe write fails: not ready
             # Taken (the engine's queue had room), then suspended at its first write: it waits.
             assert await bot.command("summarise the incident") == 200
-            await asyncio.sleep(3.0)  # both runs meet the full disk
+            await asyncio.sleep(full_for)  # both runs meet the full disk
             assert not _final_posts(slack)
             _free(bot.proc.pid)
+            freed = time.monotonic()
             await _until_status(bot, 200, 30)
+            ready_after = time.monotonic() - freed
             try:
                 await slack.wait_for(lambda: len(_final_posts(slack)) >= 2, 90)
             except TimeoutError:
                 raise AssertionError(bot.output(tail=0)[-20000:]) from None
+            finished_after = time.monotonic() - freed
         finally:
             if bot.proc is not None and bot.proc.returncode is None:
                 _free(bot.proc.pid)
             assert await bot.stop(within=60) == 0, bot.output()
-        again = await BotProcess(args, env, tmp_path).start()  # a restart repeats nothing
+        again = await BotProcess(args, env, cwd).start()  # a restart repeats nothing
         try:
             await asyncio.sleep(5.0)
         finally:
             assert await again.stop(within=60) == 0, again.output()
     finals = Counter(str(c.params.get("thread_ts")) for c in _final_posts(slack))
-    assert list(finals.values()) == [1, 1], (finals, bot.output(tail=6000))
-    assert len(_status_posts(slack)) == 2  # one status message per run, none posted twice
+    return DiskFull(finals, len(_status_posts(slack)), ready_after, finished_after, bot.output(tail=6000))
+
+
+async def test_a_full_disk_mid_run_loses_nothing_and_posts_each_answer_once(tmp_path: Path) -> None:
+    result = await full_disk(tmp_path)
+    assert list(result.finals.values()) == [1, 1], (result.finals, result.output)
+    assert result.statuses == 2  # one status message per run, none posted twice

@@ -13,6 +13,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from approvals import ApprovalEvent, ApprovalRequest, ApprovalService
 from bot.approval_ui.blocks import (
     ApprovalView,
@@ -223,8 +225,10 @@ class ApprovalsUI:
         while not stop.is_set():
             try:
                 await self.post_unseen()
+            except SQLAlchemyError as exc:  # the database is away: one line, not a traceback a sweep
+                log.warning("finding unposted asks: %s; trying again in %.0f s", type(exc).__name__, interval)
             except Exception:
-                log.exception("finding unposted approval requests failed; trying again in %.0fs", interval)
+                log.exception("finding unposted asks failed; trying again in %.0f s", interval)
             try:
                 await asyncio.wait_for(stop.wait(), timeout=interval)
             except TimeoutError:

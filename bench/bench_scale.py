@@ -13,7 +13,8 @@ posted twice.
 Database outage: `tests/bot/engine/test_outage_postgres.py`'s scenario with PostgreSQL (a server
 of its own) stopped for DB_OUTAGE seconds mid-run: how long after it is back every final answer is
 posted, and any lost, posted twice or run by a worker taken for dead. Disk full:
-`tests/bot/engine/test_disk_full.py`'s scenario with the disk full for DISK_FULL seconds.
+`tests/bot/engine/test_disk_full.py`'s scenario with the disk full for DISK_FULL seconds. Slack
+outage: `tests/bot/engine/test_slack_outage.py`'s, every Web API call failing for SLACK_OUTAGE s.
 
 Recovery: one worker holding RECOVERY_RUNS runs in flight is killed with SIGKILL and started
 again under the same executor id; the figures, from the new process's start, are the time until
@@ -48,6 +49,8 @@ from tests.bot.engine.test_disk_full import full_disk
 from tests.bot.engine.test_outage_postgres import RUNS as OUTAGE_RUNS
 from tests.bot.engine.test_outage_postgres import database_outage
 from tests.bot.engine.test_rolling_postgres import rolling_restart
+from tests.bot.engine.test_slack_outage import RUNS as SLACK_RUNS
+from tests.bot.engine.test_slack_outage import slack_outage
 from tests.bot.harness import TOKEN, team_yaml
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, ProviderServer, Reply
@@ -60,6 +63,7 @@ RECOVERY_RUNS = 100
 PG_PORT = "55473"
 DB_OUTAGE = 20.0  # seconds PostgreSQL is stopped mid-run (issue 17's scenario)
 DISK_FULL = 20.0  # seconds the disk stays full mid-run
+SLACK_OUTAGE = 20.0  # seconds every Slack Web API call answers 503
 _RESTARTED = re.compile(r"run (run-\S+) (?:resumed|started)")
 
 
@@ -296,6 +300,15 @@ async def _main() -> None:
                 f"{full.ready_after:.1f} s and all final answers {full.finished_after:.1f} s after space "
                 f"came back; {2 - len(full.finals)} lost, {twice} posted twice, then none after a restart "
                 "(goal: 0, 0)"
+            )
+            (cwd / "slack").mkdir()
+            away = await slack_outage(cwd / "slack", outage=SLACK_OUTAGE)
+            lost = SLACK_RUNS - min(away.finals, away.statuses, away.asked)
+            print(
+                f"   Slack answering 503 for {SLACK_OUTAGE:.0f} s (SQLite, {SLACK_RUNS} runs asking while it "
+                f"is away): every approval request in Slack {away.seen_after:.1f} s after it was back; "
+                f"{lost} lost, {len(away.doubled)} posted twice, {len(away.side)} approved commands run "
+                f"for {SLACK_RUNS} approvals (goal: 0, 0, {SLACK_RUNS})"
             )
         finally:
             _postgres("stop", pg)

@@ -40,7 +40,7 @@ _MAX_ATTEMPTS = 5  # of an interactive call (`call`: a views.open's trigger last
 # The backoff doubles up to its cap, with jitter, and never comes before Slack's Retry-After (429s,
 # and 503s during an incident).
 RETRY_WINDOW = 900.0
-RETRY_MAX_DELAY = 30.0
+RETRY_MAX_DELAY = 8.0
 # Refusals a text-only post survives by being re-sent as plain-text pieces.
 _SPLIT_ON = frozenset({"msg_too_long", "invalid_blocks", "msg_blocks_too_long", "invalid_arguments"})
 SPLIT_CHARS = 3_900  # per piece: under the 4,000 characters Slack shows of a top-level text

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from bot.playground.emulator import SlackEmulator
@@ -45,28 +46,43 @@ async def _approve(bot: BotProcess, slack: SlackEmulator, request_id: str, messa
     assert await bot.post(body, signed_request(body, SECRET)) == 200
 
 
-async def test_a_20_s_slack_outage_loses_no_post_and_repeats_none(tmp_path: Path) -> None:
-    side = tmp_path / "side.txt"
+@dataclass
+class SlackOutage:
+    """What a Slack outage left (`slack_outage`)."""
+
+    side: list[str]  # the approved commands' runs, one line each
+    statuses: int  # status messages posted
+    asked: int  # approval requests posted in the runs' threads
+    final_threads: int  # threads with a final answer
+    finals: int  # final answers posted
+    doubled: list[tuple[str, str, str]]  # any message posted twice in the same place
+    seen_after: float  # seconds from Slack's return until every approval request was in Slack
+
+
+async def slack_outage(cwd: Path, *, outage: float = OUTAGE) -> SlackOutage:
+    """RUNS runs taken while every Web API call answers 503 for `outage` s; approved once seen."""
+    side = cwd / "side.txt"
     async with (
         SlackEmulator(bot_token=TOKEN, allowed_mentions={"U0USER", APPROVER}) as slack,
         ProviderServer(_asks_once(side)) as provider,
     ):
-        team = tmp_path / "team.yaml"
+        team = cwd / "team.yaml"
         extra = "permissions: {policy: human, rules: {ask: ['command(echo *)']}}\n"
         team.write_text(team_yaml(provider, agents=2, extra=extra, approval_timeout=600))
-        env = bot_env(slack.api_url, f"sqlite:///{tmp_path / 'bot.db'}")
+        env = bot_env(slack.api_url, f"sqlite:///{cwd / 'bot.db'}")
         args = ["serve", "--team", str(team)]
-        bot = await BotProcess(args, env, tmp_path).start()
+        bot = await BotProcess(args, env, cwd).start()
         try:
-            slack.fail_for(OUTAGE, status=503)
+            slack.fail_for(outage, status=503)
             began = time.monotonic()
             for i in range(RUNS):
                 assert await bot.command(f"write release notes {i}") == 200  # acked: no Web API call
             # The runs go on while Slack is away: each reaches its approval, unseen.
             await slack.wait_for(lambda: len(provider.requests) >= RUNS, 30)
             assert _status_posts(slack) == []
-            await slack.wait_for(lambda: len(_approval_requests(slack)) >= RUNS, OUTAGE + 60)
-            assert time.monotonic() - began >= OUTAGE - 1.0  # nothing reached Slack before it came back
+            await slack.wait_for(lambda: len(_approval_requests(slack)) >= RUNS, outage + 60)
+            seen_after = time.monotonic() - began - outage
+            assert seen_after >= -1.0  # nothing reached Slack before it came back
             for request_id, message_ts in _approval_requests(slack).items():
                 await _approve(bot, slack, request_id, message_ts)
             try:
@@ -75,19 +91,32 @@ async def test_a_20_s_slack_outage_loses_no_post_and_repeats_none(tmp_path: Path
                 raise AssertionError(bot.output(tail=0)[-20000:]) from None
         finally:
             assert await bot.stop(within=60) == 0, bot.output()
-    assert side.read_text().splitlines() == ["once"] * RUNS, "each approved command runs exactly once"
-    assert len(_status_posts(slack)) == RUNS
     asked = [  # in the runs' threads (each approver also gets a DM copy)
         c
         for c in slack.calls_to("chat.postMessage", ok=True)
         if ids.APPROVE_ONCE in str(c.params.get("blocks")) and c.params.get("channel") == CHANNEL
     ]
-    assert len(asked) == RUNS
-    assert len({str(c.params.get("thread_ts")) for c in _final_posts(slack)}) == RUNS
-    assert len(_final_posts(slack)) == RUNS
-    # Nothing posted twice: the same message (its blocks carry the request's and run's ids) in one place.
+    # The same message (its blocks carry the request's and run's ids) in one place.
     posts = Counter(
         (str(c.params.get("channel")), str(c.params.get("thread_ts")), str(c.params.get("blocks")))
         for c in slack.calls_to("chat.postMessage", ok=True)
     )
-    assert [key for key, n in posts.items() if n > 1] == []
+    return SlackOutage(
+        side=side.read_text().splitlines(),
+        statuses=len(_status_posts(slack)),
+        asked=len(asked),
+        final_threads=len({str(c.params.get("thread_ts")) for c in _final_posts(slack)}),
+        finals=len(_final_posts(slack)),
+        doubled=[key for key, n in posts.items() if n > 1],
+        seen_after=seen_after,
+    )
+
+
+async def test_a_20_s_slack_outage_loses_no_post_and_repeats_none(tmp_path: Path) -> None:
+    result = await slack_outage(tmp_path)
+    assert result.side == ["once"] * RUNS, "each approved command runs exactly once"
+    assert result.statuses == RUNS
+    assert result.asked == RUNS
+    assert result.final_threads == RUNS
+    assert result.finals == RUNS
+    assert result.doubled == []

@@ -75,6 +75,8 @@ FAULTS = [
     ("beta", {"hang": True}, f"no data for {IDLE:g} s (idle_timeout_seconds)"),
     ("gamma", {"keepalive": 0.05}, "the call took over 0.5 s (call_timeout_seconds)"),
 ]
+HANGS = {"hang", "hang_before_headers"}
+HEALTHY_IDLE = HEALTHY["idle_timeout_seconds"]
 # Keep-alives are not events, so they would trip the idle limit first: lift it to reach the call one.
 LIMITS = {"keepalive": {"idle_timeout_seconds": 5.0, "call_timeout_seconds": 0.5}}
 
@@ -88,7 +90,13 @@ async def test_a_persistently_broken_provider_is_dropped_and_the_run_finishes(
     async with ProviderServer(faulty(model, fault)) as server:
         events: list[RunEvent] = []
         started = time.monotonic()
-        team = team_for(server, **{agent_id: BROKEN | LIMITS.get(next(iter(fault)), {})})
+        kind = next(iter(fault))
+        # The short idle limit only where a hang is injected: on a loaded machine it could cut
+        # another fault's first attempt before the server saw it.
+        broken = (
+            BROKEN if kind in HANGS else BROKEN | {"idle_timeout_seconds": HEALTHY["idle_timeout_seconds"]}
+        )
+        team = team_for(server, **{agent_id: broken | LIMITS.get(kind, {})})
         handle = await start_run(team, "fix the flaky test", subscribers=[events.append])
         result = await asyncio.wait_for(ended(handle), timeout=30)
         elapsed = time.monotonic() - started

@@ -10,11 +10,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 from aiohttp.test_utils import TestClient, TestServer
 
+from approvals import Ask
+from approvals.models import Approvers
+from approvals.permissions import Action, Decision, Risk, action_digest
 from bot.app import build_app, build_web_app
 from bot.playground.emulator import Call, Limits, SlackEmulator
 from bot.playground.payloads import (
@@ -38,6 +42,30 @@ APPROVER = "U0APPROVER"
 REQUESTER = "U0USER"
 INTRUDER = "U0INTRUDER"
 CHANNEL = "C0CHAN"
+
+
+def command_ask(
+    command: str = "git push origin main",
+    *,
+    approvers: Approvers | None = None,
+    risk: Risk = "medium",
+    reason: str = "pushes",
+    rule: str | None = None,
+    timeout: float = 60.0,
+    run_id: str = "run-test",
+) -> Ask:
+    """An engine ask for `run_command(command)` by agent a1 of REQUESTER's run (APPROVER decides)."""
+    return Ask(
+        run_id=run_id,
+        agent_id="a1",
+        requester=REQUESTER,
+        action=Action(kind="command", target=command),
+        digest=action_digest("run_command", {"command": command}),
+        decision=Decision(verdict="ask", resolved="ask", risk=risk, layer="rule", reason=reason, rule=rule),
+        approvers=approvers or Approvers(users=frozenset({APPROVER})),
+        timeout=timedelta(seconds=timeout),
+    )
+
 
 # Slack's real budgets with time compressed 50x on both sides (a "minute" lasts 1.2 s), so a pacing
 # bug still shows up as a 429 / violation in the emulator while the tests stay fast.

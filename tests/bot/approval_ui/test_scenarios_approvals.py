@@ -8,20 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from approvals import Ask, ConversationRef
+from approvals import ConversationRef
 from approvals.models import ApprovalRequest, Approvers
-from approvals.permissions import Action, Decision, Risk, action_digest
+from approvals.permissions import Risk
 from approvals.testing import scratch_postgres_database
 from bot.approval_ui import ThreadApprovalPort
 from bot.render import ids
 from orchestrator.events import RunStarted, ToolDecided
-from tests.bot.harness import APPROVER, CHANNEL, INTRUDER, REQUESTER, BotHarness, bot_harness
+from tests.bot.harness import APPROVER, CHANNEL, INTRUDER, REQUESTER, BotHarness, bot_harness, command_ask
 from tests.conftest import postgres_url
 from tests.fakes.provider_agent import protocol_agent
 from tests.fakes.provider_server import ProviderRequest, Reply
@@ -39,22 +38,13 @@ async def _ask(
     root = bot.services.outbox.post(CHANNEL, text="a run")
     port = ThreadApprovalPort(bot.services.approvals, CHANNEL, root)
     request = await port.request(
-        Ask(
-            run_id="run-test",
-            agent_id="a1",
-            requester=REQUESTER,
-            action=Action(kind="command", target=command),
-            digest=action_digest("run_command", {"command": command}),
-            decision=Decision(
-                verdict="ask",
-                resolved="ask",
-                risk=risk,
-                layer="rule",
-                reason="pushes code",
-                rule="command(git push *)",
-            ),
-            approvers=approvers or Approvers(users=frozenset({APPROVER})),
-            timeout=timedelta(seconds=timeout),
+        command_ask(
+            command,
+            approvers=approvers,
+            risk=risk,
+            reason="pushes code",
+            rule="command(git push *)",
+            timeout=timeout,
         )
     )
     thread = await root.ts()

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from approvals import Ask
 from approvals.models import ApprovalRequest, Approvers
-from approvals.permissions import Action, Decision, action_digest
 from bot.approval_ui import ThreadApprovalPort
 from bot.playground.payloads import block_actions, encode_interactive
 from bot.render import ids
-from tests.bot.harness import APPROVER, REQUESTER, BotHarness, bot_harness
+from tests.bot.harness import APPROVER, REQUESTER, BotHarness, bot_harness, command_ask
 
 PRIVATE = "G0PRIV"
 
@@ -25,18 +22,7 @@ async def _ask(
 ) -> ApprovalRequest:
     root = bot.services.outbox.post(channel, text="a run")
     port = ThreadApprovalPort(bot.services.approvals, channel, root)
-    request = await port.request(
-        Ask(
-            run_id="run-test",
-            agent_id="a1",
-            requester=REQUESTER,
-            action=Action(kind="command", target="git push origin main"),
-            digest=action_digest("run_command", {"command": "git push origin main"}),
-            decision=Decision(verdict="ask", resolved="ask", risk="medium", layer="rule", reason="pushes"),
-            approvers=approvers or Approvers(users=frozenset({APPROVER})),
-            timeout=timedelta(seconds=60),
-        )
-    )
+    request = await port.request(command_ask(approvers=approvers))
     await bot.settle()
     return request
 

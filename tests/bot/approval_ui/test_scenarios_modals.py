@@ -7,18 +7,15 @@ before (`exchanged_trigger_id`); a group lookup slowed past 3 s would have made 
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from approvals import Ask
 from approvals.models import ApprovalRequest, Approvers
-from approvals.permissions import Action, Decision, action_digest
 from bot.approval_ui import ThreadApprovalPort
 from bot.playground.emulator import Fault
 from bot.playground.payloads import block_actions, encode_interactive
 from bot.render import ids
-from tests.bot.harness import APPROVER, CHANNEL, INTRUDER, REQUESTER, BotHarness, bot_harness
+from tests.bot.harness import APPROVER, CHANNEL, INTRUDER, REQUESTER, BotHarness, bot_harness, command_ask
 
 SLOW_LOOKUP = 3.5  # seconds: past the trigger's 3 s life
 
@@ -28,18 +25,7 @@ async def _ask_group(bot: BotHarness, command: str = "git push origin main") -> 
     bot.slack.allowed_mentions.add("S0OPS")
     root = bot.services.outbox.post(CHANNEL, text="a run")
     port = ThreadApprovalPort(bot.services.approvals, CHANNEL, root)
-    request = await port.request(
-        Ask(
-            run_id="run-test",
-            agent_id="a1",
-            requester=REQUESTER,
-            action=Action(kind="command", target=command),
-            digest=action_digest("run_command", {"command": command}),
-            decision=Decision(verdict="ask", resolved="ask", risk="medium", layer="rule", reason="pushes"),
-            approvers=Approvers(groups=frozenset({"S0OPS"})),
-            timeout=timedelta(seconds=60),
-        )
-    )
+    request = await port.request(command_ask(command, approvers=Approvers(groups=frozenset({"S0OPS"}))))
     await bot.settle()
     return request
 
@@ -123,18 +109,7 @@ async def test_an_ask_slack_never_showed_is_denied_at_once_and_said_in_the_threa
         thread = await root.ts()
         bot.slack.inject("chat.postMessage", Fault(error="channel_not_found", status=200, retry_after=None))
         port = ThreadApprovalPort(bot.services.approvals, CHANNEL, root)
-        request = await port.request(
-            Ask(
-                run_id="run-test",
-                agent_id="a1",
-                requester=REQUESTER,
-                action=Action(kind="command", target="git push"),
-                digest=action_digest("run_command", {"command": "git push"}),
-                decision=Decision(verdict="ask", resolved="ask", risk="medium", layer="rule", reason="x"),
-                approvers=Approvers(users=frozenset({APPROVER})),
-                timeout=timedelta(seconds=600),
-            )
-        )
+        request = await port.request(command_ask("git push", reason="x", timeout=600))
         # Not 600 s of waiting for nobody: the agent learns of the denial as soon as the outbox gives up.
         ended = await asyncio.wait_for(bot.services.approvals.wait(request.id), 5)
         assert ended.status == "cancelled"

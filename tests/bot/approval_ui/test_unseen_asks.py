@@ -9,35 +9,37 @@ ts never was.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import delete
 
-from approvals import Ask, Principal
-from approvals.models import ApprovalRequest, Approvers
-from approvals.permissions import Action, Decision, action_digest
+from approvals import Principal
+from approvals.models import ApprovalRequest
 from bot.approval_ui import ApprovalsUI, ThreadApprovalPort
 from bot.render import ids
 from bot.slack.store import bot_approval_messages
-from tests.bot.harness import APPROVER, CHANNEL, REQUESTER, BotHarness, bot_harness
+from tests.bot.harness import APPROVER, CHANNEL, BotHarness, bot_harness, command_ask
 
 
 async def _request(bot: BotHarness, thread: str) -> ApprovalRequest:
     port = ThreadApprovalPort(bot.services.approvals, CHANNEL, thread)
-    command = "git push origin main"
-    return await port.request(
-        Ask(
-            run_id="run-unseen",
-            agent_id="a1",
-            requester=REQUESTER,
-            action=Action(kind="command", target=command),
-            digest=action_digest("run_command", {"command": command}),
-            decision=Decision(verdict="ask", resolved="ask", risk="high", layer="rule", reason="pushes code"),
-            approvers=Approvers(users=frozenset({APPROVER})),
-            timeout=timedelta(seconds=60),
-        )
-    )
+    return await port.request(command_ask(run_id="run-unseen", risk="high", reason="pushes code"))
+
+
+async def _posted(bot: BotHarness) -> tuple[ApprovalRequest, str]:
+    """An ask posted as usual in a new run thread: the request and the thread's ts."""
+    thread = await bot.services.outbox.post(CHANNEL, text="a run").ts()
+    request = await _request(bot, thread)
+    await bot.wait_for(lambda: len(bot.posts(thread=thread)) == 1)
+    await bot.settle()
+    return request, thread
+
+
+def _rewrites(bot: BotHarness, thread: str) -> list[dict[str, Any]]:
+    """The chat.update calls on the ask's message (the thread's last message)."""
+    ts = bot.slack.thread(CHANNEL, thread)[-1]["ts"]
+    return [c.params for c in bot.slack.calls_to("chat.update", ok=True) if c.params["ts"] == ts]
 
 
 async def test_an_ask_never_posted_is_posted_once_and_its_outcome_shown(tmp_path: Path) -> None:
@@ -64,8 +66,7 @@ async def test_an_ask_never_posted_is_posted_once_and_its_outcome_shown(tmp_path
         await bot.click(ids.APPROVE_ONCE, request.id, user=APPROVER)
         assert (await asyncio.wait_for(waiter, 5)).status == "approved"
         await bot.settle()
-        ts = bot.slack.thread(CHANNEL, thread)[-1]["ts"]
-        updates = [c.params for c in bot.slack.calls_to("chat.update", ok=True) if c.params["ts"] == ts]
+        updates = _rewrites(bot, thread)
         assert updates, "the decided ask's message was not rewritten"
         assert ids.APPROVE_ONCE not in str(updates[-1]["blocks"])
         assert len(bot.posts(thread=thread)) == 1
@@ -73,10 +74,7 @@ async def test_an_ask_never_posted_is_posted_once_and_its_outcome_shown(tmp_path
 
 async def test_a_sent_ask_whose_message_was_not_recorded_is_recorded_not_posted(tmp_path: Path) -> None:
     async with bot_harness(tmp_path) as bot:
-        thread = await bot.services.outbox.post(CHANNEL, text="a run").ts()
-        request = await _request(bot, thread)
-        await bot.wait_for(lambda: len(bot.posts(thread=thread)) == 1)
-        await bot.settle()
+        request, thread = await _posted(bot)
         async with bot.services.storage.engine.begin() as conn:  # its ts came back after a restart
             await conn.execute(delete(bot_approval_messages))
         fresh = ApprovalsUI(bot.services.approvals, bot.services.outbox, bot.services.store, spawn=print)
@@ -88,10 +86,7 @@ async def test_a_sent_ask_whose_message_was_not_recorded_is_recorded_not_posted(
 
 async def test_a_click_on_a_settled_ask_whose_rewrite_was_lost_rewrites_it(tmp_path: Path) -> None:
     async with bot_harness(tmp_path) as bot:
-        thread = await bot.services.outbox.post(CHANNEL, text="a run").ts()
-        request = await _request(bot, thread)
-        await bot.wait_for(lambda: len(bot.posts(thread=thread)) == 1)
-        await bot.settle()
+        request, thread = await _posted(bot)
         presenter = bot.services.presenter
         presenter.detach()  # decided, then the process died before the message's rewrite was saved
         await bot.services.approvals.decide(request.id, Principal(id=APPROVER), approve=True)
@@ -102,7 +97,6 @@ async def test_a_click_on_a_settled_ask_whose_rewrite_was_lost_rewrites_it(tmp_p
         await bot.click(ids.APPROVE_ONCE, request.id, user=APPROVER)  # the buttons are still there
         await bot.settle()
         assert any("already" in text.lower() for text in bot.ephemerals(APPROVER))
-        ts = bot.slack.thread(CHANNEL, thread)[-1]["ts"]
-        updates = [c.params for c in bot.slack.calls_to("chat.update", ok=True) if c.params["ts"] == ts]
+        updates = _rewrites(bot, thread)
         assert len(updates) == 1
         assert ids.APPROVE_ONCE not in str(updates[0]["blocks"])
